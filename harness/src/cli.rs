@@ -1,0 +1,193 @@
+//! The `harness` command line: clap definitions and what each command does.
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use crate::{cluster, toolchain};
+
+#[derive(Debug, Parser)]
+#[command(name = "harness", version, about = "Conformance and last-known-good testing for Kubernetes cloud providers")]
+#[command(
+    after_help = "Environment:\n  HARNESS_CACHE_DIR  toolchain cache (default: <user cache dir>/cloud-provider-harness)\n  HARNESS_STATE_DIR  local cluster state (default: <user state dir>/cloud-provider-harness)\n  RUST_LOG           log filter (default: info)"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build and cache the Kubernetes binaries (from the Go module proxy) the local cluster runs.
+    #[command(subcommand)]
+    Toolchain(ToolchainCommand),
+    /// Local clusters: a real control plane on loopback with simulated nodes.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolchainCommand {
+    /// Build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok for a
+    /// Kubernetes version; a no-op when they are already cached.
+    Install {
+        #[command(flatten)]
+        version: VersionArg,
+        /// Rebuild even if the cache holds the version (e.g. after it was reported corrupt).
+        #[arg(long)]
+        force: bool,
+    },
+    /// The pinned Kubernetes versions and whether each is installed.
+    List,
+    /// Print the directory holding the binaries of a version (for `$(harness toolchain path)/kubectl`).
+    Path {
+        #[command(flatten)]
+        version: VersionArg,
+    },
+    /// Check every cached binary of a version against the SHA-256 recorded when it was built.
+    Verify {
+        #[command(flatten)]
+        version: VersionArg,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArg {
+    /// Kubernetes version: v1.37.1, 1.37 (newest pinned patch) or latest.
+    #[arg(long = "kubernetes", value_name = "VERSION")]
+    pub kubernetes: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct NameArg {
+    /// Cluster name.
+    #[arg(long, default_value = cluster::DEFAULT_NAME)]
+    pub name: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Bring a local cluster up and wait until its nodes are Ready.
+    Up {
+        #[command(flatten)]
+        name: NameArg,
+        /// Number of simulated nodes.
+        #[arg(long, default_value_t = 3)]
+        nodes: u32,
+        #[command(flatten)]
+        version: VersionArg,
+        /// Port for kube-apiserver on 127.0.0.1 (default: a free one).
+        #[arg(long)]
+        api_server_port: Option<u16>,
+    },
+    /// Stop every process of a cluster and remove its state.
+    Down {
+        #[command(flatten)]
+        name: NameArg,
+    },
+    /// The local clusters on this machine.
+    List,
+    /// Print the path of a cluster's kubeconfig.
+    Kubeconfig {
+        #[command(flatten)]
+        name: NameArg,
+    },
+}
+
+/// Runs a parsed command line.
+pub async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Toolchain(command) => run_toolchain(command).await,
+        Command::Cluster(command) => run_cluster(command).await,
+    }
+}
+
+async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
+    match command {
+        ToolchainCommand::Install { version, force } => {
+            let release = toolchain::resolve(version.kubernetes.as_deref())?;
+            let installed = tokio::task::spawn_blocking(move || toolchain::install(&release, force)).await??;
+            println!("Kubernetes {} toolchain: {}", installed.version, installed.dir.join("bin").display());
+        }
+        ToolchainCommand::List => {
+            for release in toolchain::releases() {
+                let status = match toolchain::installed(&release) {
+                    Ok(t) => format!("installed  {}", t.dir.display()),
+                    Err(toolchain::ToolchainError::NotInstalled { .. }) => "not installed".to_string(),
+                    Err(e) => format!("broken: {e}"),
+                };
+                let default = if release.version == toolchain::default_release().version { " (default)" } else { "" };
+                println!("{}{default}\t{status}", release.version);
+            }
+        }
+        ToolchainCommand::Path { version } => {
+            let release = toolchain::resolve(version.kubernetes.as_deref())?;
+            println!("{}", toolchain::installed(&release)?.dir.join("bin").display());
+        }
+        ToolchainCommand::Verify { version } => {
+            let release = toolchain::resolve(version.kubernetes.as_deref())?;
+            let verified = tokio::task::spawn_blocking(move || toolchain::verify(&release)).await??;
+            println!("Kubernetes {} toolchain verified: {}", verified.version, verified.dir.display());
+        }
+    }
+    Ok(())
+}
+
+async fn run_cluster(command: ClusterCommand) -> Result<()> {
+    match command {
+        ClusterCommand::Up { name, nodes, version, api_server_port } => {
+            let release = toolchain::resolve(version.kubernetes.as_deref())?;
+            let options = cluster::UpOptions { name: name.name, nodes, release, api_server_port };
+            let cluster = until_interrupted(cluster::up(options)).await??;
+            let state = &cluster.state;
+            println!(
+                "Cluster '{}' is up: Kubernetes {}, {} nodes, API server {}",
+                state.name,
+                state.kubernetes_version,
+                state.nodes.len(),
+                state.api_server
+            );
+            println!("kubeconfig: {}", state.kubeconfig.display());
+            println!("Bring it down with: harness cluster down --name {}", state.name);
+        }
+        ClusterCommand::Down { name } => {
+            if cluster::down(&name.name)? {
+                println!("Cluster '{}' is down", name.name);
+            } else {
+                println!("No cluster named '{}'; nothing to do", name.name);
+            }
+        }
+        ClusterCommand::List => {
+            for entry in cluster::list() {
+                match entry {
+                    Ok(c) => println!("{}\t{}\t{}\t{} nodes\t{}", c.name, c.status, c.kubernetes_version, c.nodes, c.api_server),
+                    Err(e) => println!("?\tbroken\t{e}"),
+                }
+            }
+        }
+        ClusterCommand::Kubeconfig { name } => println!("{}", cluster::kubeconfig_path(&name.name)?.display()),
+    }
+    Ok(())
+}
+
+/// Interrupted by SIGINT or SIGTERM: what was running was dropped, and its cleanup ran.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted by {0}; everything started so far was stopped")]
+pub struct Interrupted(pub &'static str);
+
+/// Runs `work` until it ends or a SIGINT/SIGTERM arrives; on a signal, `work` is dropped (which
+/// runs its teardown) and [`Interrupted`] is returned.
+pub async fn until_interrupted<T>(work: impl std::future::Future<Output = T>) -> Result<T> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    tokio::select! {
+        result = work => Ok(result),
+        _ = sigint.recv() => Err(Interrupted("SIGINT").into()),
+        _ = sigterm.recv() => Err(Interrupted("SIGTERM").into()),
+    }
+}
+
+/// Exit code for an error: 130 for an interruption (as shells report SIGINT), 1 otherwise.
+pub fn exit_code(error: &anyhow::Error) -> i32 {
+    if error.downcast_ref::<Interrupted>().is_some() { 130 } else { 1 }
+}

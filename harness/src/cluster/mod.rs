@@ -1,0 +1,602 @@
+//! The `local` deployer: a real Kubernetes control plane as processes on loopback.
+//!
+//! etcd, kube-apiserver, kube-controller-manager (`--cloud-provider=external`), kube-scheduler and
+//! the kwok controller run as children of the harness, supervised by it rather than by kwokctl:
+//! the harness then owns every PID, can stop them all on Ctrl-C, SIGTERM, a panic or a failed
+//! `up` (see [`process`]), and the same code serves `harness cluster up` and the tests. Nodes are
+//! registered by the harness as external-cloud-provider kubelets would ([`nodes`]); kwok keeps
+//! them Ready with stages that leave `NetworkUnavailable` to the route controller (`kwok.yaml`).
+//!
+//! State lives in `<state dir>/clusters/<name>/`: `cluster.json` (ports, PIDs), `kubeconfig`,
+//! `pki/`, `etcd/`, `logs/<component>.log`. `down` stops the processes and removes it.
+
+pub mod nodes;
+pub mod pki;
+pub mod process;
+
+use std::fs;
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde::{Deserialize, Serialize};
+
+use crate::progress;
+use crate::toolchain::{self, Release, Toolchain, ToolchainError};
+use process::ProcessRecord;
+
+/// The cluster name when none is given.
+pub const DEFAULT_NAME: &str = "harness";
+/// The service range, on loopback like every other address of the cluster (see [`nodes`]).
+pub const SERVICE_CIDR: &str = "127.96.0.0/16";
+const SERVICE_IP: Ipv4Addr = Ipv4Addr::new(127, 96, 0, 1);
+const KWOK_CONFIG: &str = include_str!("kwok.yaml");
+
+const API_READY_TIMEOUT: Duration = Duration::from_secs(120);
+const NODES_READY_TIMEOUT: Duration = Duration::from_secs(90);
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error(transparent)]
+    Toolchain(#[from] ToolchainError),
+    #[error("cluster name '{0}' is not valid: use 1-40 lower-case letters, digits and '-', starting with a letter")]
+    InvalidName(String),
+    #[error("--nodes {0} is out of range: a local cluster has 1 to {max} nodes", max = nodes::MAX_NODES)]
+    InvalidNodeCount(u32),
+    #[error("cluster '{name}' already exists and is running; bring it down first with `harness cluster down --name {name}`")]
+    AlreadyRunning { name: String },
+    #[error("no cluster named '{0}'; `harness cluster list` shows the clusters there are")]
+    NotFound(String),
+    #[error("port {0} on 127.0.0.1 is already in use; stop whatever holds it or choose another with --api-server-port")]
+    PortInUse(u16),
+    #[error("{component} exited while cluster '{cluster}' was starting; the last lines of {log}:\n{tail}")]
+    ComponentExited { cluster: String, component: String, log: PathBuf, tail: String },
+    #[error("timed out after {waited:?} waiting for {what}; component logs are in {logs}")]
+    Timeout { what: String, waited: Duration, logs: PathBuf },
+    #[error("talking to the API server of cluster '{cluster}': {source}")]
+    Kube { cluster: String, source: kube::Error },
+    #[error(transparent)]
+    Pki(#[from] pki::PkiError),
+    #[error("the state of cluster '{name}' in {path} is unreadable ({reason}); `harness cluster down --name {name}` removes it")]
+    BadState { name: String, path: PathBuf, reason: String },
+    #[error("{action} {path}: {source}")]
+    Io { action: &'static str, path: PathBuf, source: std::io::Error },
+}
+
+type Result<T> = std::result::Result<T, ClusterError>;
+
+fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ClusterError {
+    let path = path.to_path_buf();
+    move |source| ClusterError::Io { action, path, source }
+}
+
+/// Where clusters keep their state: `$HARNESS_STATE_DIR`, else
+/// `<user state dir>/cloud-provider-harness` (`~/.local/state/cloud-provider-harness`).
+pub fn state_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("HARNESS_STATE_DIR") {
+        return PathBuf::from(dir);
+    }
+    dirs::state_dir()
+        .or_else(dirs::data_local_dir)
+        .unwrap_or_else(std::env::temp_dir)
+        .join("cloud-provider-harness")
+}
+
+fn cluster_dir(name: &str) -> PathBuf {
+    state_root().join("clusters").join(name)
+}
+
+/// What `cluster.json` records of a cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterState {
+    pub name: String,
+    pub kubernetes_version: String,
+    pub api_server: String,
+    pub kubeconfig: PathBuf,
+    pub nodes: Vec<String>,
+    pub processes: Vec<ProcessRecord>,
+    /// Seconds since the Unix epoch.
+    pub created: u64,
+}
+
+/// How to bring a cluster up.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    pub name: String,
+    pub nodes: u32,
+    pub release: Release,
+    /// A fixed kube-apiserver port; a free one is picked when `None`.
+    pub api_server_port: Option<u16>,
+}
+
+impl UpOptions {
+    pub fn new(name: impl Into<String>, release: Release) -> Self {
+        UpOptions { name: name.into(), nodes: 3, release, api_server_port: None }
+    }
+}
+
+/// A running local cluster.
+#[derive(Debug, Clone)]
+pub struct LocalCluster {
+    pub state: ClusterState,
+    pub dir: PathBuf,
+}
+
+impl LocalCluster {
+    /// A client for the cluster's API server, as its admin.
+    pub async fn client(&self) -> Result<Client> {
+        client_for(&self.state).await
+    }
+
+    /// Stops every process and removes the cluster's state.
+    pub fn down(self) -> Result<()> {
+        down(&self.state.name).map(|_| ())
+    }
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    let ok = (1..=40).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok { Ok(()) } else { Err(ClusterError::InvalidName(name.to_string())) }
+}
+
+/// Brings a cluster up: builds the toolchain if it is not cached yet, starts the control plane,
+/// registers the nodes and waits until all of them are Ready. Whatever goes wrong — an error, a
+/// panic, or the caller dropping this future (Ctrl-C) — stops every process it started and removes
+/// the state.
+pub async fn up(options: UpOptions) -> Result<LocalCluster> {
+    validate_name(&options.name)?;
+    if !(1..=nodes::MAX_NODES).contains(&options.nodes) {
+        return Err(ClusterError::InvalidNodeCount(options.nodes));
+    }
+    let release = options.release;
+    let toolchain = tokio::task::spawn_blocking(move || toolchain::install(&release, false))
+        .await
+        .expect("toolchain install does not panic")?;
+
+    let dir = cluster_dir(&options.name);
+    clear_stale(&options.name, &dir)?;
+    if let Some(port) = options.api_server_port
+        && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_err()
+    {
+        return Err(ClusterError::PortInUse(port));
+    }
+    fs::create_dir_all(dir.join("logs")).map_err(io_err("creating", &dir))?;
+    let mut guard = Teardown { dir: dir.clone(), processes: Vec::new(), armed: true };
+
+    let step = progress::step(format!("starting cluster '{}' (Kubernetes {})", options.name, toolchain.version));
+    let pki = pki::generate(&dir.join("pki"), SERVICE_IP)?;
+    let ports = Ports::pick(options.api_server_port)?;
+    let kubeconfig = dir.join("kubeconfig");
+    write_kubeconfig(&kubeconfig, &options.name, ports.api_server, &pki)?;
+    let kwok_config = dir.join("kwok.yaml");
+    fs::write(&kwok_config, KWOK_CONFIG).map_err(io_err("writing", &kwok_config))?;
+
+    let mut state = ClusterState {
+        name: options.name.clone(),
+        kubernetes_version: toolchain.version.clone(),
+        api_server: format!("https://127.0.0.1:{}", ports.api_server),
+        kubeconfig: kubeconfig.clone(),
+        nodes: Vec::new(),
+        processes: Vec::new(),
+        created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+    };
+    let args = ComponentArgs { dir: &dir, ports: &ports, pki: &pki, kubeconfig: &kubeconfig };
+    for component in ["etcd", "kube-apiserver"] {
+        start(&toolchain, component, args.for_component(component), &mut guard, &mut state)?;
+    }
+    let client = wait_for_api(&state, &guard).await?;
+    for component in ["kube-controller-manager", "kube-scheduler", "kwok"] {
+        let mut component_args = args.for_component(component);
+        if component == "kwok" {
+            component_args.push(format!("--config={}", kwok_config.display()));
+        }
+        start(&toolchain, component, component_args, &mut guard, &mut state)?;
+    }
+    step.done();
+
+    let step = progress::step(format!("registering {} simulated nodes", options.nodes));
+    state.nodes = register_nodes(&client, &options.name, options.nodes, &toolchain.version).await?;
+    save_state(&dir, &state)?;
+    wait_for_ready_nodes(&client, &state, &guard).await?;
+    step.done();
+
+    guard.armed = false;
+    Ok(LocalCluster { state, dir })
+}
+
+/// A cluster dir left by a crash or a SIGKILL: nothing of it runs, so it is cleared.
+fn clear_stale(name: &str, dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if let Ok(state) = load_state(name) {
+        if state.processes.iter().any(ProcessRecord::is_running) {
+            return Err(ClusterError::AlreadyRunning { name: name.to_string() });
+        }
+    }
+    tracing::info!("clearing the state of cluster '{name}', which no longer runs");
+    process::sweep(dir);
+    fs::remove_dir_all(dir).map_err(io_err("removing", dir))
+}
+
+/// Stops what `up` started unless `up` got to the end.
+struct Teardown {
+    dir: PathBuf,
+    processes: Vec<ProcessRecord>,
+    armed: bool,
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        tracing::info!("stopping the partly started cluster in {}", self.dir.display());
+        process::terminate(&self.processes, Duration::from_secs(3));
+        process::sweep(&self.dir);
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Free loopback ports for every listener of the control plane.
+struct Ports {
+    etcd_client: u16,
+    etcd_peer: u16,
+    api_server: u16,
+    controller_manager: u16,
+    scheduler: u16,
+    kwok: u16,
+}
+
+impl Ports {
+    fn pick(api_server: Option<u16>) -> Result<Self> {
+        // Hold every listener until all are picked so no two components get the same port.
+        let listeners: Vec<TcpListener> = (0..6)
+            .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+            .collect::<std::io::Result<_>>()
+            .map_err(io_err("binding a free port on", Path::new("127.0.0.1")))?;
+        let port = |i: usize| listeners[i].local_addr().map(|a| a.port()).unwrap_or_default();
+        Ok(Ports {
+            etcd_client: port(0),
+            etcd_peer: port(1),
+            api_server: api_server.unwrap_or_else(|| port(2)),
+            controller_manager: port(3),
+            scheduler: port(4),
+            kwok: port(5),
+        })
+    }
+}
+
+struct ComponentArgs<'a> {
+    dir: &'a Path,
+    ports: &'a Ports,
+    pki: &'a pki::Pki,
+    kubeconfig: &'a Path,
+}
+
+impl ComponentArgs<'_> {
+    fn for_component(&self, component: &str) -> Vec<String> {
+        let p = self.ports;
+        let path = |path: &Path| path.display().to_string();
+        let kubeconfig = path(self.kubeconfig);
+        let etcd_url = format!("http://127.0.0.1:{}", p.etcd_client);
+        let peer_url = format!("http://127.0.0.1:{}", p.etcd_peer);
+        let args: Vec<String> = match component {
+            "etcd" => vec![
+                "--name=local".into(),
+                format!("--data-dir={}", path(&self.dir.join("etcd"))),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=local={peer_url}"),
+                // A throwaway test cluster: durability is not worth an fsync per write.
+                "--unsafe-no-fsync=true".into(),
+                "--quota-backend-bytes=8589934592".into(),
+                "--log-level=warn".into(),
+            ],
+            "kube-apiserver" => vec![
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                // The endpoint reconciler refuses a loopback address; nothing runs in pods here
+                // that would dial the `kubernetes` Service anyway.
+                "--endpoint-reconciler-type=none".into(),
+                format!("--secure-port={}", p.api_server),
+                format!("--tls-cert-file={}", path(&self.pki.apiserver_cert)),
+                format!("--tls-private-key-file={}", path(&self.pki.apiserver_key)),
+                format!("--client-ca-file={}", path(&self.pki.ca_cert)),
+                format!("--service-account-key-file={}", path(&self.pki.service_account_pub)),
+                format!("--service-account-signing-key-file={}", path(&self.pki.service_account_key)),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+                "--authorization-mode=RBAC".into(),
+                "--allow-privileged=true".into(),
+                "--profiling=false".into(),
+                "--max-requests-inflight=1600".into(),
+                "--max-mutating-requests-inflight=800".into(),
+            ],
+            "kube-controller-manager" => vec![
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--authentication-kubeconfig={kubeconfig}"),
+                format!("--authorization-kubeconfig={kubeconfig}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", p.controller_manager),
+                "--cloud-provider=external".into(),
+                "--leader-elect=false".into(),
+                format!("--service-account-private-key-file={}", path(&self.pki.service_account_key)),
+                format!("--root-ca-file={}", path(&self.pki.ca_cert)),
+                format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+                format!("--cluster-cidr={}", nodes::CLUSTER_CIDR),
+                "--use-service-account-credentials=false".into(),
+                "--kube-api-qps=100".into(),
+                "--kube-api-burst=200".into(),
+                "--profiling=false".into(),
+            ],
+            "kube-scheduler" => vec![
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--authentication-kubeconfig={kubeconfig}"),
+                format!("--authorization-kubeconfig={kubeconfig}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", p.scheduler),
+                "--leader-elect=false".into(),
+                "--profiling=false".into(),
+            ],
+            "kwok" => vec![
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--server-address=127.0.0.1:{}", p.kwok),
+                format!("--cidr={}", nodes::CLUSTER_CIDR),
+                "--node-ip=127.1.0.0".into(),
+            ],
+            other => unreachable!("no arguments for component {other}"),
+        };
+        args
+    }
+}
+
+fn start(
+    toolchain: &Toolchain,
+    component: &str,
+    args: Vec<String>,
+    guard: &mut Teardown,
+    state: &mut ClusterState,
+) -> Result<()> {
+    let log = guard.dir.join("logs").join(format!("{component}.log"));
+    let binary = toolchain.binary(component);
+    let record = process::spawn(component, &binary, &args, &log).map_err(io_err("starting", &binary))?;
+    tracing::debug!("started {component} (pid {})", record.pid);
+    guard.processes.push(record.clone());
+    state.processes.push(record);
+    // Recorded at once, so `harness cluster down` from another terminal finds it.
+    save_state(&guard.dir, state)
+}
+
+fn check_alive(state: &ClusterState) -> Result<()> {
+    match state.processes.iter().find(|p| !p.is_running()) {
+        None => Ok(()),
+        Some(dead) => Err(ClusterError::ComponentExited {
+            cluster: state.name.clone(),
+            component: dead.component.clone(),
+            log: dead.log.clone(),
+            tail: dead.log_tail(12),
+        }),
+    }
+}
+
+async fn client_for(state: &ClusterState) -> Result<Client> {
+    let bad_kubeconfig = |e: kube::config::KubeconfigError| ClusterError::BadState {
+        name: state.name.clone(),
+        path: state.kubeconfig.clone(),
+        reason: e.to_string(),
+    };
+    let kubeconfig = kube::config::Kubeconfig::read_from(&state.kubeconfig).map_err(bad_kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.map_err(bad_kubeconfig)?;
+    Client::try_from(config).map_err(|source| ClusterError::Kube { cluster: state.name.clone(), source })
+}
+
+async fn wait_for_api(state: &ClusterState, guard: &Teardown) -> Result<Client> {
+    let client = client_for(state).await?;
+    let started = Instant::now();
+    let address = state.api_server.trim_start_matches("https://").to_string();
+    loop {
+        check_alive(state)?;
+        // Only ask /readyz once the port listens: the client logs every refused connection.
+        let listening = tokio::net::TcpStream::connect(&address).await.is_ok();
+        let request = http::Request::get("/readyz").body(Vec::new()).expect("a valid request");
+        if listening
+            && let Ok(body) = client.request_text(request).await
+            && body.trim() == "ok"
+        {
+            return Ok(client);
+        }
+        if started.elapsed() > API_READY_TIMEOUT {
+            return Err(timeout("kube-apiserver /readyz", started, guard));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn timeout(what: &str, started: Instant, guard: &Teardown) -> ClusterError {
+    ClusterError::Timeout { what: what.to_string(), waited: started.elapsed(), logs: guard.dir.join("logs") }
+}
+
+async fn register_nodes(client: &Client, cluster: &str, count: u32, version: &str) -> Result<Vec<String>> {
+    let api: Api<Node> = Api::all(client.clone());
+    let creates = (0..count).map(|index| {
+        let api = api.clone();
+        async move { api.create(&PostParams::default(), &nodes::manifest(cluster, index, version)).await }
+    });
+    let mut names = Vec::with_capacity(count as usize);
+    // A bounded number in flight: a 1,000-node cluster must not open 1,000 requests at once.
+    let mut results = futures::stream::iter(creates).buffer_unordered(32);
+    use futures::StreamExt;
+    while let Some(result) = results.next().await {
+        let node = result.map_err(|source| ClusterError::Kube { cluster: cluster.to_string(), source })?;
+        names.push(node.metadata.name.unwrap_or_default());
+    }
+    names.sort_by_key(|name| name.rsplit('-').next().and_then(|i| i.parse::<u32>().ok()));
+    Ok(names)
+}
+
+async fn wait_for_ready_nodes(client: &Client, state: &ClusterState, guard: &Teardown) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let started = Instant::now();
+    loop {
+        check_alive(state)?;
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|source| ClusterError::Kube { cluster: state.name.clone(), source })?;
+        let ready = list.items.iter().filter(|node| nodes::is_ready(node)).count();
+        if ready >= state.nodes.len() {
+            return Ok(());
+        }
+        if started.elapsed() > NODES_READY_TIMEOUT {
+            return Err(timeout(&format!("{} nodes to be Ready ({ready} are)", state.nodes.len()), started, guard));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn write_kubeconfig(path: &Path, cluster: &str, port: u16, pki: &pki::Pki) -> Result<()> {
+    let context = format!("harness-{cluster}");
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": context, "cluster": {
+            "server": format!("https://127.0.0.1:{port}"),
+            "certificate-authority": pki.ca_cert,
+        }}],
+        "users": [{"name": context, "user": {
+            "client-certificate": pki.admin_cert,
+            "client-key": pki.admin_key,
+        }}],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+        "current-context": context,
+    });
+    let yaml = serde_yaml_ng::to_string(&config).expect("kubeconfig serialises");
+    fs::write(path, yaml).map_err(io_err("writing", path))
+}
+
+fn save_state(dir: &Path, state: &ClusterState) -> Result<()> {
+    let path = dir.join("cluster.json");
+    let partial = dir.join("cluster.json.partial");
+    fs::write(&partial, serde_json::to_vec_pretty(state).expect("state serialises")).map_err(io_err("writing", &partial))?;
+    fs::rename(&partial, &path).map_err(io_err("writing", &path))
+}
+
+/// The recorded state of cluster `name`.
+pub fn load_state(name: &str) -> Result<ClusterState> {
+    validate_name(name)?;
+    let path = cluster_dir(name).join("cluster.json");
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !cluster_dir(name).exists() => {
+            return Err(ClusterError::NotFound(name.to_string()));
+        }
+        Err(e) => return Err(ClusterError::BadState { name: name.into(), path, reason: e.to_string() }),
+    };
+    serde_json::from_str(&text).map_err(|e| ClusterError::BadState { name: name.into(), path, reason: e.to_string() })
+}
+
+/// Brings cluster `name` down: stops its processes (SIGTERM, then SIGKILL), sweeps up strays and
+/// removes its state. Returns false when there was no such cluster (not an error: `down` is what a
+/// teardown step runs unconditionally).
+pub fn down(name: &str) -> Result<bool> {
+    validate_name(name)?;
+    let dir = cluster_dir(name);
+    if !dir.exists() {
+        return Ok(false);
+    }
+    match load_state(name) {
+        Ok(state) => process::terminate(&state.processes, STOP_GRACE),
+        Err(e) => tracing::warn!("{e}; stopping whatever still runs from {}", dir.display()),
+    }
+    process::sweep(&dir);
+    fs::remove_dir_all(&dir).map_err(io_err("removing", &dir))?;
+    Ok(true)
+}
+
+/// A line of `harness cluster list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterSummary {
+    pub name: String,
+    pub kubernetes_version: String,
+    pub nodes: usize,
+    pub api_server: String,
+    /// `running`, `degraded` (some components stopped) or `stopped`.
+    pub status: &'static str,
+}
+
+/// Every cluster with state on this machine, by name.
+pub fn list() -> Vec<std::result::Result<ClusterSummary, ClusterError>> {
+    let Ok(entries) = fs::read_dir(state_root().join("clusters")) else { return Vec::new() };
+    let mut names: Vec<String> =
+        entries.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()).filter_map(|e| e.file_name().into_string().ok()).collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let state = load_state(&name)?;
+            let running = state.processes.iter().filter(|p| p.is_running()).count();
+            let status = match running {
+                0 => "stopped",
+                n if n == state.processes.len() => "running",
+                _ => "degraded",
+            };
+            Ok(ClusterSummary {
+                name: state.name,
+                kubernetes_version: state.kubernetes_version,
+                nodes: state.nodes.len(),
+                api_server: state.api_server,
+                status,
+            })
+        })
+        .collect()
+}
+
+/// The kubeconfig of cluster `name`.
+pub fn kubeconfig_path(name: &str) -> Result<PathBuf> {
+    Ok(load_state(name)?.kubeconfig)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_names_follow_kubernetes_naming() {
+        for good in ["harness", "ci-1", "a"] {
+            assert!(validate_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "Harness", "1abc", "a/b", "../x", &"a".repeat(41)] {
+            assert!(validate_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn picked_ports_are_distinct() {
+        let ports = Ports::pick(None).unwrap();
+        let all = [ports.etcd_client, ports.etcd_peer, ports.api_server, ports.controller_manager, ports.scheduler, ports.kwok];
+        let distinct: std::collections::HashSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len());
+    }
+
+    #[test]
+    fn kwok_config_never_touches_network_unavailable_or_addresses() {
+        let stages: Vec<&str> = KWOK_CONFIG.split("\n---\n").filter(|doc| doc.contains("kind: Stage")).collect();
+        assert!(stages.len() >= 3);
+        for stage in stages.iter().filter(|s| s.contains("kind: Node")) {
+            let body = stage.split("template:").nth(1).unwrap_or_default();
+            assert!(!body.contains("NetworkUnavailable") && !body.contains("NodeConditions"), "{stage}");
+            assert!(!body.contains("addresses"), "{stage}");
+            assert!(stage.contains("type: strategic"), "conditions must merge by type: {stage}");
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The local cluster's certificates, made fresh for each cluster: a CA, the kube-apiserver's
+//! serving certificate, an admin client certificate (group `system:masters`), and the service
+//! account signing key. ECDSA P-256 throughout; every component accepts it.
+
+use std::fs;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+
+/// The files [`generate`] writes, by role.
+#[derive(Debug, Clone)]
+pub struct Pki {
+    pub ca_cert: PathBuf,
+    pub apiserver_cert: PathBuf,
+    pub apiserver_key: PathBuf,
+    pub admin_cert: PathBuf,
+    pub admin_key: PathBuf,
+    pub service_account_key: PathBuf,
+    pub service_account_pub: PathBuf,
+}
+
+impl Pki {
+    pub fn in_dir(dir: &Path) -> Self {
+        Pki {
+            ca_cert: dir.join("ca.crt"),
+            apiserver_cert: dir.join("apiserver.crt"),
+            apiserver_key: dir.join("apiserver.key"),
+            admin_cert: dir.join("admin.crt"),
+            admin_key: dir.join("admin.key"),
+            service_account_key: dir.join("sa.key"),
+            service_account_pub: dir.join("sa.pub"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    #[error("generating certificates: {0}")]
+    Generate(#[from] rcgen::Error),
+    #[error("writing {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// Writes a fresh PKI into `dir`. `service_ip` is the first address of the service range, which
+/// in-cluster clients reach the API server at.
+pub fn generate(dir: &Path, service_ip: Ipv4Addr) -> Result<Pki, PkiError> {
+    let pki = Pki::in_dir(dir);
+    let write = |path: &Path, contents: String| {
+        fs::write(path, contents).map_err(|source| PkiError::Write { path: path.to_path_buf(), source })
+    };
+    fs::create_dir_all(dir).map_err(|source| PkiError::Write { path: dir.to_path_buf(), source })?;
+
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.distinguished_name.push(DnType::CommonName, "cloud-provider-harness-ca");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::CrlSign];
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+    write(&pki.ca_cert, ca.pem())?;
+
+    let mut serving = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "kubernetes".to_string(),
+        "kubernetes.default".to_string(),
+        "kubernetes.default.svc".to_string(),
+        "kubernetes.default.svc.cluster.local".to_string(),
+    ])?;
+    serving.subject_alt_names.push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    serving.subject_alt_names.push(SanType::IpAddress(IpAddr::V4(service_ip)));
+    serving.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let serving_key = KeyPair::generate()?;
+    write(&pki.apiserver_cert, serving.signed_by(&serving_key, &ca)?.pem())?;
+    write(&pki.apiserver_key, serving_key.serialize_pem())?;
+
+    let mut admin = CertificateParams::new(Vec::<String>::new())?;
+    admin.distinguished_name.push(DnType::CommonName, "kubernetes-admin");
+    admin.distinguished_name.push(DnType::OrganizationName, "system:masters");
+    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let admin_key = KeyPair::generate()?;
+    write(&pki.admin_cert, admin.signed_by(&admin_key, &ca)?.pem())?;
+    write(&pki.admin_key, admin_key.serialize_pem())?;
+
+    let service_account = KeyPair::generate()?;
+    write(&pki.service_account_key, service_account.serialize_pem())?;
+    write(&pki.service_account_pub, service_account.public_key_pem())?;
+    Ok(pki)
+}

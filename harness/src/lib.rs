@@ -1,0 +1,7 @@
+//! cloud-provider-harness: builds a CCM, brings up a cluster, runs the suites, tears down and
+//! publishes results in the Prow layout. The `harness` binary is a thin CLI over this library.
+
+pub mod cli;
+pub mod cluster;
+pub mod progress;
+pub mod toolchain;

@@ -1,0 +1,25 @@
+//! `harness`: a thin binary over the `harness` library.
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+/// kube's client logs each failed request at ERROR; the harness reports the failures that matter
+/// itself, with what to do, so those lines are only noise while a cluster starts.
+const DEFAULT_LOG_FILTER: &str = "info,kube_client::client::builder=off";
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER)))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = harness::cli::Cli::parse();
+    if let Err(error) = harness::cli::run(cli).await {
+        // One line first, saying what failed and what to do; causes after it.
+        eprintln!("error: {error}");
+        for cause in error.chain().skip(1) {
+            eprintln!("  caused by: {cause}");
+        }
+        std::process::exit(harness::cli::exit_code(&error));
+    }
+}
