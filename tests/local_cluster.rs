@@ -1,0 +1,148 @@
+//! The local deployer end to end: a real control plane built from the Go module proxy, reached with
+//! kube-rs and with the toolchain's own kubectl, then torn down without leaving a process behind.
+//!
+//! Needs the toolchains installed (`harness toolchain install`, which `scripts/test` runs); without
+//! them the tests fail with the command to run, rather than skip.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use harness::cluster::{self, LocalCluster, UpOptions, nodes, process};
+use harness::toolchain::{self, Release};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+async fn bring_up(name: &str, release: Release, node_count: u32) -> LocalCluster {
+    let mut options = UpOptions::new(name, release);
+    options.nodes = node_count;
+    // A cluster left by an earlier, killed run of this test is cleared by `up` itself.
+    cluster::up(options).await.unwrap_or_else(|e| panic!("cluster {name} did not come up: {e}"))
+}
+
+fn assert_torn_down(cluster: LocalCluster) {
+    let dir = cluster.dir.clone();
+    cluster.down().expect("down");
+    assert!(process::find_by_marker(&dir).is_empty(), "processes of {} survived down", dir.display());
+    assert!(!dir.exists(), "{} survived down", dir.display());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_local_cluster_serves_kube_rs_and_kubectl_then_leaves_nothing_behind() {
+    let release = toolchain::default_release();
+    let cluster = bring_up("e2e-default", release, 3).await;
+    let client = cluster.client().await.unwrap();
+
+    // Nodes registered as external-cloud-provider kubelets do, kept Ready by kwok.
+    let nodes_api: Api<Node> = Api::all(client.clone());
+    let listed = nodes_api.list(&Default::default()).await.unwrap().items;
+    assert_eq!(listed.len(), 3);
+    for node in &listed {
+        let spec = node.spec.as_ref().unwrap();
+        assert!(spec.provider_id.is_none(), "providerID is the CCM's to set");
+        let taints = spec.taints.as_deref().unwrap_or_default();
+        assert!(
+            taints.iter().any(|t| t.key == nodes::UNINITIALIZED_TAINT && t.effect == "NoSchedule"),
+            "{:?} lacks the uninitialized taint: {taints:?}",
+            node.metadata.name
+        );
+        assert!(nodes::is_ready(node), "{:?} is not Ready", node.metadata.name);
+        assert!(spec.pod_cidr.as_deref().is_some_and(|c| c.starts_with("127.")));
+    }
+
+    // Objects round-trip through the API server and etcd.
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "echo"},
+        "spec": {"selector": {"app": "echo"}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &service).await.unwrap();
+    let read = services.get("echo").await.unwrap();
+    assert_eq!(read.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].port, 80);
+    let cluster_ip = read.spec.unwrap().cluster_ip.unwrap();
+    assert!(cluster_ip.starts_with("127.96."), "service IP {cluster_ip} outside the loopback service range");
+
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "e2e-lease"},
+        "spec": {"holderIdentity": "e2e", "leaseDurationSeconds": 15},
+    }))
+    .unwrap();
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+    assert_eq!(leases.get("e2e-lease").await.unwrap().spec.unwrap().holder_identity.as_deref(), Some("e2e"));
+
+    // /version is stamped with the release that was asked for.
+    let version = client.apiserver_version().await.unwrap();
+    assert_eq!(version.git_version, release.version);
+
+    // The toolchain's own kubectl, built from the same pin, sees the same nodes.
+    let kubectl = toolchain::installed(&release).unwrap().binary("kubectl");
+    let output = Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&cluster.state.kubeconfig)
+        .args(["get", "nodes", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "kubectl: {}", String::from_utf8_lossy(&output.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mut names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|n| n["metadata"]["name"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, cluster.state.nodes.iter().map(String::as_str).collect::<Vec<_>>());
+
+    assert_torn_down(cluster);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kwok_keeps_nodes_ready_without_touching_network_unavailable() {
+    let release = toolchain::default_release();
+    let cluster = bring_up("e2e-routes", release, 1).await;
+    let client = cluster.client().await.unwrap();
+    let nodes_api: Api<Node> = Api::all(client);
+
+    // A node registered with NetworkUnavailable=True, as a kubelet on a network plugin that needs
+    // routes would be: only a route controller may clear it, kwok's status patches must not.
+    let mut node = nodes::manifest("e2e-routes", 99, release.version);
+    let status = node.status.as_mut().unwrap();
+    status.conditions = Some(vec![serde_json::from_value(json!({
+        "type": "NetworkUnavailable", "status": "True", "reason": "NoRouteCreated", "message": "waiting for the route controller",
+    }))
+    .unwrap()]);
+    nodes_api.create(&PostParams::default(), &node).await.unwrap();
+    let name = node.metadata.name.clone().unwrap();
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let node = loop {
+        let current = nodes_api.get(&name).await.unwrap();
+        if nodes::is_ready(&current) {
+            break current;
+        }
+        assert!(std::time::Instant::now() < deadline, "kwok never made {name} Ready");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    let conditions: BTreeMap<String, (String, Option<String>)> = node
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.type_, (c.status, c.reason)))
+        .collect();
+    assert_eq!(conditions["NetworkUnavailable"], ("True".to_string(), Some("NoRouteCreated".to_string())));
+    assert_eq!(conditions["Ready"].0, "True");
+
+    assert_torn_down(cluster);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_pinned_minor_comes_up_reporting_its_own_version() {
+    // The provider × Kubernetes matrix needs more than one minor; each must really run.
+    for release in toolchain::releases().into_iter().skip(1) {
+        let name = format!("e2e-v1-{}", release.minor());
+        let cluster = bring_up(&name, release, 1).await;
+        let version = cluster.client().await.unwrap().apiserver_version().await.unwrap();
+        assert_eq!(version.git_version, release.version);
+        assert_torn_down(cluster);
+    }
+}

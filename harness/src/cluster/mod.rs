@@ -154,18 +154,18 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
     if !(1..=nodes::MAX_NODES).contains(&options.nodes) {
         return Err(ClusterError::InvalidNodeCount(options.nodes));
     }
-    let release = options.release;
-    let toolchain = tokio::task::spawn_blocking(move || toolchain::install(&release, false))
-        .await
-        .expect("toolchain install does not panic")?;
-
-    let dir = cluster_dir(&options.name);
-    clear_stale(&options.name, &dir)?;
     if let Some(port) = options.api_server_port
         && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_err()
     {
         return Err(ClusterError::PortInUse(port));
     }
+    let dir = cluster_dir(&options.name);
+    clear_stale(&options.name, &dir)?;
+    let release = options.release;
+    let toolchain = tokio::task::spawn_blocking(move || toolchain::install(&release, false))
+        .await
+        .expect("toolchain install does not panic")?;
+
     fs::create_dir_all(dir.join("logs")).map_err(io_err("creating", &dir))?;
     let mut guard = Teardown { dir: dir.clone(), processes: Vec::new(), armed: true };
 

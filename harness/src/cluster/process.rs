@@ -176,6 +176,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("unique-marker");
         let record = spawn("sleep", Path::new("/bin/sh"), &["-c".into(), format!("sleep 300; : {}", marker.display())], &dir.path().join("log")).unwrap();
+        // Until it has exec'd, the child still shows the test binary's command line.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while find_by_marker(&marker).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert_eq!(find_by_marker(&marker), vec![record.pid]);
         assert_eq!(sweep(&marker), 1);
         std::thread::sleep(Duration::from_millis(100));
