@@ -14,14 +14,34 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-async fn bring_up(name: &str, release: Release, node_count: u32) -> LocalCluster {
-    let mut options = UpOptions::new(name, release);
-    options.nodes = node_count;
-    // A cluster left by an earlier, killed run of this test is cleared by `up` itself.
-    cluster::up(options).await.unwrap_or_else(|e| panic!("cluster {name} did not come up: {e}"))
+/// A cluster that is brought down when the test ends, also when an assertion fails.
+struct TestCluster(Option<LocalCluster>);
+
+impl std::ops::Deref for TestCluster {
+    type Target = LocalCluster;
+    fn deref(&self) -> &LocalCluster {
+        self.0.as_ref().expect("not yet torn down")
+    }
 }
 
-fn assert_torn_down(cluster: LocalCluster) {
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        if let Some(cluster) = self.0.take() {
+            let _ = cluster.down();
+        }
+    }
+}
+
+async fn bring_up(name: &str, release: Release, node_count: u32) -> TestCluster {
+    // A cluster an earlier, killed run of this test left running would make `up` refuse.
+    cluster::down(name).expect("clearing a leftover cluster");
+    let mut options = UpOptions::new(name, release);
+    options.nodes = node_count;
+    TestCluster(Some(cluster::up(options).await.unwrap_or_else(|e| panic!("cluster {name} did not come up: {e}"))))
+}
+
+fn assert_torn_down(mut cluster: TestCluster) {
+    let cluster = cluster.0.take().expect("not yet torn down");
     let dir = cluster.dir.clone();
     cluster.down().expect("down");
     assert!(process::find_by_marker(&dir).is_empty(), "processes of {} survived down", dir.display());
@@ -87,7 +107,8 @@ async fn a_local_cluster_serves_kube_rs_and_kubectl_then_leaves_nothing_behind()
         .unwrap();
     assert!(output.status.success(), "kubectl: {}", String::from_utf8_lossy(&output.stderr));
     let list: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    let mut names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|n| n["metadata"]["name"].as_str().unwrap()).collect();
+    let mut names: Vec<&str> =
+        list["items"].as_array().unwrap().iter().map(|n| n["metadata"]["name"].as_str().unwrap()).collect();
     names.sort();
     assert_eq!(names, cluster.state.nodes.iter().map(String::as_str).collect::<Vec<_>>());
 
@@ -121,14 +142,8 @@ async fn kwok_keeps_nodes_ready_without_touching_network_unavailable() {
         assert!(std::time::Instant::now() < deadline, "kwok never made {name} Ready");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     };
-    let conditions: BTreeMap<String, (String, Option<String>)> = node
-        .status
-        .unwrap()
-        .conditions
-        .unwrap()
-        .into_iter()
-        .map(|c| (c.type_, (c.status, c.reason)))
-        .collect();
+    let conditions: BTreeMap<String, (String, Option<String>)> =
+        node.status.unwrap().conditions.unwrap().into_iter().map(|c| (c.type_, (c.status, c.reason))).collect();
     assert_eq!(conditions["NetworkUnavailable"], ("True".to_string(), Some("NoRouteCreated".to_string())));
     assert_eq!(conditions["Ready"].0, "True");
 

@@ -1,1 +1,10 @@
-//! dashboards
+//! What SIG Cloud Provider maintainers look at: the TestGrid configuration generated for the
+//! providers' jobs and, later, the harness's own axum dashboard (HTML + JSON).
+//!
+//! This crate knows nothing of `harness`: it takes plain data (or traits) and the harness maps its
+//! own configuration onto them.
+//!
+//! - [`testgrid`]: turns a list of providers and their jobs into the YAML TestGrid reads
+//!   (`test_groups`, `dashboards`, `dashboard_groups`), validated and deterministic.
+
+pub mod testgrid;

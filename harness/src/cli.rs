@@ -32,6 +32,9 @@ pub enum ToolchainCommand {
     Install {
         #[command(flatten)]
         version: VersionArg,
+        /// Install every pinned version (what the test suite needs for the version matrix).
+        #[arg(long, conflicts_with = "kubernetes")]
+        all: bool,
         /// Rebuild even if the cache holds the version (e.g. after it was reported corrupt).
         #[arg(long)]
         force: bool,
@@ -103,10 +106,14 @@ pub async fn run(cli: Cli) -> Result<()> {
 
 async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
     match command {
-        ToolchainCommand::Install { version, force } => {
-            let release = toolchain::resolve(version.kubernetes.as_deref())?;
-            let installed = tokio::task::spawn_blocking(move || toolchain::install(&release, force)).await??;
-            println!("Kubernetes {} toolchain: {}", installed.version, installed.dir.join("bin").display());
+        ToolchainCommand::Install { version, all, force } => {
+            let releases =
+                if all { toolchain::releases() } else { vec![toolchain::resolve(version.kubernetes.as_deref())?] };
+            for release in releases {
+                let work = tokio::task::spawn_blocking(move || toolchain::install(&release, force));
+                let installed = until_interrupted(work).await???;
+                println!("Kubernetes {} toolchain: {}", installed.version, installed.dir.join("bin").display());
+            }
         }
         ToolchainCommand::List => {
             for release in toolchain::releases() {
@@ -159,7 +166,10 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
         ClusterCommand::List => {
             for entry in cluster::list() {
                 match entry {
-                    Ok(c) => println!("{}\t{}\t{}\t{} nodes\t{}", c.name, c.status, c.kubernetes_version, c.nodes, c.api_server),
+                    Ok(c) => println!(
+                        "{}\t{}\t{}\t{} nodes\t{}",
+                        c.name, c.status, c.kubernetes_version, c.nodes, c.api_server
+                    ),
                     Err(e) => println!("?\tbroken\t{e}"),
                 }
             }

@@ -25,7 +25,11 @@ fn harness(state: &Path) -> Command {
 /// The first line of stderr that is not a log line: the one-line reason.
 fn error_line(output: &Output) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr);
-    stderr.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("no error line in:\n{stderr}")).to_string()
+    stderr
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("no error line in:\n{stderr}"))
+        .to_string()
 }
 
 fn assert_fails_with(output: Output, expected: &[&str]) {

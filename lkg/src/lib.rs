@@ -1,1 +1,36 @@
-//! lkg
+//! Last known good (LKG): which Kubernetes commits are good with which provider commits.
+//!
+//! A pure algorithm over commit histories, runs and provider policies; no I/O. Definitions (see
+//! the design doc, "Last known good"):
+//! - a *run* is good when every required test of its provider passed in it (a test that failed then
+//!   passed on retry is *flaky*: it counts as passed unless the policy says otherwise, and is
+//!   reported); with no required tests, every test that ran must pass and at least one must run;
+//! - a *pair* (Kubernetes commit, provider commit) is good once it had a good run (or as many good
+//!   runs in a row as the provider's policy asks for);
+//! - the *LKG* of a provider is its good pair with the newest Kubernetes commit in first-parent
+//!   order, and the newest provider commit there;
+//! - the *version set* is the newest Kubernetes commit good with every provider in the set;
+//! - the *culprit range* of a provider whose newest pair is bad runs from its LKG (excluded) to the
+//!   oldest bad pair after it (included), on the Kubernetes side and on the provider side.
+//!
+//! [`Engine`] updates all of this one run at a time; [`compute`] does it from scratch.
+
+mod compute;
+mod engine;
+mod error;
+mod history;
+mod ledger;
+mod model;
+mod report;
+mod verdict;
+
+#[cfg(test)]
+mod tests;
+
+pub use compute::compute;
+pub use engine::{Engine, RunAdded};
+pub use error::LkgError;
+pub use history::History;
+pub use model::{Attempt, FlakePolicy, ProviderPolicy, ProviderSpec, Run, TestResult};
+pub use report::{CommitRange, Culprit, FlakyTest, PairReport, ProviderReport, Report, VersionSet};
+pub use verdict::Verdict;

@@ -47,7 +47,9 @@ pub enum ClusterError {
     InvalidName(String),
     #[error("--nodes {0} is out of range: a local cluster has 1 to {max} nodes", max = nodes::MAX_NODES)]
     InvalidNodeCount(u32),
-    #[error("cluster '{name}' already exists and is running; bring it down first with `harness cluster down --name {name}`")]
+    #[error(
+        "cluster '{name}' already exists and is running; bring it down first with `harness cluster down --name {name}`"
+    )]
     AlreadyRunning { name: String },
     #[error("no cluster named '{0}'; `harness cluster list` shows the clusters there are")]
     NotFound(String),
@@ -61,7 +63,9 @@ pub enum ClusterError {
     Kube { cluster: String, source: kube::Error },
     #[error(transparent)]
     Pki(#[from] pki::PkiError),
-    #[error("the state of cluster '{name}' in {path} is unreadable ({reason}); `harness cluster down --name {name}` removes it")]
+    #[error(
+        "the state of cluster '{name}' in {path} is unreadable ({reason}); `harness cluster down --name {name}` removes it"
+    )]
     BadState { name: String, path: PathBuf, reason: String },
     #[error("{action} {path}: {source}")]
     Io { action: &'static str, path: PathBuf, source: std::io::Error },
@@ -80,10 +84,7 @@ pub fn state_root() -> PathBuf {
     if let Some(dir) = std::env::var_os("HARNESS_STATE_DIR") {
         return PathBuf::from(dir);
     }
-    dirs::state_dir()
-        .or_else(dirs::data_local_dir)
-        .unwrap_or_else(std::env::temp_dir)
-        .join("cloud-provider-harness")
+    dirs::state_dir().or_else(dirs::data_local_dir).unwrap_or_else(std::env::temp_dir).join("cloud-provider-harness")
 }
 
 fn cluster_dir(name: &str) -> PathBuf {
@@ -215,10 +216,10 @@ fn clear_stale(name: &str, dir: &Path) -> Result<()> {
     if !dir.exists() {
         return Ok(());
     }
-    if let Ok(state) = load_state(name) {
-        if state.processes.iter().any(ProcessRecord::is_running) {
-            return Err(ClusterError::AlreadyRunning { name: name.to_string() });
-        }
+    if let Ok(state) = load_state(name)
+        && state.processes.iter().any(ProcessRecord::is_running)
+    {
+        return Err(ClusterError::AlreadyRunning { name: name.to_string() });
     }
     tracing::info!("clearing the state of cluster '{name}', which no longer runs");
     process::sweep(dir);
@@ -487,7 +488,8 @@ fn write_kubeconfig(path: &Path, cluster: &str, port: u16, pki: &pki::Pki) -> Re
 fn save_state(dir: &Path, state: &ClusterState) -> Result<()> {
     let path = dir.join("cluster.json");
     let partial = dir.join("cluster.json.partial");
-    fs::write(&partial, serde_json::to_vec_pretty(state).expect("state serialises")).map_err(io_err("writing", &partial))?;
+    fs::write(&partial, serde_json::to_vec_pretty(state).expect("state serialises"))
+        .map_err(io_err("writing", &partial))?;
     fs::rename(&partial, &path).map_err(io_err("writing", &path))
 }
 
@@ -537,8 +539,11 @@ pub struct ClusterSummary {
 /// Every cluster with state on this machine, by name.
 pub fn list() -> Vec<std::result::Result<ClusterSummary, ClusterError>> {
     let Ok(entries) = fs::read_dir(state_root().join("clusters")) else { return Vec::new() };
-    let mut names: Vec<String> =
-        entries.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()).filter_map(|e| e.file_name().into_string().ok()).collect();
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
     names.sort();
     names
         .into_iter()
@@ -583,7 +588,14 @@ mod tests {
     #[test]
     fn picked_ports_are_distinct() {
         let ports = Ports::pick(None).unwrap();
-        let all = [ports.etcd_client, ports.etcd_peer, ports.api_server, ports.controller_manager, ports.scheduler, ports.kwok];
+        let all = [
+            ports.etcd_client,
+            ports.etcd_peer,
+            ports.api_server,
+            ports.controller_manager,
+            ports.scheduler,
+            ports.kwok,
+        ];
         let distinct: std::collections::HashSet<_> = all.iter().collect();
         assert_eq!(distinct.len(), all.len());
     }

@@ -103,7 +103,10 @@ mod tests {
         let spec = node.spec.as_ref().unwrap();
         assert_eq!(spec.provider_id, None);
         let taint = &spec.taints.as_ref().unwrap()[0];
-        assert_eq!((taint.key.as_str(), taint.value.as_deref(), taint.effect.as_str()), (UNINITIALIZED_TAINT, Some("true"), "NoSchedule"));
+        assert_eq!(
+            (taint.key.as_str(), taint.value.as_deref(), taint.effect.as_str()),
+            (UNINITIALIZED_TAINT, Some("true"), "NoSchedule")
+        );
         assert_eq!(spec.pod_cidrs.as_deref(), Some(&["127.128.2.0/24".to_string()][..]));
         assert_eq!(node.metadata.annotations.as_ref().unwrap()[PROVIDED_NODE_IP], "127.1.0.3");
         assert!(!is_ready(&node), "kwok, not the registration, makes a node Ready");

@@ -57,7 +57,8 @@ pub fn generate(dir: &Path, service_ip: Ipv4Addr) -> Result<Pki, PkiError> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.distinguished_name.push(DnType::CommonName, "cloud-provider-harness-ca");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::CrlSign];
+    ca_params.key_usages =
+        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::CrlSign];
     let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
     write(&pki.ca_cert, ca.pem())?;
 

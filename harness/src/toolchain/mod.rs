@@ -21,14 +21,8 @@ use crate::progress;
 use pins::GoModule;
 
 /// The binaries every toolchain holds.
-pub const BINARIES: &[&str] = &[
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kube-scheduler",
-    "kubectl",
-    "kwok",
-];
+pub const BINARIES: &[&str] =
+    &["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"];
 
 /// The oldest Go that builds the pinned modules (their `go` directive).
 const MIN_GO_MINOR: u32 = 26;
@@ -152,7 +146,8 @@ fn toolchain_dir(release: &Release) -> PathBuf {
 /// The installed toolchain for `release`, checked against its manifest (sizes only: fast).
 pub fn installed(release: &Release) -> Result<Toolchain> {
     let dir = toolchain_dir(release);
-    let corrupt = |reason: String| ToolchainError::Corrupt { version: release.version.into(), dir: dir.clone(), reason };
+    let corrupt =
+        |reason: String| ToolchainError::Corrupt { version: release.version.into(), dir: dir.clone(), reason };
     let manifest_path = dir.join("manifest.json");
     let text = match fs::read_to_string(&manifest_path) {
         Ok(text) => text,
@@ -239,7 +234,10 @@ pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
                 "k8s.io/kubernetes/cmd/kubectl",
             ],
             kubernetes_ldflags,
-            format!("Kubernetes {} (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)", release.version),
+            format!(
+                "Kubernetes {} (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)",
+                release.version
+            ),
         ),
         (&pins::ETCD, vec!["."], "-s -w".into(), etcd_label()),
         (&pins::KWOK, vec!["sigs.k8s.io/kwok/cmd/kwok"], "-s -w".into(), kwok_label()),
@@ -304,7 +302,8 @@ fn find_go() -> Result<Go> {
         .map_err(|e| ToolchainError::GoMissing { detail: format!("running {}: {e}", path.display()) })?;
     let text = String::from_utf8_lossy(&output.stdout).to_string();
     let version = text.split_whitespace().nth(2).unwrap_or_default().to_string();
-    let minor = version.strip_prefix("go1.").and_then(|rest| rest.split('.').next()).and_then(|m| m.parse::<u32>().ok());
+    let minor =
+        version.strip_prefix("go1.").and_then(|rest| rest.split('.').next()).and_then(|m| m.parse::<u32>().ok());
     match minor {
         Some(minor) if minor >= MIN_GO_MINOR => Ok(Go { path, version }),
         _ => Err(ToolchainError::GoMissing { detail: format!("{} reports '{}'", path.display(), text.trim()) }),
@@ -341,7 +340,8 @@ fn kubernetes_ldflags(release: &Release, go: &Go, build_root: &Path) -> Result<S
         .output()
         .map_err(io_err("running go list in", &dir))?;
     let build_date = String::from_utf8_lossy(&output.stdout).trim().replace(" +0000 UTC", "Z").replace(' ', "T");
-    let build_date = if output.status.success() && !build_date.is_empty() { build_date } else { "1970-01-01T00:00:00Z".into() };
+    let build_date =
+        if output.status.success() && !build_date.is_empty() { build_date } else { "1970-01-01T00:00:00Z".into() };
     let minor = release.minor();
     Ok([
         ("k8s.io/component-base/version.gitVersion", release.version),

@@ -1,0 +1,18 @@
+//! Errors of the LKG algorithm: histories that do not hold together, and runs or queries that do not
+//! fit the histories and providers they are checked against.
+
+/// Everything the LKG algorithm can refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LkgError {
+    #[error("commit {commit:?} appears twice in the history")]
+    DuplicateCommit { commit: String },
+    #[error("tag {tag:?} points to {commit:?}, which is not in the history")]
+    DanglingTag { tag: String, commit: String },
+    #[error("unknown provider {provider:?}: it has no history or policy")]
+    UnknownProvider { provider: String },
+    #[error("{revision:?} is neither a commit nor a tag of the {repo} history")]
+    UnknownRevision { repo: String, revision: String },
+    /// A run that was refused; the engine is unchanged.
+    #[error("run {build_id}: {reason}")]
+    InvalidRun { build_id: String, reason: Box<LkgError> },
+}
