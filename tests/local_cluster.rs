@@ -7,45 +7,18 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use harness::cluster::{self, LocalCluster, UpOptions, nodes, process};
+mod common;
+
+use common::{TestCluster, assert_torn_down};
+use harness::cluster::nodes;
 use harness::toolchain::{self, Release};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-/// A cluster that is brought down when the test ends, also when an assertion fails.
-struct TestCluster(Option<LocalCluster>);
-
-impl std::ops::Deref for TestCluster {
-    type Target = LocalCluster;
-    fn deref(&self) -> &LocalCluster {
-        self.0.as_ref().expect("not yet torn down")
-    }
-}
-
-impl Drop for TestCluster {
-    fn drop(&mut self) {
-        if let Some(cluster) = self.0.take() {
-            let _ = cluster.down();
-        }
-    }
-}
-
 async fn bring_up(name: &str, release: Release, node_count: u32) -> TestCluster {
-    // A cluster an earlier, killed run of this test left running would make `up` refuse.
-    cluster::down(name).expect("clearing a leftover cluster");
-    let mut options = UpOptions::new(name, release);
-    options.nodes = node_count;
-    TestCluster(Some(cluster::up(options).await.unwrap_or_else(|e| panic!("cluster {name} did not come up: {e}"))))
-}
-
-fn assert_torn_down(mut cluster: TestCluster) {
-    let cluster = cluster.0.take().expect("not yet torn down");
-    let dir = cluster.dir.clone();
-    cluster.down().expect("down");
-    assert!(process::find_by_marker(&dir).is_empty(), "processes of {} survived down", dir.display());
-    assert!(!dir.exists(), "{} survived down", dir.display());
+    common::bring_up(common::options(name, release, node_count)).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

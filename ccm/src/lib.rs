@@ -6,5 +6,9 @@
 //! they can be tested without a cluster. The harness builds and deploys this CCM against its
 //! local simulated cloud; a provider can fork it as a starting point.
 
+pub mod app;
 pub mod cloud;
+pub mod controllers;
+pub mod local_cloud;
+pub mod metrics;
 pub mod node;

@@ -67,6 +67,12 @@ pub struct NameArg {
     pub name: String,
 }
 
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CloudKind {
+    /// The local simulated cloud with the bundled reference CCM.
+    Local,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
     /// Bring a local cluster up and wait until its nodes are Ready.
@@ -81,6 +87,13 @@ pub enum ClusterCommand {
         /// Port for kube-apiserver on 127.0.0.1 (default: a free one).
         #[arg(long)]
         api_server_port: Option<u16>,
+        /// Also run a cloud: `local` starts the local simulated cloud (an instance per node) and the
+        /// bundled reference CCM, and waits until the CCM has initialised every node.
+        #[arg(long, value_enum)]
+        cloud: Option<CloudKind>,
+        /// The reference-ccm binary for `--cloud local` (default: build it from this workspace).
+        #[arg(long, requires = "cloud")]
+        ccm_binary: Option<std::path::PathBuf>,
     },
     /// Stop every process of a cluster and remove its state.
     Down {
@@ -141,9 +154,19 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
 
 async fn run_cluster(command: ClusterCommand) -> Result<()> {
     match command {
-        ClusterCommand::Up { name, nodes, version, api_server_port } => {
+        ClusterCommand::Up { name, nodes, version, api_server_port, cloud, ccm_binary } => {
             let release = toolchain::resolve(version.kubernetes.as_deref())?;
-            let options = cluster::UpOptions { name: name.name, nodes, release, api_server_port };
+            let cloud = match (cloud, ccm_binary) {
+                (None, _) => None,
+                (Some(CloudKind::Local), Some(ccm_binary)) => Some(cluster::cloud::CloudOptions { ccm_binary }),
+                (Some(CloudKind::Local), None) => {
+                    let step = crate::progress::step("building the reference CCM");
+                    let ccm_binary = tokio::task::spawn_blocking(cluster::cloud::build_reference_ccm).await??;
+                    step.done();
+                    Some(cluster::cloud::CloudOptions { ccm_binary })
+                }
+            };
+            let options = cluster::UpOptions { name: name.name, nodes, release, api_server_port, cloud };
             let cluster = until_interrupted(cluster::up(options)).await??;
             let state = &cluster.state;
             println!(

@@ -4,4 +4,5 @@
 pub mod cli;
 pub mod cluster;
 pub mod progress;
+pub mod results;
 pub mod toolchain;

@@ -10,6 +10,7 @@
 //! State lives in `<state dir>/clusters/<name>/`: `cluster.json` (ports, PIDs), `kubeconfig`,
 //! `pki/`, `etcd/`, `logs/<component>.log`. `down` stops the processes and removes it.
 
+pub mod cloud;
 pub mod nodes;
 pub mod pki;
 pub mod process;
@@ -25,7 +26,7 @@ use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
 
 use crate::progress;
-use crate::toolchain::{self, Release, Toolchain, ToolchainError};
+use crate::toolchain::{self, Release, ToolchainError};
 use process::ProcessRecord;
 
 /// The cluster name when none is given.
@@ -67,6 +68,10 @@ pub enum ClusterError {
         "the state of cluster '{name}' in {path} is unreadable ({reason}); `harness cluster down --name {name}` removes it"
     )]
     BadState { name: String, path: PathBuf, reason: String },
+    #[error("building the reference CCM failed ({detail}); run `cargo build -p ccm` to see why")]
+    CcmBuild { detail: String },
+    #[error("local cloud: {0}")]
+    Cloud(String),
     #[error("{action} {path}: {source}")]
     Io { action: &'static str, path: PathBuf, source: std::io::Error },
 }
@@ -99,6 +104,12 @@ pub struct ClusterState {
     pub api_server: String,
     pub kubeconfig: PathBuf,
     pub nodes: Vec<String>,
+    /// The local cloud's URL, with `--cloud local`.
+    #[serde(default)]
+    pub cloud_url: Option<String>,
+    /// The reference CCM's `/healthz`, `/readyz` and `/metrics` base URL, with `--cloud local`.
+    #[serde(default)]
+    pub ccm_url: Option<String>,
     pub processes: Vec<ProcessRecord>,
     /// Seconds since the Unix epoch.
     pub created: u64,
@@ -112,11 +123,13 @@ pub struct UpOptions {
     pub release: Release,
     /// A fixed kube-apiserver port; a free one is picked when `None`.
     pub api_server_port: Option<u16>,
+    /// `--cloud local`: the local simulated cloud and the reference CCM run with the cluster.
+    pub cloud: Option<cloud::CloudOptions>,
 }
 
 impl UpOptions {
     pub fn new(name: impl Into<String>, release: Release) -> Self {
-        UpOptions { name: name.into(), nodes: 3, release, api_server_port: None }
+        UpOptions { name: name.into(), nodes: 3, release, api_server_port: None, cloud: None }
     }
 }
 
@@ -184,12 +197,14 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
         api_server: format!("https://127.0.0.1:{}", ports.api_server),
         kubeconfig: kubeconfig.clone(),
         nodes: Vec::new(),
+        cloud_url: None,
+        ccm_url: None,
         processes: Vec::new(),
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };
     let args = ComponentArgs { dir: &dir, ports: &ports, pki: &pki, kubeconfig: &kubeconfig };
     for component in ["etcd", "kube-apiserver"] {
-        start(&toolchain, component, args.for_component(component), &mut guard, &mut state)?;
+        start(&toolchain.binary(component), component, args.for_component(component), &mut guard, &mut state)?;
     }
     let client = wait_for_api(&state, &guard).await?;
     for component in ["kube-controller-manager", "kube-scheduler", "kwok"] {
@@ -197,15 +212,36 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
         if component == "kwok" {
             component_args.push(format!("--config={}", kwok_config.display()));
         }
-        start(&toolchain, component, component_args, &mut guard, &mut state)?;
+        start(&toolchain.binary(component), component, component_args, &mut guard, &mut state)?;
     }
     step.done();
+
+    if let Some(cloud_options) = &options.cloud {
+        let step = progress::step(format!("starting the local cloud with {} instances", options.nodes));
+        let cloud_dir = dir.join("cloud");
+        let cloud_args = cloud::cloud_args(&cloud_dir, ports.cloud);
+        start(&cloud_options.ccm_binary, "local-cloud", cloud_args, &mut guard, &mut state)?;
+        state.cloud_url = Some(cloud::create_instances(&cloud_dir, &options.name, options.nodes).await?);
+        step.done();
+    }
 
     let step = progress::step(format!("registering {} simulated nodes", options.nodes));
     state.nodes = register_nodes(&client, &options.name, options.nodes, &toolchain.version).await?;
     save_state(&dir, &state)?;
     wait_for_ready_nodes(&client, &state, &guard).await?;
     step.done();
+
+    if let Some(cloud_options) = &options.cloud {
+        let step = progress::step("starting the reference CCM and waiting for it to initialise every node");
+        let cloud_config = dir.join("cloud-config.yaml");
+        cloud::write_cloud_config(&cloud_config, &dir.join("cloud"))?;
+        let ccm_args = cloud::ccm_args(&options.name, &kubeconfig, &cloud_config, ports.ccm);
+        start(&cloud_options.ccm_binary, "reference-ccm", ccm_args, &mut guard, &mut state)?;
+        state.ccm_url = Some(format!("http://127.0.0.1:{}", ports.ccm));
+        save_state(&dir, &state)?;
+        wait_for_initialised_nodes(&client, &state, &guard).await?;
+        step.done();
+    }
 
     guard.armed = false;
     Ok(LocalCluster { state, dir })
@@ -253,12 +289,14 @@ struct Ports {
     controller_manager: u16,
     scheduler: u16,
     kwok: u16,
+    cloud: u16,
+    ccm: u16,
 }
 
 impl Ports {
     fn pick(api_server: Option<u16>) -> Result<Self> {
         // Hold every listener until all are picked so no two components get the same port.
-        let listeners: Vec<TcpListener> = (0..6)
+        let listeners: Vec<TcpListener> = (0..8)
             .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
             .collect::<std::io::Result<_>>()
             .map_err(io_err("binding a free port on", Path::new("127.0.0.1")))?;
@@ -270,6 +308,8 @@ impl Ports {
             controller_manager: port(3),
             scheduler: port(4),
             kwok: port(5),
+            cloud: port(6),
+            ccm: port(7),
         })
     }
 }
@@ -331,6 +371,8 @@ impl ComponentArgs<'_> {
                 format!("--secure-port={}", p.controller_manager),
                 "--cloud-provider=external".into(),
                 "--leader-elect=false".into(),
+                // kwok renews node Leases every 10 s; a node silent for two renewals is NotReady.
+                "--node-monitor-grace-period=20s".into(),
                 format!("--service-account-private-key-file={}", path(&self.pki.service_account_key)),
                 format!("--root-ca-file={}", path(&self.pki.ca_cert)),
                 format!("--service-cluster-ip-range={SERVICE_CIDR}"),
@@ -362,15 +404,14 @@ impl ComponentArgs<'_> {
 }
 
 fn start(
-    toolchain: &Toolchain,
+    binary: &Path,
     component: &str,
     args: Vec<String>,
     guard: &mut Teardown,
     state: &mut ClusterState,
 ) -> Result<()> {
     let log = guard.dir.join("logs").join(format!("{component}.log"));
-    let binary = toolchain.binary(component);
-    let record = process::spawn(component, &binary, &args, &log).map_err(io_err("starting", &binary))?;
+    let record = process::spawn(component, binary, &args, &log).map_err(io_err("starting", binary))?;
     tracing::debug!("started {component} (pid {})", record.pid);
     guard.processes.push(record.clone());
     state.processes.push(record);
@@ -460,6 +501,26 @@ async fn wait_for_ready_nodes(client: &Client, state: &ClusterState, guard: &Tea
         }
         if started.elapsed() > NODES_READY_TIMEOUT {
             return Err(timeout(&format!("{} nodes to be Ready ({ready} are)", state.nodes.len()), started, guard));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn wait_for_initialised_nodes(client: &Client, state: &ClusterState, guard: &Teardown) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let started = Instant::now();
+    loop {
+        check_alive(state)?;
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|source| ClusterError::Kube { cluster: state.name.clone(), source })?;
+        let waiting = list.items.iter().filter(|node| nodes::is_uninitialized(node)).count();
+        if waiting == 0 {
+            return Ok(());
+        }
+        if started.elapsed() > NODES_READY_TIMEOUT {
+            return Err(timeout(&format!("the CCM to initialise {waiting} nodes"), started, guard));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

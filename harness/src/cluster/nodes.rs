@@ -18,6 +18,9 @@ pub const MAX_NODES: u32 = 1 << 14;
 
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 pub const PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
+/// Annotate a node with this set to `stopped` and kwok reports it NotReady, as a node whose kubelet
+/// stopped; remove it and the node is Ready again.
+pub const KUBELET_STOPPED: &str = "harness.cloud-provider.dev/kubelet";
 
 /// The name of node `index` of `cluster`, as kind names its workers.
 pub fn node_name(cluster: &str, index: u32) -> String {
@@ -83,6 +86,11 @@ pub fn manifest(cluster: &str, index: u32, kubelet_version: &str) -> Node {
         },
     }))
     .expect("a valid Node")
+}
+
+/// Whether a node still carries the uninitialized taint a CCM removes.
+pub fn is_uninitialized(node: &Node) -> bool {
+    node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key == UNINITIALIZED_TAINT))
 }
 
 /// Whether a node's Ready condition is True.

@@ -1,0 +1,140 @@
+//! The four controllers of upstream's cloud-controller-manager, on kube-rs:
+//! [`node`] (cloud-node), [`node_lifecycle`] (cloud-node-lifecycle), [`service`] (load balancers)
+//! and [`route`]. Each runs against whatever parts of the [`CloudProvider`] the cloud offers and
+//! reports its liveness to [`Health`] for `/healthz`.
+
+pub mod node;
+pub mod node_lifecycle;
+pub mod route;
+pub mod service;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+use crate::cloud::{CloudError, CloudProvider};
+use crate::metrics::Metrics;
+use crate::node::NodeInitError;
+
+/// Controller names as `--controllers` spells them.
+pub const CLOUD_NODE: &str = "cloud-node";
+pub const CLOUD_NODE_LIFECYCLE: &str = "cloud-node-lifecycle";
+pub const SERVICE: &str = "service";
+pub const ROUTE: &str = "route";
+pub const ALL: &[&str] = &[CLOUD_NODE, CLOUD_NODE_LIFECYCLE, SERVICE, ROUTE];
+
+/// Settings the controllers share, from the command line.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub cluster_name: String,
+    pub cluster_cidr: Option<IpNet>,
+    pub node_monitor_period: Duration,
+    pub node_status_update_frequency: Duration,
+    pub route_reconciliation_period: Duration,
+    pub concurrent_service_syncs: u16,
+}
+
+/// What every reconciler gets.
+pub struct Context {
+    pub client: Client,
+    pub cloud: Arc<dyn CloudProvider>,
+    pub settings: Settings,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub health: Health,
+    /// Consecutive failures per service UID, for the service controller's backoff.
+    pub failures: Mutex<BTreeMap<String, u32>>,
+    /// What the service controller last synced per service UID.
+    pub synced: service::SyncedServices,
+}
+
+impl Context {
+    pub fn new(client: Client, cloud: Arc<dyn CloudProvider>, settings: Settings, metrics: Arc<Metrics>) -> Self {
+        let reporter = Reporter { controller: "cloud-controller-manager".into(), instance: hostname() };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            cloud,
+            settings,
+            metrics,
+            health: Health::default(),
+            failures: Mutex::new(BTreeMap::new()),
+            synced: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Publishes an event about `object`; a failure to publish is logged, never fatal.
+    pub async fn event<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let event = Event { type_, reason: reason.into(), note: Some(note), action: reason.into(), secondary: None };
+        if let Err(error) = self.recorder.publish(&event, &object.object_ref(&())).await {
+            tracing::warn!(%error, reason, "could not publish event");
+        }
+    }
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string())
+}
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("cloud provider, {operation}: {source}")]
+    Cloud { operation: &'static str, source: CloudError },
+    #[error(transparent)]
+    NodeInit(#[from] NodeInitError),
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+}
+
+/// Wraps a cloud call's error with the operation's name.
+pub fn cloud(operation: &'static str) -> impl FnOnce(CloudError) -> Error {
+    move |source| Error::Cloud { operation, source }
+}
+
+/// Per-controller liveness: a controller is healthy while its last sign of life is recent enough.
+#[derive(Default, Clone)]
+pub struct Health {
+    beats: Arc<Mutex<BTreeMap<&'static str, (Instant, Duration)>>>,
+}
+
+impl Health {
+    /// Records that `controller` is alive and will beat again within `max_silence`.
+    pub fn beat(&self, controller: &'static str, max_silence: Duration) {
+        self.beats.lock().expect("health lock").insert(controller, (Instant::now(), max_silence));
+    }
+
+    /// Each registered controller and whether it is healthy.
+    pub fn checks(&self) -> Vec<(&'static str, bool)> {
+        let beats = self.beats.lock().expect("health lock");
+        beats.iter().map(|(name, (at, max))| (*name, at.elapsed() <= *max)).collect()
+    }
+}
+
+/// The node's name.
+pub fn name_of(node: &Node) -> String {
+    node.metadata.name.clone().unwrap_or_default()
+}
+
+/// Whether the node's Ready condition is True.
+pub fn is_ready(node: &Node) -> bool {
+    condition_status(node, "Ready") == Some("True")
+}
+
+/// The status of one of the node's conditions.
+pub fn condition_status<'a>(node: &'a Node, type_: &str) -> Option<&'a str> {
+    node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_).map(|c| c.status.as_str())
+}

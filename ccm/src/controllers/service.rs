@@ -1,0 +1,330 @@
+//! service: load balancers for `type: LoadBalancer` services without `spec.loadBalancerClass`.
+//!
+//! Upstream semantics: the finalizer `service.kubernetes.io/load-balancer-cleanup` is added before
+//! a load balancer is made and removed once it is gone; events `EnsuringLoadBalancer`,
+//! `EnsuredLoadBalancer`, `UpdatedLoadBalancer`, `DeletingLoadBalancer`, `DeletedLoadBalancer`,
+//! `SyncLoadBalancerFailed`; backends exclude nodes being deleted or labelled
+//! `node.kubernetes.io/exclude-from-external-load-balancers`; `status.loadBalancer` is patched only
+//! when it changes; a change of the backend node set calls `update_load_balancer`; failures retry
+//! with backoff from 5 s doubling to 300 s.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
+use serde_json::json;
+
+use super::{Context, Error, SERVICE, cloud};
+use crate::cloud::LoadBalancer;
+
+pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+const MIN_BACKOFF: Duration = Duration::from_secs(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Whether this controller owns the service's load balancer.
+pub fn wants_load_balancer(service: &Service) -> bool {
+    service
+        .spec
+        .as_ref()
+        .is_some_and(|spec| spec.type_.as_deref() == Some("LoadBalancer") && spec.load_balancer_class.is_none())
+}
+
+fn has_finalizer(service: &Service) -> bool {
+    service.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+}
+
+/// The nodes a load balancer should send traffic to.
+pub fn backends(nodes: &[Node]) -> Vec<Node> {
+    nodes
+        .iter()
+        .filter(|node| node.metadata.deletion_timestamp.is_none())
+        .filter(|node| !node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(EXCLUDE_LABEL)))
+        .cloned()
+        .collect()
+}
+
+fn backend_names(nodes: &[Node]) -> BTreeSet<String> {
+    nodes.iter().filter_map(|n| n.metadata.name.clone()).collect()
+}
+
+/// The retry delay after `failures` consecutive failures: 5 s, 10 s, 20 s, ... at most 300 s.
+pub fn backoff(failures: u32) -> Duration {
+    MIN_BACKOFF.saturating_mul(1u32 << failures.saturating_sub(1).min(16)).min(MAX_BACKOFF)
+}
+
+/// What about a node matters to load balancers; other node changes (heartbeats) trigger nothing.
+fn node_relevance(node: &Node) -> Option<u64> {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    node.metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(EXCLUDE_LABEL)).hash(&mut hasher);
+    node.spec.as_ref().and_then(|s| s.provider_id.clone()).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// Runs until the process stops.
+pub async fn run(ctx: Arc<Context>) {
+    let services: Api<Service> = Api::all(ctx.client.clone());
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let controller = Controller::new(services, watcher::Config::default());
+    let store = controller.store();
+    let node_changes = watcher(nodes, watcher::Config::default())
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(node_relevance, PredicateConfig::default());
+    ctx.health.beat(SERVICE, Duration::from_secs(3600));
+    controller
+        .watches_stream(node_changes, move |_node| {
+            let owned: Vec<ObjectRef<Service>> =
+                store.state().iter().filter(|s| wants_load_balancer(s)).map(|s| ObjectRef::from_obj(&**s)).collect();
+            owned
+        })
+        .with_config(kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrent_service_syncs))
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|result| {
+            let ctx = ctx.clone();
+            async move {
+                ctx.health.beat(SERVICE, Duration::from_secs(3600));
+                if let Err(error) = result {
+                    tracing::debug!(%error, "service reconcile failed");
+                }
+            }
+        })
+        .await;
+}
+
+async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.metrics.reconcile(SERVICE);
+    let Some(lb) = ctx.cloud.load_balancer() else { return Ok(Action::await_change()) };
+    if !wants_load_balancer(&service) && !has_finalizer(&service) {
+        return Ok(Action::await_change());
+    }
+    let api: Api<Service> =
+        Api::namespaced(ctx.client.clone(), service.metadata.namespace.as_deref().unwrap_or("default"));
+    let result = if !wants_load_balancer(&service) && service.metadata.deletion_timestamp.is_none() {
+        // No longer a LoadBalancer (type or class changed): clean up, then let go of it.
+        delete_load_balancer(&service, lb, &ctx).await.map(|_| Action::await_change())?;
+        remove_finalizer(&api, &service).await.map(|_| Action::await_change())
+    } else {
+        finalizer(&api, FINALIZER, service.clone(), |event| async {
+            match event {
+                Finalizer::Apply(service) => ensure(&api, &service, lb, &ctx).await,
+                Finalizer::Cleanup(service) => {
+                    delete_load_balancer(&service, lb, &ctx).await.map(|_| Action::await_change())
+                }
+            }
+        })
+        .await
+        .map_err(|e| match e {
+            kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+            other => Error::Finalizer(other.to_string()),
+        })
+    };
+    if result.is_ok() {
+        ctx.failures.lock().expect("failures lock").remove(&uid(&service));
+    }
+    result
+}
+
+fn error_policy(service: Arc<Service>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.failed(SERVICE);
+    let failures = {
+        let mut failures = ctx.failures.lock().expect("failures lock");
+        let count = failures.entry(uid(&service)).or_default();
+        *count += 1;
+        *count
+    };
+    let delay = backoff(failures);
+    tracing::warn!(service = %key(&service), %error, ?delay, "failed to sync load balancer");
+    let ctx = ctx.clone();
+    let message = format!("Error syncing load balancer: {error}");
+    tokio::spawn(async move { ctx.event(&*service, EventType::Warning, "SyncLoadBalancerFailed", message).await });
+    Action::requeue(delay)
+}
+
+fn uid(service: &Service) -> String {
+    service.metadata.uid.clone().unwrap_or_default()
+}
+
+fn key(service: &Service) -> String {
+    format!(
+        "{}/{}",
+        service.metadata.namespace.as_deref().unwrap_or_default(),
+        service.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+async fn ensure(api: &Api<Service>, service: &Service, lb: &dyn LoadBalancer, ctx: &Context) -> Result<Action, Error> {
+    let cluster = &ctx.settings.cluster_name;
+    let nodes = backends(&Api::<Node>::all(ctx.client.clone()).list(&ListParams::default()).await?.items);
+    let (existing, exists) = lb.get_load_balancer(cluster, service).await.map_err(cloud("get_load_balancer"))?;
+    let status =
+        if exists && same_status(existing.as_ref(), current_status(service).as_ref()) && !spec_changed(service, ctx) {
+            // Only the node set can have changed: that is an update, as upstream's nodeSyncLoop does.
+            if backends_changed(service, &nodes, ctx) {
+                lb.update_load_balancer(cluster, service, &nodes).await.map_err(cloud("update_load_balancer"))?;
+                let message = format!("Updated load balancer with new hosts ({} nodes)", nodes.len());
+                ctx.event(service, EventType::Normal, "UpdatedLoadBalancer", message).await;
+            }
+            existing.unwrap_or_default()
+        } else {
+            ctx.event(service, EventType::Normal, "EnsuringLoadBalancer", "Ensuring load balancer".into()).await;
+            let status =
+                lb.ensure_load_balancer(cluster, service, &nodes).await.map_err(cloud("ensure_load_balancer"))?;
+            ctx.event(service, EventType::Normal, "EnsuredLoadBalancer", "Ensured load balancer".into()).await;
+            status
+        };
+    remember(service, &nodes, ctx);
+    if !same_status(current_status(service).as_ref(), Some(&status)) {
+        patch_status(api, service, Some(&status)).await?;
+    }
+    Ok(Action::await_change())
+}
+
+async fn delete_load_balancer(service: &Service, lb: &dyn LoadBalancer, ctx: &Context) -> Result<(), Error> {
+    ctx.event(service, EventType::Normal, "DeletingLoadBalancer", "Deleting load balancer".into()).await;
+    lb.ensure_load_balancer_deleted(&ctx.settings.cluster_name, service)
+        .await
+        .map_err(cloud("ensure_load_balancer_deleted"))?;
+    ctx.event(service, EventType::Normal, "DeletedLoadBalancer", "Deleted load balancer".into()).await;
+    ctx.synced.lock().expect("synced lock").remove(&uid(service));
+    Ok(())
+}
+
+async fn remove_finalizer(api: &Api<Service>, service: &Service) -> Result<(), Error> {
+    if current_status(service).is_some_and(|s| s.ingress.as_ref().is_some_and(|i| !i.is_empty())) {
+        patch_status(api, service, None).await?;
+    }
+    let finalizers: Vec<&String> = service.metadata.finalizers.iter().flatten().filter(|f| *f != FINALIZER).collect();
+    let patch =
+        json!({ "metadata": { "resourceVersion": service.metadata.resource_version, "finalizers": finalizers } });
+    api.patch(service.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Whether two statuses name the same ingress points. The API server defaults fields the cloud
+/// leaves out (`ipMode: VIP`), so whole-struct equality would see a change on every sync.
+pub fn same_status(a: Option<&LoadBalancerStatus>, b: Option<&LoadBalancerStatus>) -> bool {
+    let points = |status: Option<&LoadBalancerStatus>| -> Vec<(Option<String>, Option<String>)> {
+        let ingress = status.and_then(|s| s.ingress.clone()).unwrap_or_default();
+        ingress.into_iter().map(|i| (i.ip, i.hostname)).collect()
+    };
+    points(a) == points(b)
+}
+
+fn current_status(service: &Service) -> Option<LoadBalancerStatus> {
+    service
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.clone())
+        .filter(|s| s.ingress.as_ref().is_some_and(|i| !i.is_empty()))
+}
+
+async fn patch_status(api: &Api<Service>, service: &Service, status: Option<&LoadBalancerStatus>) -> Result<(), Error> {
+    let patch = json!({ "status": { "loadBalancer": status.cloned().unwrap_or_default() } });
+    api.patch_status(
+        service.metadata.name.as_deref().unwrap_or_default(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// What the controller last synced for a service: its spec and its backend node names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Synced {
+    spec: String,
+    backends: BTreeSet<String>,
+}
+
+fn spec_of(service: &Service) -> String {
+    serde_json::to_string(&service.spec).unwrap_or_default()
+}
+
+fn spec_changed(service: &Service, ctx: &Context) -> bool {
+    ctx.synced.lock().expect("synced lock").get(&uid(service)).is_none_or(|s| s.spec != spec_of(service))
+}
+
+fn backends_changed(service: &Service, nodes: &[Node], ctx: &Context) -> bool {
+    ctx.synced.lock().expect("synced lock").get(&uid(service)).is_none_or(|s| s.backends != backend_names(nodes))
+}
+
+fn remember(service: &Service, nodes: &[Node], ctx: &Context) {
+    let synced = Synced { spec: spec_of(service), backends: backend_names(nodes) };
+    ctx.synced.lock().expect("synced lock").insert(uid(service), synced);
+}
+
+/// The synced map the context keeps for this controller.
+pub type SyncedServices = std::sync::Mutex<BTreeMap<String, Synced>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(name: &str, labels: serde_json::Value, deleting: bool) -> Node {
+        let mut meta = json!({"name": name, "labels": labels});
+        if deleting {
+            meta["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        serde_json::from_value(json!({"metadata": meta})).unwrap()
+    }
+
+    #[test]
+    fn backends_exclude_deleting_and_labelled_nodes() {
+        let nodes = [
+            node("a", json!({}), false),
+            node("b", json!({EXCLUDE_LABEL: ""}), false),
+            node("c", json!({}), true),
+            node("d", json!({"other": "x"}), false),
+        ];
+        assert_eq!(backend_names(&backends(&nodes)), ["a", "d"].map(String::from).into());
+    }
+
+    #[test]
+    fn only_class_less_load_balancer_services_are_ours() {
+        let svc = |spec: serde_json::Value| serde_json::from_value::<Service>(json!({"spec": spec})).unwrap();
+        assert!(wants_load_balancer(&svc(json!({"type": "LoadBalancer"}))));
+        assert!(!wants_load_balancer(&svc(json!({"type": "LoadBalancer", "loadBalancerClass": "example.com/lb"}))));
+        assert!(!wants_load_balancer(&svc(json!({"type": "ClusterIP"}))));
+        assert!(!wants_load_balancer(&svc(json!({}))));
+    }
+
+    #[test]
+    fn statuses_compare_by_ingress_points_not_by_server_defaults() {
+        let status = |v: serde_json::Value| serde_json::from_value::<LoadBalancerStatus>(v).unwrap();
+        let from_cloud = status(json!({"ingress": [{"ip": "127.200.0.1"}]}));
+        let stored = status(json!({"ingress": [{"ip": "127.200.0.1", "ipMode": "VIP"}]}));
+        assert!(same_status(Some(&from_cloud), Some(&stored)));
+        assert!(!same_status(Some(&from_cloud), Some(&status(json!({"ingress": [{"ip": "127.200.0.2"}]})))));
+        assert!(!same_status(Some(&from_cloud), None));
+    }
+
+    #[test]
+    fn backoff_doubles_from_5s_to_at_most_300s() {
+        let delays: Vec<u64> = (1..=9).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(delays, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(backoff(100).as_secs(), 300);
+    }
+
+    #[test]
+    fn heartbeats_do_not_count_as_node_changes_but_the_exclusion_label_does() {
+        let mut a = node("a", json!({}), false);
+        let before = node_relevance(&a);
+        a.status = Some(serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "True"}]})).unwrap());
+        assert_eq!(node_relevance(&a), before);
+        let excluded = node("a", json!({EXCLUDE_LABEL: "true"}), false);
+        assert_ne!(node_relevance(&excluded), before);
+    }
+}

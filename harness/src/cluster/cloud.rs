@@ -1,0 +1,130 @@
+//! `--cloud local`: the local simulated cloud and the bundled reference CCM, started with the
+//! cluster. The cloud gets one running instance per simulated node (same name, the node's IP, a
+//! zone of three), and `reference-ccm` runs against both with leader election, as a provider's
+//! CCM would in a real cluster.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ccm::local_cloud::api::{Address, AddressType, CreateInstance};
+use ccm::local_cloud::{ClientConfig, LocalCloud};
+use futures::StreamExt;
+
+use super::{ClusterError, nodes};
+
+/// The zones instances are spread over, round robin.
+pub const ZONES: &[&str] = &["local-a", "local-b", "local-c"];
+pub const REGION: &str = "local";
+
+/// The reference CCM binary to run.
+#[derive(Debug, Clone)]
+pub struct CloudOptions {
+    pub ccm_binary: PathBuf,
+}
+
+/// Builds `reference-ccm` from this workspace with cargo (the harness's own build profile) and
+/// returns its path.
+pub fn build_reference_ccm() -> Result<PathBuf, ClusterError> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("harness/ lives in the workspace");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command.current_dir(workspace).args(["build", "--locked", "-p", "ccm", "--bin", "reference-ccm"]);
+    command.arg("--message-format=json-render-diagnostics");
+    if !cfg!(debug_assertions) {
+        command.arg("--release");
+    }
+    let output = command.output().map_err(|source| ClusterError::Io {
+        action: "running cargo build for reference-ccm in",
+        path: workspace.to_path_buf(),
+        source,
+    })?;
+    let executable = String::from_utf8_lossy(&output.stdout).lines().rev().find_map(|line| {
+        let message: serde_json::Value = serde_json::from_str(line).ok()?;
+        (message["target"]["name"] == "reference-ccm").then(|| message["executable"].as_str().map(PathBuf::from))?
+    });
+    match executable {
+        Some(path) if output.status.success() => Ok(path),
+        _ => Err(ClusterError::CcmBuild {
+            detail: String::from_utf8_lossy(&output.stderr).lines().rev().take(8).collect::<Vec<_>>().join(" | "),
+        }),
+    }
+}
+
+/// Arguments of `reference-ccm local-cloud ... serve`.
+pub fn cloud_args(state_dir: &Path, port: u16) -> Vec<String> {
+    vec![
+        "local-cloud".into(),
+        format!("--state-dir={}", state_dir.display()),
+        "serve".into(),
+        format!("--listen=127.0.0.1:{port}"),
+    ]
+}
+
+/// Arguments of `reference-ccm` itself, with upstream's flag names.
+pub fn ccm_args(cluster: &str, kubeconfig: &Path, cloud_config: &Path, port: u16) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--cloud-provider=local".into(),
+        format!("--cloud-config={}", cloud_config.display()),
+        format!("--cluster-name={cluster}"),
+        "--leader-elect=true".into(),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={port}"),
+        format!("--cluster-cidr={}", nodes::CLUSTER_CIDR),
+        "--allocate-node-cidrs=true".into(),
+        "--configure-cloud-routes=true".into(),
+        "--node-monitor-period=5s".into(),
+        "--route-reconciliation-period=5s".into(),
+    ]
+}
+
+/// Writes the CCM's `--cloud-config`: it finds the cloud through the cloud's state dir.
+pub fn write_cloud_config(path: &Path, state_dir: &Path) -> Result<(), ClusterError> {
+    let text = format!("stateDir: {}\n", state_dir.display());
+    std::fs::write(path, text).map_err(|source| ClusterError::Io { action: "writing", path: path.into(), source })
+}
+
+/// A client of the cloud at `url`.
+pub fn client(url: &str) -> Result<LocalCloud, ClusterError> {
+    LocalCloud::new(ClientConfig::new(url)).map_err(|e| ClusterError::Cloud(e.to_string()))
+}
+
+/// The instance node `index` of `cluster` runs on.
+pub fn instance_for(cluster: &str, index: u32) -> CreateInstance {
+    let name = nodes::node_name(cluster, index);
+    CreateInstance {
+        name: name.clone(),
+        instance_type: Some("local.standard".into()),
+        zone: Some(ZONES[index as usize % ZONES.len()].into()),
+        region: Some(REGION.into()),
+        addresses: vec![
+            Address { kind: AddressType::InternalIP, address: nodes::node_ip(index).to_string() },
+            Address { kind: AddressType::Hostname, address: name },
+        ],
+    }
+}
+
+/// Waits for the cloud's address file, then creates one instance per node.
+pub async fn create_instances(state_dir: &Path, cluster: &str, count: u32) -> Result<String, ClusterError> {
+    let started = Instant::now();
+    let url = loop {
+        match ccm::local_cloud::url_from_state_dir(state_dir) {
+            Ok(url) => break url,
+            Err(_) if started.elapsed() < Duration::from_secs(30) => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            Err(e) => return Err(ClusterError::Cloud(format!("the local cloud did not start: {e}"))),
+        }
+    };
+    let cloud = client(&url)?;
+    let creates = (0..count).map(|index| {
+        let cloud = &cloud;
+        async move { cloud.create_instance(&instance_for(cluster, index)).await }
+    });
+    let mut results = futures::stream::iter(creates).buffer_unordered(32);
+    while let Some(result) = results.next().await {
+        result.map_err(|e| ClusterError::Cloud(format!("creating an instance: {e}")))?;
+    }
+    Ok(url)
+}

@@ -1,0 +1,412 @@
+//! Tests on the real upstream files in `tests/data/junit/` (see its README) and on crafted bad input.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/junit").join(name)
+}
+
+fn read(name: &str) -> Report {
+    read_file(&data(name), &ReadOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn read_str(xml: &str, opts: &ReadOptions) -> Result<Report, JunitError> {
+    read_from(xml.as_bytes(), Path::new("mem.xml"), opts)
+}
+
+fn case<'a>(report: &'a Report, name: &str) -> &'a TestCase {
+    report.cases().map(|(_, c)| c).find(|c| c.name == name).unwrap_or_else(|| panic!("no case {name:?}"))
+}
+
+const REAL_FILES: &[&str] = &[
+    "k8s-conformance-v1.7-gke-junit_01.xml",
+    "ginkgo-v2.34.0-generated-junit_01.xml",
+    "kubetest2-writer-test-junit_runner.xml",
+    "pytest-9.2.0-generated-junit.xml",
+    "nextest-fixture-nextest-tests-junit.xml",
+    "quick-junit-basic_report.xml",
+];
+
+#[test]
+fn ginkgo_v1_conformance_file_counts_match_its_header() {
+    let report = read("k8s-conformance-v1.7-gke-junit_01.xml");
+    assert_eq!(report.suites.len(), 1);
+    assert_eq!(report.suites[0].cases.len(), 647, "651 testcase elements, 4 names repeated");
+    let counts = report.counts();
+    assert_eq!((counts.passed, counts.skipped, counts.failed, counts.flaky), (121, 526, 0, 0));
+    let total_attempts: usize = report.suites[0].cases.iter().map(|c| c.attempts.len()).sum();
+    assert_eq!(total_attempts, 651);
+}
+
+#[test]
+fn ginkgo_v1_repeated_names_become_attempts_of_one_case() {
+    let report = read("k8s-conformance-v1.7-gke-junit_01.xml");
+    let repeated =
+        case(&report, "[k8s.io] Projected optional updates should be reflected in volume [Conformance] [Volume]");
+    let times: Vec<_> = repeated.attempts.iter().map(|a| a.time).collect();
+    assert_eq!(times, [Some(26.325315627), Some(26.514370648)]);
+    assert_eq!(repeated.status(), Status::Passed);
+}
+
+#[test]
+fn ginkgo_v1_entities_in_names_and_runtime_skips_are_read() {
+    let report = read("k8s-conformance-v1.7-gke-junit_01.xml");
+    let quoted = case(
+        &report,
+        "[k8s.io] Variable Expansion should allow substituting values in a container's args [Conformance]",
+    );
+    assert_eq!(quoted.classname.as_deref(), Some("Kubernetes e2e suite"));
+    let skipped_late = case(
+        &report,
+        "[k8s.io] Probing container should be restarted with a docker exec liveness probe with timeout [Conformance]",
+    );
+    assert_eq!(skipped_late.status(), Status::Skipped);
+    assert_eq!(skipped_late.attempts[0].time, Some(6.1879445650000005));
+}
+
+#[test]
+fn ginkgo_v2_statuses_properties_and_retry_markers() {
+    let report = read("ginkgo-v2.34.0-generated-junit_01.xml");
+    let suite = &report.suites[0];
+    assert_eq!(suite.name, "Sample e2e suite");
+    assert!(suite.properties.contains(&Property { name: "SuiteSucceeded".into(), value: "false".into() }));
+    let status = |name: &str| case(&report, &format!("[It] [sig-cloud-provider] Nodes {name}")).status();
+    assert_eq!(status("should be ready [Conformance]"), Status::Passed);
+    assert_eq!(status("should have a provider ID [Conformance]"), Status::Failed);
+    assert_eq!(status("should eventually get an address"), Status::Flaky);
+    assert_eq!(status("should be skipped at runtime"), Status::Skipped);
+    assert_eq!(status("is pending"), Status::Skipped);
+    let flaky = case(&report, "[It] [sig-cloud-provider] Nodes should eventually get an address");
+    assert_eq!(flaky.attempts.len(), 2);
+    assert!(flaky.attempts[1].system_err.as_ref().unwrap().text.contains("attempt 2\n"));
+}
+
+#[test]
+fn ginkgo_v2_failure_message_resolves_character_references() {
+    let report = read("ginkgo-v2.34.0-generated-junit_01.xml");
+    let failed = case(&report, "[It] [sig-cloud-provider] Nodes should have a provider ID [Conformance]");
+    let detail = failed.failure().expect("failure detail");
+    assert_eq!(
+        detail.message.as_deref(),
+        Some("Expected\n    <string>: aws:///i-1\nto equal\n    <string>: gce://p/z/i-1")
+    );
+    assert_eq!(detail.kind.as_deref(), Some("failed"));
+    assert!(detail.text.text.starts_with("[FAILED] Expected\n"));
+}
+
+#[test]
+fn kubetest2_runner_file_has_a_testsuite_root() {
+    let report = read("kubetest2-writer-test-junit_runner.xml");
+    assert_eq!(report.name, None);
+    assert_eq!(report.suites[0].name, "kubetest2");
+    let failed = case(&report, "always fails (junitError)");
+    assert_eq!(failed.status(), Status::Failed);
+    assert_eq!(failed.failure().unwrap().text.text, "on noes");
+    assert_eq!(failed.attempts[0].system_out.as_ref().unwrap().text, "uh oh");
+    assert_eq!(report.counts(), Counts { total: 3, passed: 2, failed: 1, ..Counts::default() });
+}
+
+#[test]
+fn pytest_errors_skips_xfails_and_case_properties() {
+    let report = read("pytest-9.2.0-generated-junit.xml");
+    assert_eq!(report.name.as_deref(), Some("pytest tests"));
+    assert_eq!(report.counts(), Counts { total: 5, passed: 1, failed: 1, errors: 1, skipped: 2, flaky: 0 });
+    let passed = case(&report, "test_node_ready");
+    assert_eq!(passed.properties, [Property { name: "node".into(), value: "worker-1".into() }]);
+    let failed = case(&report, "test_provider_id");
+    assert!(failed.failure().unwrap().message.as_deref().unwrap().contains("provider ID <mismatch> & more"));
+    let xfail = case(&report, "test_known_bug");
+    assert_eq!(xfail.attempts[0].detail.as_ref().unwrap().kind.as_deref(), Some("pytest.xfail"));
+    let error = case(&report, "test_needs_cluster");
+    assert_eq!(error.status(), Status::Error);
+}
+
+#[test]
+fn nextest_flaky_and_rerun_elements_become_attempts() {
+    let report = read("nextest-fixture-nextest-tests-junit.xml");
+    let flaky = case(&report, "test_flaky_mod_4");
+    let outcomes: Vec<_> = flaky.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, [Outcome::Failed, Outcome::Failed, Outcome::Failed, Outcome::Passed]);
+    assert_eq!(flaky.status(), Status::Flaky);
+    assert_eq!(flaky.attempts[1].timestamp.as_deref(), Some("2024-01-09T07:50:12.671+00:00"));
+    assert!(flaky.attempts[2].system_err.as_ref().unwrap().text.contains("attempt 3 % 4 != 0"));
+    let failed = case(&report, "test_failure_assert");
+    assert_eq!(failed.attempts.len(), 3);
+    assert_eq!(failed.status(), Status::Failed);
+    assert!(failed.attempts[1].detail.as_ref().unwrap().text.text.starts_with("thread 'test_failure_assert' panicked"));
+    assert_eq!(report.counts(), Counts { total: 3, passed: 1, failed: 1, flaky: 1, ..Counts::default() });
+}
+
+#[test]
+fn quick_junit_fixture_flaky_errors_reruns_and_stack_traces() {
+    let report = read("quick-junit-basic_report.xml");
+    assert_eq!(report.suites[0].properties, [Property { name: "env".into(), value: "FOOBAR".into() }]);
+    let flaky = case(&report, "testcase4");
+    let outcomes: Vec<_> = flaky.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, [Outcome::Failed, Outcome::Error, Outcome::Passed]);
+    let flaky_error = flaky.attempts[1].detail.as_ref().unwrap();
+    assert_eq!(
+        flaky_error.text.text, "flaky error description\nflaky stack trace",
+        "indentation around children dropped"
+    );
+    assert_eq!(flaky.attempts[1].system_out.as_ref().unwrap().text, "flaky system output");
+    let rerun = case(&report, "testcase5");
+    let outcomes: Vec<_> = rerun.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, [Outcome::Failed, Outcome::Failed, Outcome::Error]);
+    assert_eq!(rerun.status(), Status::Error);
+    assert_eq!(case(&report, "testcase2").status(), Status::Error);
+}
+
+#[test]
+fn writing_then_reading_gives_the_same_report_for_every_real_file() {
+    for name in REAL_FILES {
+        let report = read(name);
+        let again = read_str(&to_string(&report), &ReadOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(again.suites, report.suites, "{name}");
+        assert_eq!(again.name, report.name, "{name}");
+    }
+}
+
+#[test]
+fn writer_uses_retry_elements_and_repeats_cases_it_cannot_merge() {
+    let report = read("nextest-fixture-nextest-tests-junit.xml");
+    let xml = to_string(&report);
+    assert_eq!(xml.matches("<flakyFailure").count(), 3);
+    assert_eq!(xml.matches("<rerunFailure").count(), 2);
+    assert!(xml.contains("tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"0\""));
+    let twice = read("k8s-conformance-v1.7-gke-junit_01.xml");
+    let xml = to_string(&twice);
+    assert_eq!(xml.matches("<testcase ").count(), 651);
+}
+
+#[test]
+fn writer_replaces_characters_xml_cannot_carry() {
+    let mut case = TestCase { name: "ansi\u{1b}[31m".into(), ..TestCase::default() };
+    case.attempts
+        .push(Attempt { system_out: Some(Output::new("red \u{1b}[31mX\u{0} \r\n & <b>")), ..Attempt::default() });
+    let report = Report { name: None, suites: vec![Suite { name: "s".into(), cases: vec![case], ..Suite::default() }] };
+    let xml = to_string(&report);
+    assert!(!xml.contains('\u{1b}') && !xml.contains('\u{0}'));
+    let again = read_str(&xml, &ReadOptions::default()).unwrap();
+    let out = again.suites[0].cases[0].attempts[0].system_out.as_ref().unwrap();
+    assert_eq!(out.text, "red \u{FFFD}[31mX\u{FFFD} \r\n & <b>");
+    assert_eq!(again.suites[0].cases[0].name, "ansi\u{FFFD}[31m");
+}
+
+#[test]
+fn write_file_and_write_produce_the_same_bytes() {
+    let report = read("pytest-9.2.0-generated-junit.xml");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("junit_01.xml");
+    write_file(&report, &path).unwrap();
+    let mut buf = Vec::new();
+    write(&report, &mut buf).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), buf);
+}
+
+#[test]
+fn large_system_out_is_kept_up_to_the_cap_and_the_rest_counted() {
+    let big = "0123456789&amp;".repeat(100_000); // 1.5 MB raw, an entity every 15 bytes
+    let xml =
+        format!("<testsuite name=\"s\"><testcase name=\"c\"><system-out>{big}</system-out></testcase></testsuite>");
+    // 1003 raw bytes = 66 whole units and "0123456789&am": the cut reference is dropped.
+    let opts = ReadOptions { max_text_bytes: 1003, ..ReadOptions::default() };
+    let report = read_str(&xml, &opts).unwrap();
+    let out = report.suites[0].cases[0].attempts[0].system_out.as_ref().unwrap();
+    assert_eq!(out.text, "0123456789&".repeat(66) + "0123456789");
+    assert_eq!(out.dropped_bytes, big.len() as u64 - 1003);
+    assert!(out.is_truncated());
+}
+
+#[test]
+fn cdata_text_is_read_and_capped() {
+    let xml = "<testsuite><testcase name=\"c\"><failure><![CDATA[a < b & c]]></failure></testcase></testsuite>";
+    let report = read_str(xml, &ReadOptions::default()).unwrap();
+    assert_eq!(report.suites[0].cases[0].failure().unwrap().text.text, "a < b & c");
+    let capped = read_str(xml, &ReadOptions { max_text_bytes: 3, ..ReadOptions::default() }).unwrap();
+    assert_eq!(capped.suites[0].cases[0].failure().unwrap().text.text, "a <");
+}
+
+#[test]
+fn status_attribute_alone_decides_when_there_are_no_children() {
+    let xml = r#"<testsuites><testsuite name="s">
+        <testcase name="a" status="failed"></testcase>
+        <testcase name="b" status="timedout"/>
+        <testcase name="c" status="pending"/>
+    </testsuite></testsuites>"#;
+    let report = read_str(xml, &ReadOptions::default()).unwrap();
+    let statuses: Vec<_> = report.suites[0].cases.iter().map(TestCase::status).collect();
+    assert_eq!(statuses, [Status::Failed, Status::Error, Status::Skipped]);
+}
+
+#[test]
+fn nested_suites_are_flattened_parent_first() {
+    let xml = r#"<testsuites><testsuite name="outer"><testcase name="o"/>
+        <testsuite name="inner"><testcase name="i"/></testsuite></testsuite></testsuites>"#;
+    let report = read_str(xml, &ReadOptions::default()).unwrap();
+    let names: Vec<_> = report.suites.iter().map(|s| (s.name.as_str(), s.cases.len())).collect();
+    assert_eq!(names, [("outer", 1), ("inner", 1)]);
+}
+
+/// A copy of the ginkgo v1 file cut after `marker` plus `extra` bytes.
+fn cut_copy(marker: &str, extra: usize) -> (tempfile::TempDir, PathBuf) {
+    let full = std::fs::read_to_string(data("k8s-conformance-v1.7-gke-junit_01.xml")).unwrap();
+    let cut = full.find(marker).unwrap() + extra;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("junit_01.xml");
+    std::fs::write(&path, &full[..cut]).unwrap();
+    (dir, path)
+}
+
+#[test]
+fn a_file_cut_inside_a_tag_is_malformed_at_that_line() {
+    let (_dir, path) = cut_copy("<testcase name=\"[k8s.io] ServiceAccounts", 600);
+    let err = read_file(&path, &ReadOptions::default()).unwrap_err();
+    assert!(matches!(err, JunitError::Malformed { .. }), "{err}");
+    let message = err.to_string();
+    assert!(message.starts_with(&format!("{} at line 33,", path.display())), "{message}");
+}
+
+#[test]
+fn a_file_cut_between_elements_is_truncated_inside_the_suite() {
+    let (_dir, path) = cut_copy("</testcase>", "</testcase>\n".len());
+    let err = read_file(&path, &ReadOptions::default()).unwrap_err();
+    let JunitError::Truncated { open, at, .. } = &err else { panic!("{err}") };
+    assert_eq!(open, "testsuite");
+    assert_eq!(at.line_column, Some((4, 1)), "{err}");
+}
+
+#[test]
+fn a_file_ending_between_elements_is_truncated_inside_the_open_one() {
+    let err =
+        read_str("<testsuites><testsuite name=\"s\"><testcase name=\"c\">\n", &ReadOptions::default()).unwrap_err();
+    match err {
+        JunitError::Truncated { open, file, .. } => {
+            assert_eq!(open, "testcase");
+            assert_eq!(file, Path::new("mem.xml"));
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn malformed_xml_names_the_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("junit_bad.xml");
+    std::fs::write(&path, "<testsuite>\n  <testcase name=\"a\">\n  </testsuite>\n").unwrap();
+    let err = read_file(&path, &ReadOptions::default()).unwrap_err();
+    let JunitError::Malformed { at, .. } = &err else { panic!("{err}") };
+    assert_eq!(at.line_column.map(|(line, _)| line), Some(3), "{err}");
+    assert!(err.to_string().contains("junit_bad.xml at line 3"), "{err}");
+}
+
+#[test]
+fn a_wrong_root_element_is_refused() {
+    let err = read_str("<?xml version=\"1.0\"?>\n<html><body/></html>", &ReadOptions::default()).unwrap_err();
+    assert!(matches!(&err, JunitError::WrongRoot { found, .. } if found == "html"), "{err}");
+    let err = read_str("<testcase name=\"x\"/>", &ReadOptions::default()).unwrap_err();
+    assert!(matches!(&err, JunitError::WrongRoot { found, .. } if found == "testcase"), "{err}");
+}
+
+#[test]
+fn an_empty_file_has_no_root() {
+    let err = read_str("<?xml version=\"1.0\"?>\n", &ReadOptions::default()).unwrap_err();
+    assert!(matches!(err, JunitError::Empty { .. }), "{err}");
+}
+
+const BILLION_LAUGHS: &str = r#"<?xml version="1.0"?>
+<!DOCTYPE lolz [
+ <!ENTITY lol "lol">
+ <!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol9 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+]>
+<testsuite name="&lol9;"><testcase name="c"><failure>&lol9;</failure></testcase></testsuite>"#;
+
+#[test]
+fn an_entity_bomb_is_refused_at_its_doctype() {
+    let err = read_str(BILLION_LAUGHS, &ReadOptions::default()).unwrap_err();
+    assert!(matches!(err, JunitError::Doctype { .. }), "{err}");
+    assert!(err.to_string().contains("entity bomb"));
+}
+
+#[test]
+fn quick_xml_reports_declared_entities_without_expanding_them() {
+    let mut reader = quick_xml::Reader::from_str(BILLION_LAUGHS);
+    let mut refs = Vec::new();
+    loop {
+        match reader.read_event().unwrap() {
+            quick_xml::events::Event::GeneralRef(r) => refs.push(r.into_inner().into_owned()),
+            quick_xml::events::Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!(refs, ["lol9"], "the reference is handed over by name, never expanded");
+}
+
+#[test]
+fn undeclared_entities_are_errors_not_expanded() {
+    let xml = "<testsuite><testcase name=\"c\"><failure>boom &lol9; boom</failure></testcase></testsuite>";
+    let err = read_str(xml, &ReadOptions::default()).unwrap_err();
+    assert!(matches!(err, JunitError::Malformed { .. }), "{err}");
+    assert!(err.to_string().contains("lol9"), "{err}");
+    let in_attribute = read_str("<testsuite name=\"&lol9;\"/>", &ReadOptions::default()).unwrap_err();
+    assert!(matches!(in_attribute, JunitError::Malformed { .. }), "{in_attribute}");
+}
+
+#[test]
+fn a_file_over_the_size_limit_is_refused_unread() {
+    let path = data("k8s-conformance-v1.7-gke-junit_01.xml");
+    let opts = ReadOptions { max_file_bytes: 100_000, ..ReadOptions::default() };
+    let err = read_file(&path, &opts).unwrap_err();
+    assert!(matches!(err, JunitError::TooLarge { size: Some(143_825), limit: 100_000, .. }), "{err}");
+    assert!(err.to_string().contains("k8s-conformance-v1.7-gke-junit_01.xml"));
+    let exact = ReadOptions { max_file_bytes: 143_825, ..ReadOptions::default() };
+    assert!(read_file(&path, &exact).is_ok(), "a file of exactly the limit is read");
+}
+
+#[test]
+fn a_stream_over_the_size_limit_is_cut_off_while_reading() {
+    let bytes = std::fs::read(data("k8s-conformance-v1.7-gke-junit_01.xml")).unwrap();
+    let opts = ReadOptions { max_file_bytes: 100_000, ..ReadOptions::default() };
+    let err = read_from(&bytes[..], Path::new("stdin"), &opts).unwrap_err();
+    assert!(matches!(err, JunitError::TooLarge { size: None, limit: 100_000, .. }), "{err}");
+}
+
+#[test]
+fn a_growing_file_is_stopped_at_the_limit() {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    write!(
+        file,
+        "<testsuite><testcase name=\"c\"><system-out>{}</system-out></testcase></testsuite>",
+        "x".repeat(5000)
+    )
+    .unwrap();
+    let opts = ReadOptions { max_file_bytes: 4096, ..ReadOptions::default() };
+    let err = read_from(std::fs::File::open(file.path()).unwrap(), file.path(), &opts).unwrap_err();
+    assert!(matches!(err, JunitError::TooLarge { .. }), "{err}");
+}
+
+#[test]
+fn a_missing_file_is_an_io_error_naming_it() {
+    let err = read_file(Path::new("/nonexistent/junit_01.xml"), &ReadOptions::default()).unwrap_err();
+    assert!(matches!(err, JunitError::Io { .. }));
+    assert_eq!(err.file(), Path::new("/nonexistent/junit_01.xml"));
+}
+
+#[test]
+fn flaky_is_decided_by_the_last_attempt_that_ran() {
+    let attempt = |outcome| Attempt { outcome, ..Attempt::default() };
+    let with = |outcomes: &[Outcome]| TestCase {
+        attempts: outcomes.iter().map(|&o| attempt(o)).collect(),
+        ..TestCase::default()
+    };
+    assert_eq!(with(&[Outcome::Failed, Outcome::Passed]).status(), Status::Flaky);
+    assert_eq!(with(&[Outcome::Passed, Outcome::Failed]).status(), Status::Failed);
+    assert_eq!(with(&[Outcome::Error, Outcome::Passed, Outcome::Skipped]).status(), Status::Flaky);
+    assert_eq!(with(&[Outcome::Skipped, Outcome::Skipped]).status(), Status::Skipped);
+    assert_eq!(with(&[]).status(), Status::Skipped);
+}
