@@ -85,6 +85,24 @@ async fn a_local_cluster_serves_kube_rs_and_kubectl_then_leaves_nothing_behind()
     names.sort();
     assert_eq!(names, cluster.state.nodes.iter().map(String::as_str).collect::<Vec<_>>());
 
+    // The reference CCM's manifests are valid for this API server (RBAC, Deployment, ...).
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ccm/deploy");
+    let output = Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&cluster.state.kubeconfig)
+        .args(["apply", "--dry-run=server", "-f"])
+        .arg(&deploy)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "dry run: {}{}", stdout, String::from_utf8_lossy(&output.stderr));
+    for object in [
+        "deployment.apps/cloud-controller-manager",
+        "clusterrole.rbac.authorization.k8s.io/system:cloud-controller-manager",
+    ] {
+        assert!(stdout.contains(&format!("{object} created (server dry run)")), "{stdout}");
+    }
+
     assert_torn_down(cluster);
 }
 

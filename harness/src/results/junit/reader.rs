@@ -398,8 +398,8 @@ impl<R: Read> Parser<R> {
                 Kind::TestCase => add_case(&mut report.suites[index], &mut seen, self.case(child, leaf)?),
                 Kind::TestSuite => self.suite(child, leaf, report)?,
                 Kind::Properties => report.suites[index].properties.extend(self.properties(leaf)?),
-                Kind::SystemOut => report.suites[index].system_out = Some(self.output(leaf, false)?.0),
-                Kind::SystemErr => report.suites[index].system_err = Some(self.output(leaf, false)?.0),
+                Kind::SystemOut => report.suites[index].system_out = Some(self.output(Kind::SystemOut, leaf, false)?.0),
+                Kind::SystemErr => report.suites[index].system_err = Some(self.output(Kind::SystemErr, leaf, false)?.0),
                 _ if !leaf => self.skip("testsuite")?,
                 _ => {}
             }
@@ -456,7 +456,7 @@ impl<R: Read> Parser<R> {
             Kind::FlakyFailure | Kind::FlakyError => parts.before.push(self.retry(tag, empty)?),
             Kind::RerunFailure | Kind::RerunError => parts.after.push(self.retry(tag, empty)?),
             Kind::SystemOut | Kind::SystemErr => {
-                let (output, retries) = self.output(empty, true)?;
+                let (output, retries) = self.output(tag.kind, empty, true)?;
                 parts.retries += retries;
                 let slot =
                     if tag.kind == Kind::SystemOut { &mut parts.main.system_out } else { &mut parts.main.system_err };
@@ -505,10 +505,10 @@ impl<R: Read> Parser<R> {
             }
             match event {
                 Ev::Start(child) => match child.kind {
-                    Kind::SystemOut => out = Some(self.output(false, false)?.0),
-                    Kind::SystemErr => err = Some(self.output(false, false)?.0),
+                    Kind::SystemOut => out = Some(self.output(child.kind, false, false)?.0),
+                    Kind::SystemErr => err = Some(self.output(child.kind, false, false)?.0),
                     Kind::StackTrace => {
-                        let trace = self.output(false, false)?.0;
+                        let trace = self.output(child.kind, false, false)?.0;
                         sink.push_str("\n");
                         sink.push_str(&trace.text);
                     }
@@ -537,7 +537,7 @@ impl<R: Read> Parser<R> {
     }
 
     /// A text-only element (`<system-out>`, `<stackTrace>`, …), optionally counting ginkgo retries.
-    fn output(&mut self, empty: bool, scan_retries: bool) -> Result<(Output, usize)> {
+    fn output(&mut self, kind: Kind, empty: bool, scan_retries: bool) -> Result<(Output, usize)> {
         let mut sink = Sink::new(self.opts.max_text_bytes);
         if scan_retries {
             sink = sink.scanning();
@@ -549,9 +549,9 @@ impl<R: Read> Parser<R> {
             self.text(&mut sink)?;
             match self.next()? {
                 Ev::CData(text) => sink.push_str(&text),
-                Ev::Start(_) => self.skip("system-out")?,
+                Ev::Start(_) => self.skip(element_name(kind))?,
                 Ev::End => break,
-                Ev::Eof => return Err(self.truncated("system-out")),
+                Ev::Eof => return Err(self.truncated(element_name(kind))),
                 Ev::Empty(_) | Ev::DocType | Ev::Other => {}
             }
         }
@@ -571,7 +571,7 @@ impl<R: Read> Parser<R> {
                 continue;
             }
             // Some writers put the value in the element's text instead of an attribute.
-            let text = self.output(leaf, false)?.0.text;
+            let text = self.output(tag.kind, leaf, false)?.0.text;
             let name = tag.attrs.name.unwrap_or_default();
             properties.push(Property { name, value: tag.attrs.value.unwrap_or(text) });
         }

@@ -293,6 +293,13 @@ fn a_file_ending_between_elements_is_truncated_inside_the_open_one() {
 }
 
 #[test]
+fn a_file_ending_inside_an_output_names_that_element() {
+    let xml = "<testsuite><testcase name=\"c\"><system-err>panic: runtime error";
+    let err = read_str(xml, &ReadOptions::default()).unwrap_err();
+    assert!(matches!(&err, JunitError::Truncated { open, .. } if open == "system-err"), "{err}");
+}
+
+#[test]
 fn malformed_xml_names_the_position() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("junit_bad.xml");
