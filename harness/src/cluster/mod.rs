@@ -487,26 +487,30 @@ async fn register_nodes(client: &Client, cluster: &str, count: u32, version: &st
 }
 
 async fn wait_for_ready_nodes(client: &Client, state: &ClusterState, guard: &Teardown) -> Result<()> {
-    let api: Api<Node> = Api::all(client.clone());
-    let started = Instant::now();
-    loop {
-        check_alive(state)?;
-        let list = api
-            .list(&ListParams::default())
-            .await
-            .map_err(|source| ClusterError::Kube { cluster: state.name.clone(), source })?;
-        let ready = list.items.iter().filter(|node| nodes::is_ready(node)).count();
-        if ready >= state.nodes.len() {
-            return Ok(());
-        }
-        if started.elapsed() > NODES_READY_TIMEOUT {
-            return Err(timeout(&format!("{} nodes to be Ready ({ready} are)", state.nodes.len()), started, guard));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let total = state.nodes.len();
+    wait_for_nodes(client, state, guard, |nodes| {
+        let ready = nodes.iter().filter(|node| nodes::is_ready(node)).count();
+        (ready < total).then(|| format!("{total} nodes to be Ready ({ready} are)"))
+    })
+    .await
 }
 
 async fn wait_for_initialised_nodes(client: &Client, state: &ClusterState, guard: &Teardown) -> Result<()> {
+    wait_for_nodes(client, state, guard, |nodes| {
+        let waiting = nodes.iter().filter(|node| nodes::is_uninitialized(node)).count();
+        (waiting > 0).then(|| format!("the CCM to initialise {waiting} nodes"))
+    })
+    .await
+}
+
+/// Polls the nodes until `pending` says nothing is awaited any more (it returns what still is),
+/// failing early if a component dies.
+async fn wait_for_nodes(
+    client: &Client,
+    state: &ClusterState,
+    guard: &Teardown,
+    pending: impl Fn(&[Node]) -> Option<String>,
+) -> Result<()> {
     let api: Api<Node> = Api::all(client.clone());
     let started = Instant::now();
     loop {
@@ -515,12 +519,9 @@ async fn wait_for_initialised_nodes(client: &Client, state: &ClusterState, guard
             .list(&ListParams::default())
             .await
             .map_err(|source| ClusterError::Kube { cluster: state.name.clone(), source })?;
-        let waiting = list.items.iter().filter(|node| nodes::is_uninitialized(node)).count();
-        if waiting == 0 {
-            return Ok(());
-        }
+        let Some(awaited) = pending(&list.items) else { return Ok(()) };
         if started.elapsed() > NODES_READY_TIMEOUT {
-            return Err(timeout(&format!("the CCM to initialise {waiting} nodes"), started, guard));
+            return Err(timeout(&awaited, started, guard));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
