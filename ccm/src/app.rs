@@ -201,7 +201,8 @@ async fn lead_then_run(
     leading: Arc<AtomicBool>,
     enabled: Vec<&'static str>,
 ) -> Result<()> {
-    let identity = format!("{}_{}", controllers_hostname(), std::process::id());
+    let host = controllers::hostname().unwrap_or_else(|| "ccm".into());
+    let identity = format!("{host}_{}", std::process::id());
     let lease_seconds = options.leader_elect_lease_duration.as_secs().max(2);
     let manager = kube_lease_manager::LeaseManagerBuilder::new(client, &options.leader_elect_resource_name)
         .with_namespace(&options.leader_elect_resource_namespace)
@@ -225,10 +226,6 @@ async fn lead_then_run(
     controllers.abort();
     // Upstream exits when it loses the lease, so that a stale leader never acts.
     bail!("lost the leader lease {}; exiting", options.leader_elect_resource_name)
-}
-
-fn controllers_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "ccm".into())
 }
 
 #[derive(Clone)]

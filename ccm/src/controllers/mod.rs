@@ -83,7 +83,8 @@ impl Context {
     }
 }
 
-fn hostname() -> Option<String> {
+/// This machine's (or pod's) host name, which identifies a replica in events and the leader Lease.
+pub fn hostname() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string())
 }
 

@@ -16,7 +16,9 @@ use serde_json::json;
 
 use super::{CLOUD_NODE, Context, Error, cloud, name_of};
 use crate::cloud::InstancesV2;
-use crate::node::{addresses_changed, desired_node_addresses, initialized_node, needs_cloud_initialization};
+use crate::node::{
+    NodeInitError, addresses_changed, desired_node_addresses, initialized_node, needs_cloud_initialization,
+};
 
 /// Runs until the process stops.
 pub async fn run(ctx: Arc<Context>) {
@@ -64,8 +66,7 @@ async fn initialize(node: &Node, instances: &dyn InstancesV2, ctx: &Context) -> 
     let api: Api<Node> = Api::all(ctx.client.clone());
     // A replace carries the resourceVersion: a concurrent change makes it conflict and retry.
     let replaced = api.replace(&name, &PostParams::default(), &updated).await?;
-    if let Some(addresses) = desired_node_addresses(&replaced, &metadata.node_addresses)
-        .map_err(|source| crate::node::NodeInitError::InvalidProvidedNodeIp { node: name.clone(), source })?
+    if let Some(addresses) = desired_addresses(&replaced, &metadata.node_addresses)?
         && addresses_changed(&replaced, &addresses)
     {
         patch_addresses(&api, &name, &addresses).await?;
@@ -83,15 +84,22 @@ async fn sync_addresses(node: &Node, instances: &dyn InstancesV2, ctx: &Context)
         Err(error) => return Err(cloud("instance_metadata")(error)),
     };
     let name = name_of(node);
-    let desired = desired_node_addresses(node, &metadata.node_addresses)
-        .map_err(|source| crate::node::NodeInitError::InvalidProvidedNodeIp { node: name.clone(), source })?;
-    if let Some(addresses) = desired
+    if let Some(addresses) = desired_addresses(node, &metadata.node_addresses)?
         && addresses_changed(node, &addresses)
     {
         patch_addresses(&Api::all(ctx.client.clone()), &name, &addresses).await?;
         tracing::info!(node = %name, "updated node addresses");
     }
     Ok(())
+}
+
+/// The addresses the node should have (None: the cloud reported none), honouring its provided IP.
+fn desired_addresses(
+    node: &Node,
+    cloud_addresses: &[k8s_openapi::api::core::v1::NodeAddress],
+) -> Result<Option<Vec<k8s_openapi::api::core::v1::NodeAddress>>, Error> {
+    desired_node_addresses(node, cloud_addresses)
+        .map_err(|source| NodeInitError::InvalidProvidedNodeIp { node: name_of(node), source }.into())
 }
 
 async fn patch_addresses(
