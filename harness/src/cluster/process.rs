@@ -175,13 +175,10 @@ mod tests {
     fn sweep_finds_processes_by_the_marker_in_their_command_line() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("unique-marker");
-        let record = spawn(
-            "sleep",
-            Path::new("/bin/sh"),
-            &["-c".into(), format!("sleep 300; : {}", marker.display())],
-            &dir.path().join("log"),
-        )
-        .unwrap();
+        // One process that never forks, with the marker in its command line (a shell would fork).
+        fs::write(&marker, "").unwrap();
+        let args = ["-f".to_string(), marker.display().to_string()];
+        let record = spawn("tail", Path::new("/usr/bin/tail"), &args, &dir.path().join("log")).unwrap();
         // Until it has exec'd, the child still shows the test binary's command line.
         let deadline = Instant::now() + Duration::from_secs(5);
         while find_by_marker(&marker).is_empty() && Instant::now() < deadline {
