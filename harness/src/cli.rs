@@ -5,10 +5,12 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::{cluster, toolchain};
 
+mod results;
+
 #[derive(Debug, Parser)]
 #[command(name = "harness", version, about = "Conformance and last-known-good testing for Kubernetes cloud providers")]
 #[command(
-    after_help = "Environment:\n  HARNESS_CACHE_DIR  toolchain cache (default: <user cache dir>/cloud-provider-harness)\n  HARNESS_STATE_DIR  local cluster state (default: <user state dir>/cloud-provider-harness)\n  RUST_LOG           log filter (default: info)"
+    after_help = "Environment:\n  HARNESS_CACHE_DIR  toolchain cache (default: <user cache dir>/cloud-provider-harness)\n  HARNESS_STATE_DIR  local cluster state (default: <user state dir>/cloud-provider-harness)\n  HARNESS_DATA_DIR   published builds and their index (default: <user data dir>/cloud-provider-harness)\n  RUST_LOG           log filter (default: info)"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -23,6 +25,38 @@ pub enum Command {
     /// Local clusters: a real control plane on loopback with simulated nodes.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Upload a build directory to the store in the Prow layout TestGrid reads, and index it.
+    Publish(results::PublishArgs),
+    /// Rebuild the SQL index from the store (the store is the source of truth).
+    Index(results::IndexArgs),
+    /// Print the TestGrid configuration (test groups, dashboards, dashboard group) for every
+    /// provider × Kubernetes version job of providers.yaml.
+    TestgridConfig {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Write it to this file instead of stdout.
+        #[arg(long, short)]
+        output: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArg {
+    /// The providers file [default: ./providers.yaml if present, else the built-in one (the `local`
+    /// reference provider)].
+    #[arg(long = "config", env = "HARNESS_CONFIG", value_name = "FILE")]
+    pub path: Option<std::path::PathBuf>,
+}
+
+impl ConfigArg {
+    pub fn load(&self) -> Result<crate::config::ProvidersConfig> {
+        use crate::config::{DEFAULT_FILE, ProvidersConfig};
+        Ok(match &self.path {
+            Some(path) => ProvidersConfig::load(path)?,
+            None if std::path::Path::new(DEFAULT_FILE).is_file() => ProvidersConfig::load(DEFAULT_FILE)?,
+            None => ProvidersConfig::bundled(),
+        })
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -114,6 +148,16 @@ pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Toolchain(command) => run_toolchain(command).await,
         Command::Cluster(command) => run_cluster(command).await,
+        Command::Publish(args) => results::run_publish(args).await,
+        Command::Index(args) => results::run_index(args).await,
+        Command::TestgridConfig { config, output } => {
+            let yaml = dashboards::testgrid::generate_yaml(&crate::config::jobs::testgrid_input(&config.load()?))?;
+            match output {
+                Some(path) => std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?,
+                None => print!("{yaml}"),
+            }
+            Ok(())
+        }
     }
 }
 

@@ -3,6 +3,8 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod config;
 pub mod progress;
 pub mod results;
+pub mod testing;
 pub mod toolchain;

@@ -3,6 +3,13 @@
 
 #![allow(dead_code)]
 
+pub mod builds;
+pub mod emulator;
+pub mod fake_gcs;
+pub mod fake_s3;
+pub mod go_tools;
+pub mod testgrid;
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 

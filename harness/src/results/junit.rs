@@ -57,7 +57,7 @@ mod writer;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use reader::{read_file, read_from};
+pub use reader::{read_bytes, read_file, read_from};
 pub use writer::{to_string, write, write_file};
 
 /// One JUnit file: its suites in document order.

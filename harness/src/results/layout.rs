@@ -409,6 +409,22 @@ impl BuildLocation {
         self.job_dir().join(self.build())
     }
 
+    /// For a presubmit, Prow's alias object `pr-logs/directory/<job>/<build>.txt`, whose content is
+    /// the URL of the build's directory (initupload's `AliasForSpec`).
+    pub fn alias_file(&self) -> Option<PathBuf> {
+        match self {
+            BuildLocation::Presubmit { job, build, .. } => {
+                Some(Path::new("pr-logs/directory").join(job).join(format!("{build}.txt")))
+            }
+            BuildLocation::Periodic { .. } => None,
+        }
+    }
+
+    /// The build's directory as an object name prefix: `logs/<job>/<build>`.
+    pub fn object_dir(&self) -> String {
+        object_path(&self.relative_dir())
+    }
+
     /// Every `latest-build.txt` Prow's initupload writes for this build, relative to the root.
     pub fn latest_build_files(&self) -> Vec<PathBuf> {
         let mut files = vec![self.job_dir().join(LATEST_BUILD)];
@@ -543,7 +559,8 @@ fn find_junit(build_dir: &Path, relative: &Path, found: &mut Vec<PathBuf>) -> Re
     Ok(())
 }
 
-fn object_path(path: &Path) -> String {
+/// A relative path as an object name: `/`-separated whatever the platform.
+pub(crate) fn object_path(path: &Path) -> String {
     path.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
 }
 
@@ -592,7 +609,7 @@ impl BuildWriter {
 }
 
 /// Natural order (digit runs compare as numbers), as TestGrid sorts build ids.
-fn natural_cmp(a: &str, b: &str) -> Ordering {
+pub(crate) fn natural_cmp(a: &str, b: &str) -> Ordering {
     let (mut a, mut b) = (a, b);
     loop {
         match (a.is_empty(), b.is_empty()) {

@@ -10,7 +10,37 @@
 //!   (presubmits under `pr-logs/pull/<org_repo>/<pr>/<job>/<build>/`), with `started.json` and
 //!   `finished.json` shaped as TestGrid's `metadata/job.go` and its JUnit artifact name rule.
 //!
+//! - [`store`]: the object store builds are published to (a local directory, `gs://`, `s3://`).
+//! - [`record`]: a build read back from the store as the rows the index keeps.
+//! - [`index`]: the SQL index (SQLite or Postgres) of builds and test results.
+//! - [`publish`]: a local build directory to the store and the index; the store to the index.
+//!
 //! The contracts are in `DESIGN.md`, "Results: the Prow/GCS layout TestGrid reads".
 
+pub mod index;
 pub mod junit;
 pub mod layout;
+pub mod publish;
+pub mod record;
+pub mod store;
+
+use std::path::PathBuf;
+
+/// Where the embedded default keeps published builds and their index: `$HARNESS_DATA_DIR`, else
+/// `~/.local/share/cloud-provider-harness`.
+pub fn data_dir() -> PathBuf {
+    match std::env::var_os("HARNESS_DATA_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => dirs::data_local_dir().unwrap_or_else(|| PathBuf::from(".")).join("cloud-provider-harness"),
+    }
+}
+
+/// The default store: a local directory in the Prow layout.
+pub fn default_store_url() -> String {
+    data_dir().join("results").display().to_string()
+}
+
+/// The default index: a SQLite file beside the store.
+pub fn default_database_url() -> String {
+    format!("sqlite://{}", data_dir().join("index.sqlite").display())
+}

@@ -1,11 +1,17 @@
-//! The Kubernetes toolchain: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd
-//! and kwok, built with `go build` from the Go module proxy at the versions pinned in `tools/kube/`,
-//! stamped with their real version, and cached under the user cache dir keyed by version.
+//! The Kubernetes toolchain: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, the
+//! upstream conformance suite `e2e.test` and the `ginkgo` CLI that runs it, etcd and kwok, built
+//! from the Go module proxy at the versions pinned in `tools/kube/` (`go build`, and `go test -c
+//! k8s.io/kubernetes/test/e2e` for `e2e.test`), the Kubernetes ones stamped with their real version,
+//! and cached under the user cache dir keyed by version.
 //!
 //! Layout: `<cache>/toolchains/<version>/{bin/<binary>, manifest.json}`; a build happens in
 //! `<cache>/toolchains/<version>.partial` and is renamed into place once every binary is there, so
 //! a cache entry is either whole or absent. The manifest records each binary's size and SHA-256:
 //! a cheap size check on every use catches truncation, `harness toolchain verify` hashes.
+//!
+//! An entry an older harness wrote, whose manifest lacks binaries added since (`e2e.test` and
+//! `ginkgo`), is *incomplete*: `install` keeps the binaries it has (hard-linked into the
+//! `.partial` directory with their manifest records) and builds only the missing ones.
 
 pub mod pins;
 
@@ -22,7 +28,13 @@ use pins::GoModule;
 
 /// The binaries every toolchain holds.
 pub const BINARIES: &[&str] =
-    &["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"];
+    &["e2e.test", "etcd", "ginkgo", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"];
+
+/// The package `e2e.test` is the test binary of.
+const E2E_PACKAGE: &str = "k8s.io/kubernetes/test/e2e";
+
+/// The ginkgo CLI, built at the version of `github.com/onsi/ginkgo/v2` the release requires.
+const GINKGO_PACKAGE: &str = "github.com/onsi/ginkgo/v2/ginkgo";
 
 /// The oldest Go that builds the pinned modules (their `go` directive).
 const MIN_GO_MINOR: u32 = 26;
@@ -43,7 +55,12 @@ pub enum ToolchainError {
         "toolchain cache entry {dir} is corrupt ({reason}); rebuild it with `harness toolchain install --kubernetes {version} --force`"
     )]
     Corrupt { version: String, dir: PathBuf, reason: String },
-    #[error("`go build` of {what} failed ({status}); see {log} for the compiler's output")]
+    #[error(
+        "Kubernetes {version} toolchain in {dir} lacks {} (an older harness installed it); run `harness toolchain install --kubernetes {version}` to build just those",
+        missing.join(", ")
+    )]
+    Incomplete { version: String, dir: PathBuf, missing: Vec<&'static str> },
+    #[error("building {what} failed ({status}); see {log} for the compiler's output")]
     BuildFailed { what: String, status: String, log: PathBuf },
     #[error("{action} {path}: {source}")]
     Io { action: &'static str, path: PathBuf, source: std::io::Error },
@@ -146,8 +163,18 @@ fn toolchain_dir(release: &Release) -> PathBuf {
 /// The installed toolchain for `release`, checked against its manifest (sizes only: fast).
 pub fn installed(release: &Release) -> Result<Toolchain> {
     let dir = toolchain_dir(release);
-    let corrupt =
-        |reason: String| ToolchainError::Corrupt { version: release.version.into(), dir: dir.clone(), reason };
+    let (_, missing) = inspect(release.version, &dir)?;
+    if !missing.is_empty() {
+        return Err(ToolchainError::Incomplete { version: release.version.into(), dir, missing });
+    }
+    Ok(Toolchain { version: release.version.into(), dir })
+}
+
+/// Reads the manifest of the cache entry `dir` and checks the size of every binary it records;
+/// returns it with the names of [`BINARIES`] it lacks. A binary of the wrong size is corrupt even
+/// when others are missing.
+fn inspect(version: &str, dir: &Path) -> Result<(Manifest, Vec<&'static str>)> {
+    let corrupt = |reason: String| ToolchainError::Corrupt { version: version.into(), dir: dir.to_path_buf(), reason };
     let manifest_path = dir.join("manifest.json");
     let text = match fs::read_to_string(&manifest_path) {
         Ok(text) => text,
@@ -155,34 +182,35 @@ pub fn installed(release: &Release) -> Result<Toolchain> {
             return Err(if dir.exists() {
                 corrupt("manifest.json is missing".into())
             } else {
-                ToolchainError::NotInstalled { version: release.version.into(), dir }
+                ToolchainError::NotInstalled { version: version.into(), dir: dir.to_path_buf() }
             });
         }
         Err(e) => return Err(io_err("reading", &manifest_path)(e)),
     };
     let manifest: Manifest =
         serde_json::from_str(&text).map_err(|e| corrupt(format!("manifest.json does not parse: {e}")))?;
-    if manifest.kubernetes_version != release.version {
+    if manifest.kubernetes_version != version {
         return Err(corrupt(format!("manifest is for {}", manifest.kubernetes_version)));
     }
+    let mut missing = Vec::new();
     for name in BINARIES {
-        let record = manifest.binaries.get(*name).ok_or_else(|| corrupt(format!("manifest lacks {name}")))?;
+        let Some(record) = manifest.binaries.get(*name) else {
+            missing.push(*name);
+            continue;
+        };
         let path = dir.join("bin").join(name);
         let size = fs::metadata(&path).map_err(|e| corrupt(format!("{name}: {e}")))?.len();
         if size != record.size {
             return Err(corrupt(format!("{name} is {size} bytes, the manifest says {}", record.size)));
         }
     }
-    Ok(Toolchain { version: release.version.into(), dir })
+    Ok((manifest, missing))
 }
 
 /// Hashes every binary against the manifest (slow; `harness toolchain verify`).
 pub fn verify(release: &Release) -> Result<Toolchain> {
     let toolchain = installed(release)?;
-    let manifest: Manifest = serde_json::from_str(
-        &fs::read_to_string(toolchain.dir.join("manifest.json")).map_err(io_err("reading", &toolchain.dir))?,
-    )
-    .expect("installed() parsed it");
+    let (manifest, _) = inspect(release.version, &toolchain.dir)?;
     for (name, record) in &manifest.binaries {
         let actual = sha256_file(&toolchain.binary(name))?;
         if actual != record.sha256 {
@@ -197,11 +225,11 @@ pub fn verify(release: &Release) -> Result<Toolchain> {
 }
 
 /// Installs `release` unless it already is: a no-op on a warm cache. A corrupt entry is an error
-/// unless `force`, which rebuilds.
+/// unless `force`, which rebuilds everything; an incomplete one gets its missing binaries.
 pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
     if !force {
         match installed(release) {
-            Err(ToolchainError::NotInstalled { .. }) => {}
+            Err(ToolchainError::NotInstalled { .. } | ToolchainError::Incomplete { .. }) => {}
             other => return other,
         }
     }
@@ -212,60 +240,145 @@ pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
     let lock_path = toolchains.join(format!("{}.lock", release.version));
     let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
     lock.lock().map_err(io_err("locking", &lock_path))?;
-    if !force && let Ok(toolchain) = installed(release) {
-        return Ok(toolchain);
-    }
+    let dir = toolchain_dir(release);
+    // What an older harness left (checked by size), kept with its manifest records.
+    let (mut kept, kept_go) = match inspect(release.version, &dir) {
+        Ok((_, missing)) if !force && missing.is_empty() => return installed(release),
+        Ok((manifest, _)) if !force => (manifest.binaries, Some(manifest.go_version)),
+        _ => (Default::default(), None),
+    };
+    kept.retain(|name, _| BINARIES.contains(&name.as_str()));
 
     let go = find_go()?;
     let partial = toolchains.join(format!("{}.partial", release.version));
     let _ = fs::remove_dir_all(&partial);
     let bin = partial.join("bin");
     fs::create_dir_all(&bin).map_err(io_err("creating", &bin))?;
+    for name in kept.keys() {
+        let (from, to) = (dir.join("bin").join(name), bin.join(name));
+        fs::hard_link(&from, &to).or_else(|_| fs::copy(&from, &to).map(drop)).map_err(io_err("copying", &from))?;
+    }
 
     let build_root = root.join("build");
-    let kubernetes_ldflags = kubernetes_ldflags(release, &go, &build_root)?;
-    let builds: [(&GoModule, Vec<&str>, String, String); 3] = [
-        (
-            release.module,
-            vec![
-                "k8s.io/kubernetes/cmd/kube-apiserver",
-                "k8s.io/kubernetes/cmd/kube-controller-manager",
-                "k8s.io/kubernetes/cmd/kube-scheduler",
-                "k8s.io/kubernetes/cmd/kubectl",
-            ],
-            kubernetes_ldflags,
-            format!(
-                "Kubernetes {} (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)",
-                release.version
-            ),
-        ),
-        (&pins::ETCD, vec!["."], "-s -w".into(), etcd_label()),
-        (&pins::KWOK, vec!["sigs.k8s.io/kwok/cmd/kwok"], "-s -w".into(), kwok_label()),
-    ];
-    for (module, packages, ldflags, label) in builds {
-        let step = progress::step(format!("building {label}"));
-        let module_dir = write_module(&build_root, module)?;
-        go_build(&go, &module_dir, &packages, &ldflags, &bin, &label)?;
+    let plan = plan(release);
+    let builds = needed(&plan, &kept);
+    let kubernetes_ldflags = match builds.iter().any(|build| build.stamped) {
+        true => version_ldflags(release, &build_date(release, &go, &build_root)?),
+        false => String::new(),
+    };
+    for build in builds {
+        let ldflags = if build.stamped { kubernetes_ldflags.as_str() } else { "-s -w" };
+        let step = progress::step(format!("building {}", build.label));
+        let module_dir = write_module(&build_root, build.module)?;
+        go_build(&go, &module_dir, build, ldflags, &bin)?;
         step.done();
     }
-    // etcd's wrapper module builds a binary named after its folder.
-    debug_assert!(bin.join("etcd").exists());
 
     let mut binaries = std::collections::BTreeMap::new();
     for name in BINARIES {
         let path = bin.join(name);
         let size = fs::metadata(&path).map_err(io_err("reading", &path))?.len();
-        binaries.insert((*name).to_string(), BinaryRecord { size, sha256: sha256_file(&path)? });
+        let record = match kept.remove(*name) {
+            Some(record) => record,
+            None => BinaryRecord { size, sha256: sha256_file(&path)? },
+        };
+        binaries.insert((*name).to_string(), record);
     }
-    let manifest = Manifest { kubernetes_version: release.version.into(), go_version: go.version.clone(), binaries };
+    let go_version = match kept_go.filter(|old| *old != go.version) {
+        Some(old) => format!("{} (binaries kept from an earlier install: {old})", go.version),
+        None => go.version.clone(),
+    };
+    let manifest = Manifest { kubernetes_version: release.version.into(), go_version, binaries };
     let manifest_path = partial.join("manifest.json");
     fs::write(&manifest_path, serde_json::to_vec_pretty(&manifest).expect("manifest serialises"))
         .map_err(io_err("writing", &manifest_path))?;
 
-    let dir = toolchain_dir(release);
     let _ = fs::remove_dir_all(&dir);
     fs::rename(&partial, &dir).map_err(io_err("renaming into place", &dir))?;
     installed(release)
+}
+
+/// How a [`Build`] runs Go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GoCommand {
+    /// `go build -o bin/ <packages>`: a binary per package, named after its last path element.
+    Build,
+    /// `go test -c -vet=off -o bin/<output> <package>`: the test binary of one package. `go test`
+    /// vets the package first, which needs vet facts of every package it imports (thousands for
+    /// `e2e.test`) and adds minutes to a cold build for code upstream's CI already vetted.
+    TestBinary,
+}
+
+/// One Go invocation of an install and what it leaves in `bin/`.
+#[derive(Debug)]
+struct Build {
+    module: &'static GoModule,
+    command: GoCommand,
+    packages: Vec<&'static str>,
+    outputs: Vec<&'static str>,
+    /// Stamped with the Kubernetes version, as upstream's release binaries are.
+    stamped: bool,
+    label: String,
+}
+
+/// Every build of `release`'s toolchain. Kubernetes' commands come first, so that `e2e.test`
+/// (which shares most of their packages) finds them in Go's build cache.
+fn plan(release: &Release) -> Vec<Build> {
+    let version = release.version;
+    let ginkgo = pins::required_version(release.module, "github.com/onsi/ginkgo/v2").unwrap_or("?");
+    vec![
+        Build {
+            module: release.module,
+            command: GoCommand::Build,
+            packages: vec![
+                "k8s.io/kubernetes/cmd/kube-apiserver",
+                "k8s.io/kubernetes/cmd/kube-controller-manager",
+                "k8s.io/kubernetes/cmd/kube-scheduler",
+                "k8s.io/kubernetes/cmd/kubectl",
+            ],
+            outputs: vec!["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"],
+            stamped: true,
+            label: format!("Kubernetes {version} (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)"),
+        },
+        Build {
+            module: release.module,
+            command: GoCommand::TestBinary,
+            packages: vec![E2E_PACKAGE],
+            outputs: vec!["e2e.test"],
+            stamped: true,
+            label: format!("e2e.test of Kubernetes {version} (go test -c {E2E_PACKAGE})"),
+        },
+        Build {
+            module: release.module,
+            command: GoCommand::Build,
+            packages: vec![GINKGO_PACKAGE],
+            outputs: vec!["ginkgo"],
+            stamped: false,
+            label: format!("ginkgo {ginkgo} (for Kubernetes {version})"),
+        },
+        // etcd's wrapper module builds a binary named after its folder.
+        Build {
+            module: &pins::ETCD,
+            command: GoCommand::Build,
+            packages: vec!["."],
+            outputs: vec!["etcd"],
+            stamped: false,
+            label: etcd_label(),
+        },
+        Build {
+            module: &pins::KWOK,
+            command: GoCommand::Build,
+            packages: vec!["sigs.k8s.io/kwok/cmd/kwok"],
+            outputs: vec!["kwok"],
+            stamped: false,
+            label: kwok_label(),
+        },
+    ]
+}
+
+/// The builds that make a binary not in `kept`.
+fn needed<'a, V>(plan: &'a [Build], kept: &std::collections::BTreeMap<String, V>) -> Vec<&'a Build> {
+    plan.iter().filter(|build| build.outputs.iter().any(|name| !kept.contains_key(*name))).collect()
 }
 
 fn etcd_label() -> String {
@@ -329,9 +442,9 @@ fn write_module(build_root: &Path, module: &GoModule) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The `-X` flags upstream's `hack/lib/version.sh` sets, so `--version` and `/version` tell the
-/// truth; the build date is the release's publication time on the module proxy (reproducible).
-fn kubernetes_ldflags(release: &Release, go: &Go, build_root: &Path) -> Result<String> {
+/// The release's publication time on the module proxy, upstream's `buildDate` format
+/// (reproducible, unlike the time of the build).
+fn build_date(release: &Release, go: &Go, build_root: &Path) -> Result<String> {
     let dir = write_module(build_root, release.module)?;
     let output = go
         .command()
@@ -340,47 +453,64 @@ fn kubernetes_ldflags(release: &Release, go: &Go, build_root: &Path) -> Result<S
         .output()
         .map_err(io_err("running go list in", &dir))?;
     let build_date = String::from_utf8_lossy(&output.stdout).trim().replace(" +0000 UTC", "Z").replace(' ', "T");
-    let build_date =
-        if output.status.success() && !build_date.is_empty() { build_date } else { "1970-01-01T00:00:00Z".into() };
+    Ok(if output.status.success() && !build_date.is_empty() { build_date } else { "1970-01-01T00:00:00Z".into() })
+}
+
+/// The `-X` flags upstream's `hack/lib/version.sh` sets, so `--version` and `/version` tell the
+/// truth (and `e2e.test`'s framework logs the right version).
+fn version_ldflags(release: &Release, build_date: &str) -> String {
     let minor = release.minor();
-    Ok([
+    [
         ("k8s.io/component-base/version.gitVersion", release.version),
         ("k8s.io/component-base/version.gitMajor", "1"),
         ("k8s.io/component-base/version.gitMinor", minor),
         ("k8s.io/component-base/version.gitTreeState", "clean"),
-        ("k8s.io/component-base/version.buildDate", &build_date),
+        ("k8s.io/component-base/version.buildDate", build_date),
         ("k8s.io/client-go/pkg/version.gitVersion", release.version),
         ("k8s.io/client-go/pkg/version.gitMajor", "1"),
         ("k8s.io/client-go/pkg/version.gitMinor", minor),
-        ("k8s.io/client-go/pkg/version.buildDate", &build_date),
+        ("k8s.io/client-go/pkg/version.buildDate", build_date),
     ]
     .iter()
-    .fold("-s -w".to_string(), |flags, (var, value)| format!("{flags} -X {var}={value}")))
+    .fold("-s -w".to_string(), |flags, (var, value)| format!("{flags} -X {var}={value}"))
 }
 
-fn go_build(go: &Go, module_dir: &Path, packages: &[&str], ldflags: &str, out: &Path, label: &str) -> Result<()> {
-    let log_path = module_dir.join("build.log");
+/// The arguments of `go` for `build`, writing into `bin`.
+fn go_args(build: &Build, ldflags: &str, bin: &Path) -> Vec<std::ffi::OsString> {
+    let (mut args, out): (Vec<std::ffi::OsString>, PathBuf) = match build.command {
+        // A trailing slash makes `-o` a directory even for one package.
+        GoCommand::Build => (vec!["build".into()], bin.join("")),
+        GoCommand::TestBinary => (vec!["test".into(), "-c".into(), "-vet=off".into()], bin.join(build.outputs[0])),
+    };
+    args.extend(["-trimpath", "-ldflags", ldflags, "-o"].map(Into::into));
+    args.push(out.into());
+    args.extend(build.packages.iter().map(Into::into));
+    args
+}
+
+fn go_build(go: &Go, module_dir: &Path, build: &Build, ldflags: &str, bin: &Path) -> Result<()> {
+    let log_path = module_dir.join(format!("build-{}.log", build.outputs[0]));
     let log = fs::File::create(&log_path).map_err(io_err("creating", &log_path))?;
-    let mut out_arg = out.as_os_str().to_owned();
-    out_arg.push("/");
     let status = go
         .command()
         .current_dir(module_dir)
-        .args(["build", "-trimpath", "-ldflags", ldflags, "-o"])
-        .arg(out_arg)
-        .args(packages)
+        .args(go_args(build, ldflags, bin))
         .stdout(log.try_clone().map_err(io_err("opening", &log_path))?)
         .stderr(log)
         .status()
-        .map_err(io_err("running go build in", module_dir))?;
+        .map_err(io_err("running go in", module_dir))?;
     if !status.success() {
         if let Ok(text) = fs::read_to_string(&log_path) {
             let tail: Vec<&str> = text.lines().rev().take(15).collect();
             for line in tail.into_iter().rev() {
-                tracing::error!("go build: {line}");
+                tracing::error!("go: {line}");
             }
         }
-        return Err(ToolchainError::BuildFailed { what: label.into(), status: status.to_string(), log: log_path });
+        return Err(ToolchainError::BuildFailed {
+            what: build.label.clone(),
+            status: status.to_string(),
+            log: log_path,
+        });
     }
     Ok(())
 }
@@ -420,6 +550,118 @@ mod tests {
         for release in releases() {
             assert!(err.contains(release.version), "{err}");
         }
+    }
+
+    #[test]
+    fn the_build_plan_makes_every_binary_once() {
+        for release in releases() {
+            let mut made: Vec<&str> = plan(&release).iter().flat_map(|b| b.outputs.clone()).collect();
+            made.sort();
+            let mut expected = BINARIES.to_vec();
+            expected.sort();
+            assert_eq!(made, expected, "{}", release.version);
+        }
+    }
+
+    #[test]
+    fn e2e_test_is_upstreams_test_binary_stamped_like_the_control_plane() {
+        let release = default_release();
+        let plan = plan(&release);
+        let e2e = plan.iter().find(|b| b.outputs == ["e2e.test"]).unwrap();
+        assert_eq!(
+            (e2e.command, e2e.packages.as_slice(), e2e.stamped),
+            (GoCommand::TestBinary, &[E2E_PACKAGE][..], true)
+        );
+        assert!(std::ptr::eq(e2e.module, release.module), "built in the release's own module");
+        let apiserver = plan.iter().find(|b| b.outputs.contains(&"kube-apiserver")).unwrap();
+        assert!(apiserver.stamped);
+
+        let ldflags = version_ldflags(&release, "2026-01-02T03:04:05Z");
+        let minor = release.minor();
+        for flag in [
+            format!("-X k8s.io/component-base/version.gitVersion={}", release.version),
+            format!("-X k8s.io/component-base/version.gitMinor={minor}"),
+            "-X k8s.io/component-base/version.buildDate=2026-01-02T03:04:05Z".into(),
+            format!("-X k8s.io/client-go/pkg/version.gitVersion={}", release.version),
+        ] {
+            assert!(ldflags.contains(&flag), "{ldflags} lacks {flag}");
+        }
+        let args: Vec<String> =
+            go_args(e2e, &ldflags, Path::new("/c/v/bin")).into_iter().map(|a| a.into_string().unwrap()).collect();
+        assert_eq!(args[..3], ["test", "-c", "-vet=off"]);
+        assert_eq!(args[args.len() - 3..], ["-o", "/c/v/bin/e2e.test", E2E_PACKAGE]);
+        assert!(args.contains(&ldflags));
+
+        let build = go_args(apiserver, "-s -w", Path::new("/c/v/bin"));
+        assert_eq!(build[0], "build");
+        assert!(build.contains(&"/c/v/bin/".into()), "{build:?}: -o names the directory");
+    }
+
+    #[test]
+    fn ginkgo_is_built_at_the_version_the_release_requires() {
+        for release in releases() {
+            let ginkgo = pins::required_version(release.module, "github.com/onsi/ginkgo/v2").unwrap();
+            let build = plan(&release).into_iter().find(|b| b.outputs == ["ginkgo"]).unwrap();
+            assert_eq!(
+                (build.command, build.packages.as_slice(), build.stamped),
+                (GoCommand::Build, &[GINKGO_PACKAGE][..], false)
+            );
+            assert!(std::ptr::eq(build.module, release.module), "{}", release.version);
+            assert!(build.label.contains(ginkgo), "{}", build.label);
+        }
+    }
+
+    /// A cache entry in `dir` holding `names`, each a file of `size` bytes, with a manifest saying
+    /// each is `recorded` bytes.
+    fn entry(dir: &Path, version: &str, names: &[&str], size: usize, recorded: u64) {
+        fs::create_dir_all(dir.join("bin")).unwrap();
+        let mut binaries = std::collections::BTreeMap::new();
+        for name in names {
+            fs::write(dir.join("bin").join(name), vec![b'x'; size]).unwrap();
+            binaries.insert(name.to_string(), BinaryRecord { size: recorded, sha256: "00".into() });
+        }
+        let manifest = Manifest { kubernetes_version: version.into(), go_version: "go1.26.0".into(), binaries };
+        fs::write(dir.join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+    }
+
+    /// What the harness installed before e2e.test and ginkgo were part of the toolchain.
+    const OLDER_BINARIES: &[&str] =
+        &["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"];
+
+    #[test]
+    fn an_entry_from_before_e2e_test_is_incomplete_and_only_the_missing_builds_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let version = default_release().version;
+        let dir = tmp.path().join(version);
+
+        entry(&dir, version, BINARIES, 3, 3);
+        let (_, missing) = inspect(version, &dir).unwrap();
+        assert!(missing.is_empty(), "{missing:?}");
+
+        fs::remove_dir_all(&dir).unwrap();
+        entry(&dir, version, OLDER_BINARIES, 3, 3);
+        let (manifest, missing) = inspect(version, &dir).unwrap();
+        assert_eq!(missing, ["e2e.test", "ginkgo"]);
+        let err = ToolchainError::Incomplete { version: version.into(), dir: dir.clone(), missing };
+        let text = err.to_string();
+        assert!(text.contains("lacks e2e.test, ginkgo"), "{text}");
+        assert!(text.contains(&format!("harness toolchain install --kubernetes {version}")), "{text}");
+
+        let plan = plan(&default_release());
+        let labels: Vec<&str> = needed(&plan, &manifest.binaries).iter().map(|b| b.outputs[0]).collect();
+        assert_eq!(labels, ["e2e.test", "ginkgo"]);
+        assert_eq!(needed(&plan, &std::collections::BTreeMap::<String, ()>::new()).len(), plan.len());
+    }
+
+    #[test]
+    fn a_truncated_binary_is_corrupt_even_in_an_incomplete_entry() {
+        let tmp = tempfile::tempdir().unwrap();
+        let version = default_release().version;
+        let dir = tmp.path().join(version);
+        entry(&dir, version, OLDER_BINARIES, 3, 1_000);
+        let err = inspect(version, &dir).unwrap_err().to_string();
+        assert!(err.contains("is corrupt") && err.contains("3 bytes, the manifest says 1000"), "{err}");
+        assert!(matches!(inspect(version, &tmp.path().join("absent")), Err(ToolchainError::NotInstalled { .. })));
     }
 
     #[test]

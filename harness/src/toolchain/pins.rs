@@ -23,8 +23,9 @@ macro_rules! module {
     };
 }
 
-/// Pinned Kubernetes releases, newest first: the first is the default.
-pub const KUBERNETES: &[GoModule] = &[module!("v1.37"), module!("v1.36")];
+/// Pinned Kubernetes releases, newest first: the first is the default. `e2e_imports.go` is never
+/// built (build tag `tools`); it keeps `go mod tidy` from dropping what `e2e.test` needs.
+pub const KUBERNETES: &[GoModule] = &[module!("v1.37", "e2e_imports.go"), module!("v1.36", "e2e_imports.go")];
 
 /// etcd, through a wrapper module: etcd's root module has replace directives.
 pub const ETCD: GoModule = module!("etcd", "main.go");
@@ -53,6 +54,54 @@ mod tests {
             assert!(version.starts_with(&format!("v1.{minor}.")), "{} requires {version}", pin.dir);
             let staging = format!("k8s.io/api => k8s.io/api v0.{}", &version[3..]);
             assert!(pin.go_mod.contains(&staging), "{} lacks `{staging}`", pin.dir);
+        }
+    }
+
+    #[test]
+    fn every_kubernetes_pin_has_ginkgo_and_what_e2e_test_imports() {
+        for pin in KUBERNETES {
+            // `tools/kube/pin.sh` takes ginkgo's version from k8s.io/kubernetes' own go.mod.
+            let ginkgo = required_version(pin, "github.com/onsi/ginkgo/v2").expect("require ginkgo");
+            assert!(ginkgo.starts_with("v2."), "{} requires ginkgo {ginkgo}", pin.dir);
+            let tools = pin.go_mod.split("tool (").nth(1).and_then(|rest| rest.split(')').next()).unwrap_or_default();
+            assert!(tools.lines().any(|l| l.trim() == "github.com/onsi/ginkgo/v2/ginkgo"), "{}: {tools}", pin.dir);
+            assert!(pin.go_sum.contains(&format!("github.com/onsi/ginkgo/v2 {ginkgo} h1:")), "{}", pin.dir);
+
+            let (_, imports) = pin.files.iter().find(|(name, _)| *name == "e2e_imports.go").expect("e2e_imports.go");
+            assert!(imports.contains("//go:build tools"), "{}: e2e_imports.go must never be built", pin.dir);
+            for package in ["k8s.io/kubernetes/test/e2e", "k8s.io/kubernetes/test/e2e/framework"] {
+                assert!(imports.contains(&format!("_ \"{package}\"")), "{} lacks {package}", pin.dir);
+            }
+        }
+    }
+
+    #[test]
+    fn every_required_module_is_in_go_sum() {
+        // What `go test -c` and `go build` need under -mod=readonly (GOFLAGS unset): go.sum holds
+        // the go.mod hash of every module go.mod requires (replaced ones under their replacement).
+        for pin in KUBERNETES.iter().chain([&ETCD, &KWOK]) {
+            let replaced: std::collections::BTreeMap<&str, &str> = pin
+                .go_mod
+                .lines()
+                .filter_map(|l| l.split_once(" => "))
+                .filter_map(|(from, to)| Some((from.split_whitespace().next()?, to.split_whitespace().nth(1)?)))
+                .collect();
+            let mut in_require = false;
+            for line in pin.go_mod.lines().map(str::trim) {
+                match line {
+                    "require (" => in_require = true,
+                    ")" => in_require = false,
+                    _ => {}
+                }
+                let words: Vec<&str> = line.trim_start_matches("require ").split_whitespace().collect();
+                let is_require = in_require || line.starts_with("require ");
+                if !is_require || words.len() < 2 || !words[1].starts_with('v') {
+                    continue;
+                }
+                let version = replaced.get(words[0]).copied().unwrap_or(words[1]);
+                let entry = format!("{} {version}/go.mod h1:", words[0]);
+                assert!(pin.go_sum.contains(&entry), "{}/go.sum lacks `{entry}`", pin.dir);
+            }
         }
     }
 

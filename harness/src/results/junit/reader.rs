@@ -36,16 +36,31 @@ pub fn read_from(input: impl Read, file: &Path, opts: &ReadOptions) -> Result<Re
     Parser { xml: Reader::from_reader(buffered), buf: Vec::new(), file: file.to_path_buf(), opts: *opts }.document()
 }
 
+/// Reads JUnit XML held in memory (an object fetched from a store); `file` names it in errors,
+/// which carry line and column like [`read_file`]'s.
+pub fn read_bytes(bytes: &[u8], file: &Path, opts: &ReadOptions) -> Result<Report> {
+    if bytes.len() as u64 > opts.max_file_bytes {
+        let size = Some(bytes.len() as u64);
+        return Err(JunitError::TooLarge { file: file.to_path_buf(), size, limit: opts.max_file_bytes });
+    }
+    read_from(bytes, file, opts).map_err(|mut err| {
+        if let Some(at) = err.position_mut() {
+            at.line_column = line_column_in(bytes, at.offset).ok();
+        }
+        err
+    })
+}
+
 /// Fills in line and column of a positioned error by scanning the file up to the offset.
 fn locate(mut err: JunitError, path: &Path) -> JunitError {
     if let Some(at) = err.position_mut() {
-        at.line_column = line_column(path, at.offset).ok();
+        at.line_column = File::open(path).and_then(|f| line_column_in(f, at.offset)).ok();
     }
     err
 }
 
-fn line_column(path: &Path, offset: u64) -> io::Result<(u64, u64)> {
-    let mut input = BufReader::new(File::open(path)?.take(offset));
+fn line_column_in(input: impl Read, offset: u64) -> io::Result<(u64, u64)> {
+    let mut input = BufReader::new(input.take(offset));
     let (mut line, mut line_start, mut seen) = (1u64, 0u64, 0u64);
     loop {
         let chunk = input.fill_buf()?;

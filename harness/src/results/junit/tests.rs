@@ -68,6 +68,22 @@ fn ginkgo_v1_entities_in_names_and_runtime_skips_are_read() {
 }
 
 #[test]
+fn e2e_test_v1_37_dry_run_counts_match_what_ginkgo_wrote() {
+    // 3,213 <testcase>s: 469 status="passed" (462 Conformance specs and 7 suite nodes, one of them,
+    // [ReportBeforeSuite], twice) and 2,744 status="skipped".
+    let report = read("e2e.test-v1.37.1-dryrun-conformance-junit_01.xml");
+    assert_eq!(report.suites.len(), 1);
+    assert_eq!(report.suites[0].name, "Kubernetes e2e suite");
+    let attempts: usize = report.cases().map(|(_, c)| c.attempts.len()).sum();
+    assert_eq!(attempts, 3213);
+    let counts = report.counts();
+    assert_eq!((counts.total, counts.passed, counts.skipped), (3212, 468, 2744));
+    assert_eq!((counts.failed, counts.errors, counts.flaky), (0, 0, 0));
+    // Two passing runs of one suite node are not a retry.
+    assert_eq!(case(&report, "[ReportBeforeSuite]").status(), Status::Passed);
+}
+
+#[test]
 fn ginkgo_v2_statuses_properties_and_retry_markers() {
     let report = read("ginkgo-v2.34.0-generated-junit_01.xml");
     let suite = &report.suites[0];

@@ -1,0 +1,140 @@
+//! `harness publish` and `harness index`: the results layer's verbs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use clap::Args;
+
+use crate::results::index::{Index, Indexed};
+use crate::results::layout::BuildLocation;
+use crate::results::publish::{self, Published};
+use crate::results::record::{ReadBuildOptions, TestStatus, Unfinished};
+use crate::results::store::ResultStore;
+use crate::results::{default_database_url, default_store_url};
+
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// Where builds are published: a directory, file:///dir, gs://bucket[/prefix] or s3://bucket[/prefix]
+    /// [default: <user data dir>/cloud-provider-harness/results].
+    #[arg(long, env = "HARNESS_STORE", value_name = "URL")]
+    pub store: Option<String>,
+    /// The SQL index: sqlite://path (created if missing) or postgres://user@host/db
+    /// [default: sqlite://<user data dir>/cloud-provider-harness/index.sqlite].
+    #[arg(long, env = "DATABASE_URL", value_name = "URL")]
+    pub database: Option<String>,
+}
+
+impl StoreArgs {
+    async fn open(&self) -> Result<(ResultStore, Index)> {
+        let store = ResultStore::open(&self.store.clone().unwrap_or_else(default_store_url))?;
+        let index = Index::open(&self.database.clone().unwrap_or_else(default_database_url)).await?;
+        Ok((store, index))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// The job name (Prow's JOB_NAME).
+    #[arg(long, env = "JOB_NAME")]
+    pub job: String,
+    /// The build id (Prow's BUILD_ID).
+    #[arg(long, env = "BUILD_ID")]
+    pub build: String,
+    /// The local build directory: started.json, finished.json, build-log.txt and artifacts/.
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// For a presubmit: the pull request number (the build goes under pr-logs/pull/).
+    #[arg(long, env = "PULL_NUMBER", requires = "org_repo")]
+    pub pull: Option<u64>,
+    /// For a presubmit: the repository as Prow spells it in paths, <org>_<repo>.
+    #[arg(long, requires = "pull")]
+    pub org_repo: Option<String>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// A build without finished.json that started longer ago than this is indexed as aborted.
+    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    pub running_timeout: Duration,
+}
+
+pub async fn run_publish(args: PublishArgs) -> Result<()> {
+    let location = match (args.pull, &args.org_repo) {
+        (Some(pr), Some(org_repo)) => BuildLocation::presubmit(org_repo, pr, &args.job, &args.build)?,
+        _ => BuildLocation::periodic(&args.job, &args.build)?,
+    };
+    let (store, index) = args.store.open().await?;
+    // Whoever publishes a directory has seen its run end: no finished.json means it was killed.
+    let opts = ReadBuildOptions { unfinished: Unfinished::Aborted, ..ReadBuildOptions::default() };
+    let published = publish::publish(&store, &index, &args.dir, &location, &opts).await?;
+    println!("{}", summary(&published, index.name()));
+    let problems = published.problems();
+    for p in problems {
+        eprintln!("warning: {}/{}: {}", published.url, p.file, p.message);
+    }
+    if !problems.is_empty() {
+        bail!(
+            "{} file(s) of {} could not be read (listed above); everything else was published and indexed",
+            problems.len(),
+            published.url
+        );
+    }
+    Ok(())
+}
+
+pub async fn run_index(args: IndexArgs) -> Result<()> {
+    let (store, index) = args.store.open().await?;
+    let opts = ReadBuildOptions {
+        unfinished: Unfinished::RunningUnlessOlderThan(args.running_timeout),
+        ..ReadBuildOptions::default()
+    };
+    let report = publish::reindex(&store, &index, &opts).await?;
+    println!(
+        "indexed {} into {}: {} new, {} replaced, {} unchanged builds",
+        store.url(),
+        index.name(),
+        report.inserted,
+        report.replaced,
+        report.unchanged
+    );
+    for (url, p) in &report.problems {
+        eprintln!("warning: {url}/{}: {}", p.file, p.message);
+    }
+    for failed in &report.failed {
+        eprintln!("error: {failed}");
+    }
+    if !report.failed.is_empty() {
+        bail!("{} build(s) could not be indexed (listed above); every other build was", report.failed.len());
+    }
+    Ok(())
+}
+
+fn summary(p: &Published, database: &str) -> String {
+    let count = |status| p.record.results.iter().filter(|r| r.status == status).count();
+    let indexed = match p.indexed {
+        Indexed::Inserted => "indexed",
+        Indexed::Replaced => "re-indexed (its content changed)",
+        Indexed::Unchanged => "already indexed",
+    };
+    format!(
+        "published {}: {} file(s) written, {} unchanged; {indexed} in {database}: {} {} ({} passed, {} failed, {} flaky, {} skipped)",
+        p.url,
+        p.written,
+        p.unchanged,
+        p.record.info.state.as_str(),
+        match p.record.info.passed {
+            Some(true) => "PASSED",
+            Some(false) => "FAILED",
+            None => "outcome unknown",
+        },
+        count(TestStatus::Pass),
+        count(TestStatus::Fail),
+        count(TestStatus::Flaky),
+        count(TestStatus::Skip),
+    )
+}

@@ -1,0 +1,687 @@
+//! The SQL index of published builds: one query layer over SQLite (the embedded default, a local
+//! file) and PostgreSQL (`DATABASE_URL=postgres://…`), through sqlx's `Any` driver.
+//!
+//! Every statement is written once, with `$N` placeholders, which both drivers bind (sqlx's SQLite
+//! driver reads `$N` as the N-th argument). Where the dialects differ, the schema bends rather than
+//! the queries: SQLite keeps `passed` as an `INTEGER` 0/1 (the `Any` driver has no SQLite boolean),
+//! and [`get_bool`] reads either. The schemas are `migrations/{sqlite,postgres}/`, embedded here and
+//! applied on open.
+//!
+//! Indexing one build is one transaction ([`Index::index_build`]): a reader never sees a build
+//! without its results, and a failure leaves nothing behind. The build's digest makes indexing it
+//! again a no-op, and the `(job, build)` unique key makes concurrent indexing of the same build
+//! yield one row: the first statement of the transaction is a write, so SQLite writers queue on its
+//! lock (busy timeout) instead of failing, and a Postgres writer that loses the insert race sees
+//! the winner's row and stops.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::migrate::Migrator;
+use sqlx::{Any, AnyPool, Executor, Row, Transaction};
+
+use super::layout::Versions;
+use super::record::{BuildInfo, BuildRecord, Problem, State, TestResult, TestStatus};
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Rows per multi-row `INSERT` of test results (6 binds each). Measured (docs/benchmarks.md): sqlx's
+/// SQLite driver slows down more than linearly with the binds of one statement (7,000 rows went in
+/// at ~170k rows/s in batches of 25–50, ~21k/s in batches of 1,000), while Postgres gains from
+/// fewer round trips.
+const fn insert_batch(backend: Backend) -> usize {
+    match backend {
+        Backend::Sqlite => 40,
+        Backend::Postgres => 1000,
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error(
+        "{url:?} is not a database URL: use sqlite://path/to/index.sqlite (created if missing) or postgres://user@host/db"
+    )]
+    BadUrl { url: String },
+    #[error("cannot create {dir} for the SQLite index: {source}")]
+    CreateDir { dir: std::path::PathBuf, source: std::io::Error },
+    #[error("cannot connect to {url}: {source} (is the database up, and the URL right?)")]
+    Connect { url: String, source: sqlx::Error },
+    #[error("cannot migrate {url} to the harness schema: {source}")]
+    Migrate { url: String, source: sqlx::migrate::MigrateError },
+    #[error("{database}: {action}: {source}")]
+    Query { database: String, action: &'static str, source: sqlx::Error },
+    #[error("{database}: column {column} holds {value:?}, which the harness never writes")]
+    BadValue { database: String, column: &'static str, value: String },
+}
+
+pub type Result<T> = std::result::Result<T, IndexError>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// What [`Index::index_build`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Indexed {
+    Inserted,
+    /// The build was indexed before from other content (it finished since, say): replaced.
+    Replaced,
+    Unchanged,
+}
+
+/// One result of a test in a build (for "all results of one test across builds").
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestRun {
+    pub job: String,
+    pub build: String,
+    pub started_at: i64,
+    pub result: TestResult,
+}
+
+/// Everything in the index, by natural keys and in a fixed order: two indexes built from the same
+/// store compare equal whatever their row ids.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub builds: Vec<BuildInfo>,
+    /// `(job, build, result)` in insertion order within each build.
+    pub results: Vec<(String, String, TestResult)>,
+    pub problems: Vec<(String, String, Problem)>,
+}
+
+/// The index: a pool on one database.
+#[derive(Debug, Clone)]
+pub struct Index {
+    pool: AnyPool,
+    backend: Backend,
+    /// Test ids known to be committed (suite → name → id). Tests are never deleted, and thousands
+    /// recur in every build, so most builds need no lookup at all.
+    known_tests: Arc<Mutex<TestIds>>,
+    /// The URL without a password, for messages.
+    name: String,
+}
+
+const BUILD_COLUMNS: &str = "j.name AS job, b.build, b.path, b.pull, p.name AS provider, b.state, b.started_at, \
+     b.finished_at, b.passed, b.result, b.kubernetes_version, b.provider_version, b.ccm_version, b.job_version, \
+     b.repo_commit, b.artifacts_url, b.digest";
+const BUILD_FROM: &str = "builds b JOIN jobs j ON j.id = b.job_id LEFT JOIN providers p ON p.id = j.provider_id";
+
+impl Index {
+    /// Connects (creating a SQLite file and its directory if needed) and applies the migrations.
+    pub async fn open(url: &str) -> Result<Index> {
+        sqlx::any::install_default_drivers();
+        let (backend, url) = normalise_url(url)?;
+        let name = redact(&url);
+        // One plain connection first: a dead server fails at once, not after the pool's retries.
+        let probe = tokio::time::timeout(CONNECT_TIMEOUT, <sqlx::AnyConnection as sqlx::Connection>::connect(&url));
+        match probe.await {
+            Ok(Ok(conn)) => drop(conn),
+            Ok(Err(source)) => return Err(IndexError::Connect { url: name, source }),
+            Err(_) => return Err(IndexError::Connect { url: name, source: sqlx::Error::PoolTimedOut }),
+        }
+        let options = AnyPoolOptions::new().acquire_timeout(Duration::from_secs(60));
+        let pool = match backend {
+            Backend::Sqlite => {
+                options
+                    .max_connections(4)
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            // Writers wait for each other rather than fail; WAL lets readers go on.
+                            conn.execute("PRAGMA busy_timeout = 60000").await?;
+                            conn.execute("PRAGMA foreign_keys = ON").await?;
+                            conn.execute("PRAGMA journal_mode = WAL").await?;
+                            conn.execute("PRAGMA synchronous = NORMAL").await?;
+                            // 32 MiB of page cache (the default is 2 MiB): the per-test index is
+                            // touched all over by every build.
+                            conn.execute("PRAGMA cache_size = -32768").await?;
+                            // Checkpoint every 64 MiB of WAL, not 4 MiB: each build rewrites a leaf
+                            // page of the per-test index per test, and a page rewritten by several
+                            // builds is then copied back once (measured: +24% at 640k results).
+                            conn.execute("PRAGMA wal_autocheckpoint = 16384").await?;
+                            Ok(())
+                        })
+                    })
+                    .connect(&url)
+                    .await
+            }
+            Backend::Postgres => options.max_connections(8).connect(&url).await,
+        }
+        .map_err(|source| IndexError::Connect { url: name.clone(), source })?;
+        let migrator = match backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrator.run(&pool).await.map_err(|source| IndexError::Migrate { url: name.clone(), source })?;
+        Ok(Index { pool, backend, name, known_tests: Arc::default() })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The database URL, password removed.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    fn err(&self, action: &'static str) -> impl FnOnce(sqlx::Error) -> IndexError + '_ {
+        move |source| IndexError::Query { database: self.name.clone(), action, source }
+    }
+
+    /// Indexes one build in one transaction; a build with the same digest is left alone.
+    pub async fn index_build(&self, record: &BuildRecord) -> Result<Indexed> {
+        let mut tx = self.pool.begin().await.map_err(self.err("begin a transaction"))?;
+        let info = &record.info;
+        let mut learned = TestIds::default();
+        let job_id = self.upsert_job(&mut tx, &info.job, info.provider.as_deref()).await?;
+        let existing = self.find_build(&mut tx, job_id, &info.build).await?;
+        let outcome = match existing {
+            Some((_, digest)) if digest == info.digest => Indexed::Unchanged,
+            Some((build_id, _)) => {
+                self.replace_build(&mut tx, build_id, job_id, record, &mut learned).await?;
+                Indexed::Replaced
+            }
+            None => match self.insert_build(&mut tx, job_id, record, &mut learned).await? {
+                Some(_) => Indexed::Inserted,
+                // A concurrent transaction inserted it first (Postgres waits for it, then skips).
+                None => match self.find_build(&mut tx, job_id, &info.build).await? {
+                    Some((build_id, digest)) if digest != info.digest => {
+                        self.replace_build(&mut tx, build_id, job_id, record, &mut learned).await?;
+                        Indexed::Replaced
+                    }
+                    _ => Indexed::Unchanged,
+                },
+            },
+        };
+        tx.commit().await.map_err(self.err("commit the build"))?;
+        // Only now are the tests this transaction added sure to exist.
+        let mut known = self.known_tests.lock().unwrap_or_else(|e| e.into_inner());
+        if known.values().map(HashMap::len).sum::<usize>() > MAX_KNOWN_TESTS {
+            known.clear();
+        }
+        for (suite, names) in learned {
+            known.entry(suite).or_default().extend(names);
+        }
+        Ok(outcome)
+    }
+
+    /// The job's id; creates the job (and its provider) if new. Always a write, and the first
+    /// statement of the transaction (see the module doc).
+    async fn upsert_job(&self, tx: &mut Transaction<'_, Any>, job: &str, provider: Option<&str>) -> Result<i64> {
+        let provider_id = match provider {
+            None => None,
+            Some(name) => {
+                sqlx::query("INSERT INTO providers (name) VALUES ($1) ON CONFLICT (name) DO NOTHING")
+                    .bind(name)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(self.err("add the provider"))?;
+                let row = sqlx::query("SELECT id FROM providers WHERE name = $1")
+                    .bind(name)
+                    .fetch_one(&mut **tx)
+                    .await
+                    .map_err(self.err("find the provider"))?;
+                Some(row.try_get::<i64, _>(0).map_err(self.err("read the provider id"))?)
+            }
+        };
+        let row = sqlx::query(
+            "INSERT INTO jobs (name, provider_id) VALUES ($1, $2) \
+             ON CONFLICT (name) DO UPDATE SET provider_id = COALESCE(excluded.provider_id, jobs.provider_id) \
+             RETURNING id",
+        )
+        .bind(job)
+        .bind(provider_id)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(self.err("add the job"))?;
+        row.try_get::<i64, _>(0).map_err(self.err("read the job id"))
+    }
+
+    async fn find_build(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        job_id: i64,
+        build: &str,
+    ) -> Result<Option<(i64, String)>> {
+        let row = sqlx::query("SELECT id, digest FROM builds WHERE job_id = $1 AND build = $2")
+            .bind(job_id)
+            .bind(build)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(self.err("find the build"))?;
+        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose().map_err(self.err("read the build"))
+    }
+
+    /// Inserts the build row and its children; `None` when the row already existed.
+    async fn insert_build(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        job_id: i64,
+        r: &BuildRecord,
+        learned: &mut TestIds,
+    ) -> Result<Option<i64>> {
+        let sql = "INSERT INTO builds (job_id, build, path, pull, state, started_at, finished_at, passed, result, \
+             kubernetes_version, provider_version, ccm_version, job_version, repo_commit, artifacts_url, digest) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+             ON CONFLICT (job_id, build) DO NOTHING RETURNING id";
+        let row = bind_build(sqlx::query(sql), job_id, &r.info)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(self.err("add the build"))?;
+        let Some(row) = row else { return Ok(None) };
+        let build_id: i64 = row.try_get(0).map_err(self.err("read the build id"))?;
+        self.insert_children(tx, build_id, r, learned).await?;
+        Ok(Some(build_id))
+    }
+
+    async fn replace_build(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        build_id: i64,
+        job_id: i64,
+        r: &BuildRecord,
+        learned: &mut TestIds,
+    ) -> Result<()> {
+        for table in ["DELETE FROM test_results WHERE build_id = $1", "DELETE FROM build_problems WHERE build_id = $1"]
+        {
+            sqlx::query(table).bind(build_id).execute(&mut **tx).await.map_err(self.err("clear the build's rows"))?;
+        }
+        let sql = "UPDATE builds SET job_id = $1, build = $2, path = $3, pull = $4, state = $5, started_at = $6, \
+             finished_at = $7, passed = $8, result = $9, kubernetes_version = $10, provider_version = $11, \
+             ccm_version = $12, job_version = $13, repo_commit = $14, artifacts_url = $15, digest = $16 WHERE id = $17";
+        bind_build(sqlx::query(sql), job_id, &r.info)
+            .bind(build_id)
+            .execute(&mut **tx)
+            .await
+            .map_err(self.err("update the build"))?;
+        self.insert_children(tx, build_id, r, learned).await
+    }
+
+    /// Test results in multi-row batches, then problems.
+    async fn insert_children(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        build_id: i64,
+        r: &BuildRecord,
+        learned: &mut TestIds,
+    ) -> Result<()> {
+        let ids = self.test_ids(tx, &r.results, learned).await?;
+        for (batch, ids) in r.results.chunks(insert_batch(self.backend)).zip(ids.chunks(insert_batch(self.backend))) {
+            let sql = format!(
+                "INSERT INTO test_results (build_id, test_id, status, duration_seconds, failure_message) VALUES {}",
+                placeholders(batch.len(), 5)
+            );
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (t, id) in batch.iter().zip(ids) {
+                query = query
+                    .bind(build_id)
+                    .bind(*id)
+                    .bind(t.status.as_str())
+                    .bind(t.duration_seconds)
+                    .bind(&t.failure_message);
+            }
+            query.execute(&mut **tx).await.map_err(self.err("add test results"))?;
+        }
+        for p in &r.problems {
+            sqlx::query("INSERT INTO build_problems (build_id, file, message) VALUES ($1, $2, $3)")
+                .bind(build_id)
+                .bind(&p.file)
+                .bind(&p.message)
+                .execute(&mut **tx)
+                .await
+                .map_err(self.err("add a problem"))?;
+        }
+        Ok(())
+    }
+
+    /// The test id of each result, in order. Tests not yet known are looked up and, if new, added
+    /// (`learned` gets them; they join [`Index::known_tests`] once the transaction commits).
+    /// Insert first, ignoring the existing ones, then read the ids: a test a concurrent
+    /// transaction adds is then waited for (Postgres) or already there (SQLite's single writer).
+    async fn test_ids<'r>(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        results: &'r [TestResult],
+        learned: &mut TestIds,
+    ) -> Result<Vec<i64>> {
+        let mut missing: Vec<(&'r str, &'r str)> = {
+            let known = self.known_tests.lock().unwrap_or_else(|e| e.into_inner());
+            let unknown = |t: &&TestResult| lookup(&known, &t.suite, &t.name).is_none();
+            results.iter().filter(unknown).map(|t| (t.name.as_str(), t.suite.as_str())).collect()
+        };
+        missing.sort_unstable();
+        missing.dedup();
+        // Two binds a row: SQLite takes more rows per statement here than for results.
+        let rows_per_statement = 2 * insert_batch(self.backend);
+        for batch in missing.chunks(rows_per_statement) {
+            let bind_all = |sql: String, batch: &[(&'r str, &'r str)]| {
+                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+                for (name, suite) in batch {
+                    query = query.bind(*name).bind(*suite);
+                }
+                query
+            };
+            // New tests come back from the insert; the ones that were there need a lookup.
+            let values = placeholders(batch.len(), 2);
+            let insert = format!(
+                "INSERT INTO tests (name, suite) VALUES {values} ON CONFLICT (name, suite) DO NOTHING \
+                 RETURNING id, name, suite"
+            );
+            let added = bind_all(insert, batch).fetch_all(&mut **tx).await.map_err(self.err("add tests"))?;
+            self.learn(&added, learned)?;
+            let existing: Vec<(&str, &str)> =
+                batch.iter().filter(|(name, suite)| lookup(learned, suite, name).is_none()).copied().collect();
+            if !existing.is_empty() {
+                let values = placeholders(existing.len(), 2);
+                let select = format!("SELECT id, name, suite FROM tests WHERE (name, suite) IN (VALUES {values})");
+                let found = bind_all(select, &existing).fetch_all(&mut **tx).await.map_err(self.err("find tests"))?;
+                self.learn(&found, learned)?;
+            }
+        }
+        let known = self.known_tests.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(results
+            .iter()
+            .map(|t| {
+                lookup(learned, &t.suite, &t.name)
+                    .or_else(|| lookup(&known, &t.suite, &t.name))
+                    .expect("every result's test was looked up or added")
+            })
+            .collect())
+    }
+
+    /// Adds `(id, name, suite)` rows to `learned`.
+    fn learn(&self, rows: &[AnyRow], learned: &mut TestIds) -> Result<()> {
+        for row in rows {
+            let (id, name, suite): (i64, String, String) =
+                self.decode(|| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))?;
+            learned.entry(suite).or_default().insert(name, id);
+        }
+        Ok(())
+    }
+
+    /// The newest `limit` builds of a job, newest first.
+    pub async fn latest_builds(&self, job: &str, limit: i64) -> Result<Vec<BuildInfo>> {
+        let sql = format!(
+            "SELECT {BUILD_COLUMNS} FROM {BUILD_FROM} WHERE j.name = $1 ORDER BY b.started_at DESC, b.build DESC LIMIT $2"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(job)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("list builds"))?;
+        rows.iter().map(|r| self.build_row(r)).collect()
+    }
+
+    /// One build, by job and build id.
+    pub async fn build(&self, job: &str, build: &str) -> Result<Option<BuildInfo>> {
+        let sql = format!("SELECT {BUILD_COLUMNS} FROM {BUILD_FROM} WHERE j.name = $1 AND b.build = $2");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(job)
+            .bind(build)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(self.err("find a build"))?;
+        row.map(|r| self.build_row(&r)).transpose()
+    }
+
+    /// Every result of one test across builds (of any job), newest build first.
+    pub async fn test_history(&self, test: &str, limit: i64) -> Result<Vec<TestRun>> {
+        let rows = sqlx::query(
+            "SELECT j.name, b.build, b.started_at, te.suite, te.name, t.status, t.duration_seconds, t.failure_message \
+             FROM tests te JOIN test_results t ON t.test_id = te.id JOIN builds b ON b.id = t.build_id \
+             JOIN jobs j ON j.id = b.job_id WHERE te.name = $1 ORDER BY b.started_at DESC, b.build DESC, t.id LIMIT $2",
+        )
+        .bind(test)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.err("list a test's results"))?;
+        rows.iter()
+            .map(|r| {
+                let (job, build, started_at) = self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))?;
+                Ok(TestRun { job, build, started_at, result: self.test_result(r, 3)? })
+            })
+            .collect()
+    }
+
+    /// The results of one build, in the order they were read.
+    pub async fn build_results(&self, job: &str, build: &str) -> Result<Vec<TestResult>> {
+        let rows = sqlx::query(
+            "SELECT te.suite, te.name, t.status, t.duration_seconds, t.failure_message \
+             FROM test_results t JOIN tests te ON te.id = t.test_id JOIN builds b ON b.id = t.build_id \
+             JOIN jobs j ON j.id = b.job_id WHERE j.name = $1 AND b.build = $2 ORDER BY t.id",
+        )
+        .bind(job)
+        .bind(build)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.err("list a build's results"))?;
+        rows.iter().map(|r| self.test_result(r, 0)).collect()
+    }
+
+    /// The files of a build that could not be read.
+    pub async fn build_problems(&self, job: &str, build: &str) -> Result<Vec<Problem>> {
+        let rows = sqlx::query(
+            "SELECT pr.file, pr.message FROM build_problems pr JOIN builds b ON b.id = pr.build_id \
+             JOIN jobs j ON j.id = b.job_id WHERE j.name = $1 AND b.build = $2 ORDER BY pr.id",
+        )
+        .bind(job)
+        .bind(build)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.err("list a build's problems"))?;
+        rows.iter().map(|r| self.decode(|| Ok(Problem { file: r.try_get(0)?, message: r.try_get(1)? }))).collect()
+    }
+
+    /// The whole index by natural keys (see [`Snapshot`]).
+    pub async fn snapshot(&self) -> Result<Snapshot> {
+        let sql = format!("SELECT {BUILD_COLUMNS} FROM {BUILD_FROM} ORDER BY j.name, b.build");
+        let rows =
+            sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(&self.pool).await.map_err(self.err("list builds"))?;
+        let builds = rows.iter().map(|r| self.build_row(r)).collect::<Result<Vec<_>>>()?;
+        let rows = sqlx::query(
+            "SELECT j.name, b.build, te.suite, te.name, t.status, t.duration_seconds, t.failure_message \
+             FROM test_results t JOIN tests te ON te.id = t.test_id JOIN builds b ON b.id = t.build_id \
+             JOIN jobs j ON j.id = b.job_id ORDER BY j.name, b.build, t.id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.err("list test results"))?;
+        let results = rows
+            .iter()
+            .map(|r| {
+                let (job, build) = self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?)))?;
+                Ok((job, build, self.test_result(r, 2)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let rows = sqlx::query(
+            "SELECT j.name, b.build, pr.file, pr.message FROM build_problems pr JOIN builds b ON b.id = pr.build_id \
+             JOIN jobs j ON j.id = b.job_id ORDER BY j.name, b.build, pr.id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.err("list problems"))?;
+        let problems = rows
+            .iter()
+            .map(|r| {
+                self.decode(|| {
+                    Ok((r.try_get(0)?, r.try_get(1)?, Problem { file: r.try_get(2)?, message: r.try_get(3)? }))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Snapshot { builds, results, problems })
+    }
+
+    /// Counts of rows: builds, test results.
+    pub async fn counts(&self) -> Result<(i64, i64)> {
+        let row = sqlx::query("SELECT (SELECT COUNT(*) FROM builds), (SELECT COUNT(*) FROM test_results)")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(self.err("count rows"))?;
+        self.decode(|| Ok((row.try_get(0)?, row.try_get(1)?)))
+    }
+
+    fn build_row(&self, r: &AnyRow) -> Result<BuildInfo> {
+        let state: String = self.decode(|| r.try_get("state"))?;
+        let state = State::parse(&state).ok_or_else(|| self.bad_value("builds.state", state))?;
+        self.decode(|| {
+            Ok(BuildInfo {
+                job: r.try_get("job")?,
+                build: r.try_get("build")?,
+                path: r.try_get("path")?,
+                pull: r.try_get("pull")?,
+                provider: r.try_get("provider")?,
+                state,
+                started_at: r.try_get("started_at")?,
+                finished_at: r.try_get("finished_at")?,
+                passed: get_bool(r, "passed")?,
+                result: r.try_get("result")?,
+                versions: Versions {
+                    kubernetes_version: r.try_get("kubernetes_version")?,
+                    provider: r.try_get("provider")?,
+                    provider_version: r.try_get("provider_version")?,
+                    ccm_version: r.try_get("ccm_version")?,
+                    job_version: r.try_get("job_version")?,
+                    repo_commit: r.try_get("repo_commit")?,
+                    repos: Default::default(),
+                },
+                artifacts_url: r.try_get("artifacts_url")?,
+                digest: r.try_get("digest")?,
+            })
+        })
+    }
+
+    /// A test result from five columns starting at `first`: suite, name, status, duration, message.
+    fn test_result(&self, r: &AnyRow, first: usize) -> Result<TestResult> {
+        let status: String = self.decode(|| r.try_get(first + 2))?;
+        let status = TestStatus::parse(&status).ok_or_else(|| self.bad_value("test_results.status", status))?;
+        self.decode(|| {
+            Ok(TestResult {
+                suite: r.try_get(first)?,
+                name: r.try_get(first + 1)?,
+                status,
+                duration_seconds: r.try_get(first + 3)?,
+                failure_message: r.try_get(first + 4)?,
+            })
+        })
+    }
+
+    fn decode<T>(&self, f: impl FnOnce() -> std::result::Result<T, sqlx::Error>) -> Result<T> {
+        f().map_err(self.err("decode a row"))
+    }
+
+    fn bad_value(&self, column: &'static str, value: String) -> IndexError {
+        IndexError::BadValue { database: self.name.clone(), column, value }
+    }
+}
+
+/// Binds a build row's 16 columns, in the order of the `builds` table.
+fn bind_build<'q>(
+    query: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>,
+    job_id: i64,
+    b: &'q BuildInfo,
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments> {
+    let v = &b.versions;
+    query
+        .bind(job_id)
+        .bind(&b.build)
+        .bind(&b.path)
+        .bind(&b.pull)
+        .bind(b.state.as_str())
+        .bind(b.started_at)
+        .bind(b.finished_at)
+        .bind(b.passed)
+        .bind(&b.result)
+        .bind(&v.kubernetes_version)
+        .bind(&v.provider_version)
+        .bind(&v.ccm_version)
+        .bind(&v.job_version)
+        .bind(&v.repo_commit)
+        .bind(&b.artifacts_url)
+        .bind(&b.digest)
+}
+
+/// Test ids by suite, then name.
+type TestIds = HashMap<String, HashMap<String, i64>>;
+
+/// Past this many, the cache of known test ids starts over (memory stays bounded on an index
+/// holding every test ever run; the ids are looked up again as builds need them).
+const MAX_KNOWN_TESTS: usize = 200_000;
+
+fn lookup(ids: &TestIds, suite: &str, name: &str) -> Option<i64> {
+    ids.get(suite)?.get(name).copied()
+}
+
+/// A boolean column: Postgres's `BOOLEAN`, or SQLite's `INTEGER` 0/1.
+fn get_bool(r: &AnyRow, column: &str) -> std::result::Result<Option<bool>, sqlx::Error> {
+    match r.try_get::<Option<bool>, _>(column) {
+        Ok(v) => Ok(v),
+        Err(_) => Ok(r.try_get::<Option<i64>, _>(column)?.map(|v| v != 0)),
+    }
+}
+
+/// `($1, $2), ($3, $4)` for `rows` rows of `columns` columns.
+fn placeholders(rows: usize, columns: usize) -> String {
+    let mut sql = String::with_capacity(rows * columns * 5);
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for col in 0..columns {
+            if col > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('$');
+            sql.push_str(&(row * columns + col + 1).to_string());
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+/// The backend a URL names, and the URL sqlx should open: a SQLite URL gets `mode=rwc` (create the
+/// file) and its directory is created.
+fn normalise_url(url: &str) -> Result<(Backend, String)> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok((Backend::Postgres, url.to_owned()));
+    }
+    let Some(rest) = url.strip_prefix("sqlite:") else { return Err(IndexError::BadUrl { url: url.to_owned() }) };
+    let path = rest.trim_start_matches("//");
+    let (file, query) = path.split_once('?').unwrap_or((path, ""));
+    if file.is_empty() {
+        return Err(IndexError::BadUrl { url: url.to_owned() });
+    }
+    if file != ":memory:"
+        && let Some(dir) = Path::new(file).parent().filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).map_err(|source| IndexError::CreateDir { dir: dir.to_path_buf(), source })?;
+    }
+    let query = if query.contains("mode=") { query.to_owned() } else { [query, "mode=rwc"].join("&") };
+    Ok((Backend::Sqlite, format!("sqlite://{file}?{}", query.trim_start_matches('&'))))
+}
+
+/// The URL with any password replaced, for messages.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let (authority, tail) = rest.split_once('/').map_or((rest, ""), |(a, t)| (a, t));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***@{host}/{tail}")
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

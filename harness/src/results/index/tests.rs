@@ -1,0 +1,244 @@
+//! Every query of the index, run against both databases: a SQLite file, and the Postgres server
+//! that `scripts/test` starts (`HARNESS_TEST_POSTGRES_URL`; each test gets a database of its own).
+
+use super::*;
+use crate::results::layout::Versions;
+use crate::results::record::{BuildInfo, BuildRecord, Problem, State, TestResult, TestStatus};
+use crate::testing::fresh_postgres_database;
+
+/// A fresh index on each backend; the temp dir holds the SQLite file.
+async fn both() -> (tempfile::TempDir, [Index; 2]) {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Index::open(&format!("sqlite://{}", dir.path().join("index.sqlite").display())).await.unwrap();
+    let postgres = Index::open(&fresh_postgres_database().await).await.unwrap();
+    (dir, [sqlite, postgres])
+}
+
+fn result(name: &str, status: TestStatus) -> TestResult {
+    TestResult {
+        suite: "Kubernetes e2e suite".into(),
+        name: name.into(),
+        status,
+        duration_seconds: Some(1.25),
+        failure_message: (status == TestStatus::Fail).then(|| format!("{name} failed: expected 3 nodes, saw 2")),
+    }
+}
+
+fn record(job: &str, build: &str, started_at: i64, results: Vec<TestResult>) -> BuildRecord {
+    let info = BuildInfo {
+        job: job.into(),
+        build: build.into(),
+        path: format!("logs/{job}/{build}"),
+        pull: None,
+        provider: Some("local".into()),
+        state: State::Finished,
+        started_at,
+        finished_at: Some(started_at + 60),
+        passed: Some(results.iter().all(|r| r.status != TestStatus::Fail)),
+        result: Some("SUCCESS".into()),
+        versions: Versions {
+            kubernetes_version: Some("v1.37.1".into()),
+            provider: Some("local".into()),
+            provider_version: Some("abc123".into()),
+            ccm_version: Some("0.1.0".into()),
+            job_version: None,
+            repo_commit: None,
+            repos: Default::default(),
+        },
+        artifacts_url: format!("file:///store/logs/{job}/{build}"),
+        digest: format!("digest-{build}-{}", results.len()),
+    };
+    BuildRecord { info, results, problems: vec![] }
+}
+
+#[tokio::test]
+async fn a_build_and_its_results_read_back_the_same_on_both_databases() {
+    let (_dir, indexes) = both().await;
+    let mut rec = record(
+        "ci-local",
+        "100",
+        1_700_000_000,
+        vec![
+            result("[cloud-e2e] nodes get a providerID", TestStatus::Pass),
+            result("[cloud-e2e] load balancers get an address", TestStatus::Fail),
+            result("[sig-storage] skipped one", TestStatus::Skip),
+            result("[cloud-e2e] routes", TestStatus::Flaky),
+        ],
+    );
+    rec.info.passed = Some(false);
+    rec.results[2].duration_seconds = None;
+    rec.problems = vec![Problem { file: "artifacts/junit_02.xml".into(), message: "truncated".into() }];
+    for index in &indexes {
+        assert_eq!(index.index_build(&rec).await.unwrap(), Indexed::Inserted, "{}", index.name());
+        let build = index.build("ci-local", "100").await.unwrap().unwrap();
+        assert_eq!(build.passed, Some(false));
+        assert_eq!(build.state, State::Finished);
+        assert_eq!(build.provider.as_deref(), Some("local"));
+        assert_eq!(build.versions.kubernetes_version.as_deref(), Some("v1.37.1"));
+        assert_eq!(build.finished_at, Some(1_700_000_060));
+        assert_eq!(index.build_results("ci-local", "100").await.unwrap(), rec.results, "{}", index.name());
+        assert_eq!(index.build_problems("ci-local", "100").await.unwrap(), rec.problems);
+        assert_eq!(index.build("ci-local", "101").await.unwrap(), None);
+    }
+    let [sqlite, postgres] = &indexes;
+    assert_eq!(sqlite.snapshot().await.unwrap(), postgres.snapshot().await.unwrap());
+}
+
+#[tokio::test]
+async fn unknown_outcomes_stay_unknown() {
+    let (_dir, indexes) = both().await;
+    let mut running = record("ci-local", "7", 1_700_000_000, vec![]);
+    let i = &mut running.info;
+    (i.state, i.passed, i.result, i.finished_at) = (State::Running, None, None, None);
+    for index in &indexes {
+        index.index_build(&running).await.unwrap();
+        let build = index.build("ci-local", "7").await.unwrap().unwrap();
+        assert_eq!((build.state, build.passed, build.finished_at), (State::Running, None, None), "{}", index.name());
+    }
+}
+
+#[tokio::test]
+async fn latest_builds_come_newest_first_and_limited() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        for (build, started) in [("1", 100), ("3", 300), ("2", 200), ("4", 400)] {
+            index.index_build(&record("ci-a", build, started, vec![result("t", TestStatus::Pass)])).await.unwrap();
+        }
+        index.index_build(&record("ci-b", "9", 999, vec![])).await.unwrap();
+        let latest: Vec<String> = index.latest_builds("ci-a", 3).await.unwrap().into_iter().map(|b| b.build).collect();
+        assert_eq!(latest, ["4", "3", "2"], "{}", index.name());
+        assert!(index.latest_builds("nope", 3).await.unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_test_history_spans_builds_and_jobs_newest_first() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        let t = "[cloud-e2e] nodes get a providerID";
+        index.index_build(&record("ci-a", "1", 100, vec![result(t, TestStatus::Pass)])).await.unwrap();
+        index.index_build(&record("ci-b", "5", 300, vec![result(t, TestStatus::Fail)])).await.unwrap();
+        index.index_build(&record("ci-a", "2", 200, vec![result("other", TestStatus::Pass)])).await.unwrap();
+        let history = index.test_history(t, 10).await.unwrap();
+        let seen: Vec<_> = history.iter().map(|r| (r.job.as_str(), r.build.as_str(), r.result.status)).collect();
+        assert_eq!(seen, [("ci-b", "5", TestStatus::Fail), ("ci-a", "1", TestStatus::Pass)], "{}", index.name());
+        assert!(history[0].result.failure_message.as_deref().unwrap().contains("expected 3 nodes"));
+    }
+}
+
+#[tokio::test]
+async fn indexing_the_same_build_again_is_a_no_op_and_new_content_replaces_it() {
+    let (_dir, indexes) = both().await;
+    let first = record("ci-a", "1", 100, vec![result("a", TestStatus::Pass), result("b", TestStatus::Fail)]);
+    let mut second = record("ci-a", "1", 100, vec![result("a", TestStatus::Pass)]);
+    second.info.digest = "another".into();
+    for index in &indexes {
+        assert_eq!(index.index_build(&first).await.unwrap(), Indexed::Inserted);
+        assert_eq!(index.index_build(&first).await.unwrap(), Indexed::Unchanged);
+        assert_eq!(index.counts().await.unwrap(), (1, 2));
+        assert_eq!(index.index_build(&second).await.unwrap(), Indexed::Replaced);
+        assert_eq!(index.counts().await.unwrap(), (1, 1), "{}", index.name());
+        assert_eq!(index.build_results("ci-a", "1").await.unwrap(), second.results);
+    }
+}
+
+#[tokio::test]
+async fn twenty_concurrent_indexings_of_one_build_leave_one_build() {
+    let (_dir, indexes) = both().await;
+    let rec = record("ci-a", "1", 100, (0..500).map(|i| result(&format!("t{i}"), TestStatus::Pass)).collect());
+    for index in &indexes {
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let (index, rec) = (index.clone(), rec.clone());
+                tokio::spawn(async move { index.index_build(&rec).await })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap().unwrap());
+        }
+        let inserted = outcomes.iter().filter(|o| **o == Indexed::Inserted).count();
+        assert_eq!(inserted, 1, "{}: {outcomes:?}", index.name());
+        assert_eq!(index.counts().await.unwrap(), (1, 500), "{}", index.name());
+    }
+}
+
+#[tokio::test]
+async fn a_failure_midway_leaves_nothing_half_written() {
+    let (_dir, indexes) = both().await;
+    let mut rec = record("ci-a", "1", 100, (0..2500).map(|i| result(&format!("t{i}"), TestStatus::Pass)).collect());
+    rec.problems = vec![Problem { file: "artifacts/junit_x.xml".into(), message: "bad".into() }];
+    for index in &indexes {
+        // The build row and 2,500 results go in before the problem row, whose table is gone.
+        index.pool.execute("DROP TABLE build_problems").await.unwrap();
+        let err = index.index_build(&rec).await.unwrap_err().to_string();
+        assert!(err.contains("add a problem"), "{err}");
+        assert_eq!(index.counts().await.unwrap(), (0, 0), "{}", index.name());
+        assert!(index.latest_builds("ci-a", 1).await.unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn tests_added_by_a_rolled_back_build_are_not_taken_as_known() {
+    let (_dir, indexes) = both().await;
+    let mut rec = record("ci-a", "1", 100, vec![result("brand new test", TestStatus::Pass)]);
+    rec.problems = vec![Problem { file: "artifacts/junit_x.xml".into(), message: "bad".into() }];
+    for index in &indexes {
+        let problems = "CREATE TABLE build_problems (id BIGINT PRIMARY KEY, build_id BIGINT NOT NULL, \
+                        file TEXT NOT NULL, message TEXT NOT NULL)";
+        index.pool.execute("DROP TABLE build_problems").await.unwrap();
+        index.index_build(&rec).await.unwrap_err();
+        // The test row was rolled back with the build: indexing again must add it again, not
+        // reuse the id the failed transaction saw.
+        index.pool.execute(problems).await.unwrap();
+        rec.problems.clear();
+        assert_eq!(index.index_build(&rec).await.unwrap(), Indexed::Inserted, "{}", index.name());
+        assert_eq!(index.build_results("ci-a", "1").await.unwrap(), rec.results);
+        rec.problems = vec![Problem { file: "artifacts/junit_x.xml".into(), message: "bad".into() }];
+    }
+}
+
+#[tokio::test]
+async fn a_second_process_finds_the_tests_the_first_added() {
+    let dir = tempfile::tempdir().unwrap();
+    let urls = [format!("sqlite://{}", dir.path().join("index.sqlite").display()), fresh_postgres_database().await];
+    for url in urls {
+        let first = Index::open(&url).await.unwrap();
+        let old = vec![result("a", TestStatus::Pass), result("b", TestStatus::Fail)];
+        first.index_build(&record("ci-a", "1", 100, old)).await.unwrap();
+        // A new Index knows no test ids: the existing ones are looked up, the new one added.
+        let second = Index::open(&url).await.unwrap();
+        let mixed = vec![result("b", TestStatus::Pass), result("c", TestStatus::Skip), result("a", TestStatus::Fail)];
+        second.index_build(&record("ci-a", "2", 200, mixed.clone())).await.unwrap();
+        assert_eq!(second.build_results("ci-a", "2").await.unwrap(), mixed, "{url}");
+        let history: Vec<_> = second.test_history("a", 5).await.unwrap().into_iter().map(|r| r.result.status).collect();
+        assert_eq!(history, [TestStatus::Fail, TestStatus::Pass], "{url}");
+    }
+}
+
+#[tokio::test]
+async fn bad_and_dead_databases_are_named_without_their_password() {
+    let err = Index::open("mysql://x").await.unwrap_err().to_string();
+    assert!(err.contains("\"mysql://x\"") && err.contains("sqlite://"), "{err}");
+    let err = Index::open("sqlite://").await.unwrap_err().to_string();
+    assert!(err.contains("not a database URL"), "{err}");
+    // Nothing listens on port 1 of loopback.
+    let err = Index::open("postgres://harness:s3cret@127.0.0.1:1/index").await.unwrap_err().to_string();
+    assert!(err.contains("cannot connect to postgres://harness:***@127.0.0.1:1/index"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+}
+
+#[test]
+fn placeholders_number_every_bind_in_order() {
+    assert_eq!(placeholders(2, 3), "($1, $2, $3), ($4, $5, $6)");
+    assert_eq!(placeholders(1, 1), "($1)");
+}
+
+#[test]
+fn sqlite_urls_create_their_file() {
+    let (backend, url) = normalise_url("sqlite:///tmp/x/index.sqlite").unwrap();
+    assert_eq!((backend, url.as_str()), (Backend::Sqlite, "sqlite:///tmp/x/index.sqlite?mode=rwc"));
+    let (_, url) = normalise_url("sqlite://rel.db?mode=ro").unwrap();
+    assert_eq!(url, "sqlite://rel.db?mode=ro");
+    assert_eq!(normalise_url("postgresql://h/db").unwrap().0, Backend::Postgres);
+}

@@ -1,0 +1,217 @@
+//! Publishing: a local build directory uploaded to the store in the Prow layout, then indexed; and
+//! re-indexing: the whole store read back into the SQL index (the store is the source of truth).
+//!
+//! The index is always filled from what is in the store, never from the local copy, so publishing
+//! and re-indexing give the same rows by construction. Upload order follows Prow's: everything
+//! else first, `finished.json` last (a reader that sees it sees a complete build), then
+//! `latest-build.txt`, which only ever moves forward.
+
+use std::path::{Path, PathBuf};
+
+use futures::{StreamExt, TryStreamExt, stream};
+
+use super::index::{Index, IndexError, Indexed};
+use super::layout::{self, BuildLocation, FINISHED_JSON, LayoutError, STARTED_JSON, Started, object_path};
+use super::record::{self, BuildRecord, Problem, ReadBuildOptions, RecordError};
+use super::store::{Put, ResultStore, StoreError};
+
+/// Objects uploaded at once.
+const UPLOADS_IN_FLIGHT: usize = 8;
+/// Builds read from the store at once while re-indexing.
+const READS_IN_FLIGHT: usize = 8;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error(
+        "{dir}: not a build directory: {STARTED_JSON} is missing (pass the directory that holds started.json, finished.json and artifacts/)"
+    )]
+    MissingStarted { dir: PathBuf },
+    #[error("{file}: not what TestGrid expects: {source}")]
+    BadStarted { file: PathBuf, source: serde_json::Error },
+    #[error("{dir}: cannot read the build directory: {source}")]
+    ReadDir { dir: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+pub type Result<T> = std::result::Result<T, PublishError>;
+
+/// What [`publish`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Published {
+    pub url: String,
+    pub written: usize,
+    pub unchanged: usize,
+    pub indexed: Indexed,
+    pub record: BuildRecord,
+}
+
+impl Published {
+    /// Files of the build that could not be read (the rest was indexed).
+    pub fn problems(&self) -> &[Problem] {
+        &self.record.problems
+    }
+}
+
+/// Uploads a local build directory (`started.json`, `finished.json`, `build-log.txt`,
+/// `artifacts/…`) to `location` in the store, then indexes it from there.
+pub async fn publish(
+    store: &ResultStore,
+    index: &Index,
+    dir: &Path,
+    location: &BuildLocation,
+    opts: &ReadBuildOptions,
+) -> Result<Published> {
+    check_started(dir)?;
+    let mut files = Vec::new();
+    collect_files(dir, Path::new(""), &mut files)?;
+    // finished.json goes last: its presence tells readers the build is complete.
+    let (finished, rest): (Vec<_>, Vec<_>) = files.into_iter().partition(|f| f == Path::new(FINISHED_JSON));
+    let base = location.object_dir();
+    let upload = |relative: PathBuf| {
+        let object = format!("{base}/{}", object_path(&relative));
+        let local = dir.join(&relative);
+        async move { store.upload_file_if_changed(&object, &local).await }
+    };
+    let mut puts: Vec<Put> =
+        stream::iter(rest.into_iter().map(upload)).buffer_unordered(UPLOADS_IN_FLIGHT).try_collect().await?;
+    for relative in finished {
+        puts.push(upload(relative).await?);
+    }
+    advance_latest_build(store, location).await?;
+    let record = record::read_build(store, location, opts).await?;
+    let indexed = index.index_build(&record).await?;
+    let written = puts.iter().filter(|p| **p == Put::Written).count();
+    Ok(Published { url: store.url_of(&base), written, unchanged: puts.len() - written, indexed, record })
+}
+
+/// What [`reindex`] did.
+#[derive(Debug, Default)]
+pub struct Reindexed {
+    pub inserted: usize,
+    pub replaced: usize,
+    pub unchanged: usize,
+    /// Builds that could not be indexed at all (no `started.json`, say), with why.
+    pub failed: Vec<String>,
+    /// Files that could not be read in builds that were indexed: `(build URL, problem)`.
+    pub problems: Vec<(String, Problem)>,
+}
+
+/// Reads every build in the store into the index. A build that cannot be read is reported and
+/// skipped; the others are still indexed.
+pub async fn reindex(store: &ResultStore, index: &Index, opts: &ReadBuildOptions) -> Result<Reindexed> {
+    let (locations, mut failed) = builds_in_store(store).await?;
+    let mut report = Reindexed::default();
+    let mut records = stream::iter(locations)
+        .map(|location| async move { (record::read_build(store, &location, opts).await, location) })
+        .buffered(READS_IN_FLIGHT);
+    while let Some((record, location)) = records.next().await {
+        let record = match record {
+            Ok(record) => record,
+            Err(RecordError::Store(e)) => return Err(e.into()),
+            Err(e) => {
+                tracing::warn!(build = %store.url_of(&location.object_dir()), "{e}");
+                failed.push(e.to_string());
+                continue;
+            }
+        };
+        match index.index_build(&record).await? {
+            Indexed::Inserted => report.inserted += 1,
+            Indexed::Replaced => report.replaced += 1,
+            Indexed::Unchanged => report.unchanged += 1,
+        }
+        report.problems.extend(record.problems.iter().map(|p| (record.info.artifacts_url.clone(), p.clone())));
+    }
+    report.failed = failed;
+    Ok(report)
+}
+
+/// Every build directory in the store: `logs/<job>/<build>` and
+/// `pr-logs/pull/<org_repo>/<pr>/<job>/<build>`. Directories whose names cannot be a job, build or
+/// PR are returned as messages.
+pub async fn builds_in_store(store: &ResultStore) -> Result<(Vec<BuildLocation>, Vec<String>)> {
+    let (mut found, mut bad) = (Vec::new(), Vec::new());
+    for job in store.list_dirs("logs").await? {
+        for build in store.list_dirs(&format!("logs/{job}")).await? {
+            match BuildLocation::periodic(&job, &build) {
+                Ok(location) => found.push(location),
+                Err(e) => bad.push(format!("{}: {e}", store.url_of(&format!("logs/{job}/{build}")))),
+            }
+        }
+    }
+    for org_repo in store.list_dirs("pr-logs/pull").await? {
+        for pr in store.list_dirs(&format!("pr-logs/pull/{org_repo}")).await? {
+            let prefix = format!("pr-logs/pull/{org_repo}/{pr}");
+            let Ok(pr_number) = pr.parse::<u64>() else {
+                bad.push(format!("{}: not a pull request number", store.url_of(&prefix)));
+                continue;
+            };
+            for job in store.list_dirs(&prefix).await? {
+                for build in store.list_dirs(&format!("{prefix}/{job}")).await? {
+                    match BuildLocation::presubmit(&org_repo, pr_number, &job, &build) {
+                        Ok(location) => found.push(location),
+                        Err(e) => bad.push(format!("{}: {e}", store.url_of(&format!("{prefix}/{job}/{build}")))),
+                    }
+                }
+            }
+        }
+    }
+    Ok((found, bad))
+}
+
+/// Points each `latest-build.txt` of the build's job at it, unless it names a newer build, and
+/// writes a presubmit's alias (`pr-logs/directory/<job>/<build>.txt`, the build's URL), as Prow does.
+async fn advance_latest_build(store: &ResultStore, location: &BuildLocation) -> Result<()> {
+    if let Some(alias) = location.alias_file() {
+        let url = store.url_of(&location.object_dir());
+        store.put_if_changed(&object_path(&alias), url.into_bytes().into()).await?;
+    }
+    for file in location.latest_build_files() {
+        let path = object_path(&file);
+        let current = store.get(&path).await?.map(|b| String::from_utf8_lossy(&b).trim().to_owned());
+        let newer = current.as_deref().is_some_and(|c| layout::natural_cmp(c, location.build()).is_gt());
+        if !newer {
+            store.put_if_changed(&path, location.build().as_bytes().to_vec().into()).await?;
+        }
+    }
+    Ok(())
+}
+
+fn check_started(dir: &Path) -> Result<()> {
+    let file = dir.join(STARTED_JSON);
+    let bytes = match std::fs::read(&file) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(PublishError::MissingStarted { dir: dir.to_path_buf() });
+        }
+        Err(source) => return Err(PublishError::ReadDir { dir: dir.to_path_buf(), source }),
+    };
+    serde_json::from_slice::<Started>(&bytes).map_err(|source| PublishError::BadStarted { file, source })?;
+    Ok(())
+}
+
+/// Every file under `dir`, relative, sorted; skips the `.name.partial` files of a writer at work.
+fn collect_files(dir: &Path, relative: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+    let here = dir.join(relative);
+    let read_err = |source| PublishError::ReadDir { dir: here.clone(), source };
+    let mut entries: Vec<_> =
+        std::fs::read_dir(&here).map_err(read_err)?.collect::<std::io::Result<_>>().map_err(read_err)?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let name = entry.file_name();
+        let rel = relative.join(&name);
+        let file_type = entry.file_type().map_err(read_err)?;
+        if file_type.is_dir() {
+            collect_files(dir, &rel, found)?;
+        } else if !name.to_string_lossy().ends_with(".partial") {
+            found.push(rel);
+        }
+    }
+    Ok(())
+}
