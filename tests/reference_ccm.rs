@@ -25,7 +25,7 @@ async fn up_with_cloud(name: &str, node_count: u32) -> TestCluster {
     let ccm_binary =
         tokio::task::spawn_blocking(cloud::build_reference_ccm).await.unwrap().expect("building reference-ccm");
     let mut options = options(name, toolchain::default_release(), node_count);
-    options.cloud = Some(CloudOptions { ccm_binary });
+    options.cloud = Some(CloudOptions::new(ccm_binary));
     bring_up(options).await
 }
 

@@ -37,7 +37,7 @@ async fn main() {
     let ccm_binary = cloud::build_reference_ccm().expect("building reference-ccm");
     let mut options = UpOptions::new("ccm-scale", release);
     options.nodes = 1;
-    options.cloud = Some(CloudOptions { ccm_binary });
+    options.cloud = Some(CloudOptions::new(ccm_binary));
     cluster::down("ccm-scale").expect("clearing a leftover cluster");
     let cluster = cluster::up(options).await.expect("cluster up");
     let client = cluster.client().await.unwrap();

@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::{cluster, toolchain};
 
 mod results;
+mod run;
 
 #[derive(Debug, Parser)]
 #[command(name = "harness", version, about = "Conformance and last-known-good testing for Kubernetes cloud providers")]
@@ -25,10 +26,18 @@ pub enum Command {
     /// Local clusters: a real control plane on loopback with simulated nodes.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Run one provider × Kubernetes version end to end, as a CI job does: build the CCM, bring a
+    /// cluster up, deploy the CCM, run the suites, bring the cluster down, publish the results.
+    Run(run::RunArgs),
+    /// Run the matrix of providers.yaml (provider × Kubernetes version), one cluster per cell.
+    Matrix(run::MatrixArgs),
     /// Upload a build directory to the store in the Prow layout TestGrid reads, and index it.
     Publish(results::PublishArgs),
     /// Rebuild the SQL index from the store (the store is the source of truth).
     Index(results::IndexArgs),
+    /// Print the Prow periodic jobs (with TestGrid annotations) for every provider × Kubernetes
+    /// version of providers.yaml, so the matrix runs on Prow.
+    ProwConfig(ProwArgs),
     /// Print the TestGrid configuration (test groups, dashboards, dashboard group) for every
     /// provider × Kubernetes version job of providers.yaml.
     TestgridConfig {
@@ -38,6 +47,30 @@ pub enum Command {
         #[arg(long, short)]
         output: Option<std::path::PathBuf>,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ProwArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The test container's image (one with `harness`, cargo and Go on PATH).
+    #[arg(long, default_value = crate::config::prow::DEFAULT_IMAGE)]
+    pub image: String,
+    /// The Prow build cluster the jobs run on.
+    #[arg(long, default_value = crate::config::prow::DEFAULT_CLUSTER)]
+    pub cluster: String,
+    /// The harness repository the jobs clone and start in: org/repo or its GitHub URL.
+    #[arg(long, default_value = crate::config::prow::DEFAULT_REPO)]
+    pub repo: crate::config::prow::RepoRef,
+    /// Its branch.
+    #[arg(long, default_value = crate::config::prow::DEFAULT_BASE_REF)]
+    pub base_ref: String,
+    /// `testgrid-alert-email` of every job.
+    #[arg(long)]
+    pub alert_email: Option<String>,
+    /// Write it to this file instead of stdout.
+    #[arg(long, short)]
+    pub output: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -148,14 +181,34 @@ pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Toolchain(command) => run_toolchain(command).await,
         Command::Cluster(command) => run_cluster(command).await,
+        Command::Run(args) => run::run_one(args).await,
+        Command::Matrix(args) => run::run_matrix(args).await,
         Command::Publish(args) => results::run_publish(args).await,
         Command::Index(args) => results::run_index(args).await,
+        Command::ProwConfig(args) => {
+            let options = crate::config::prow::ProwOptions {
+                image: args.image,
+                cluster: args.cluster,
+                repo: args.repo,
+                base_ref: args.base_ref,
+                alert_email: args.alert_email,
+                ..Default::default()
+            };
+            let yaml = crate::config::prow::prow_yaml(&args.config.load()?, &options);
+            write_or_print(args.output, &yaml)
+        }
         Command::TestgridConfig { config, output } => {
             let yaml = dashboards::testgrid::generate_yaml(&crate::config::jobs::testgrid_input(&config.load()?))?;
-            match output {
-                Some(path) => std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?,
-                None => print!("{yaml}"),
-            }
+            write_or_print(output, &yaml)
+        }
+    }
+}
+
+fn write_or_print(output: Option<std::path::PathBuf>, text: &str) -> Result<()> {
+    match output {
+        Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display())),
+        None => {
+            print!("{text}");
             Ok(())
         }
     }
@@ -202,12 +255,12 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
             let release = toolchain::resolve(version.kubernetes.as_deref())?;
             let cloud = match (cloud, ccm_binary) {
                 (None, _) => None,
-                (Some(CloudKind::Local), Some(ccm_binary)) => Some(cluster::cloud::CloudOptions { ccm_binary }),
+                (Some(CloudKind::Local), Some(ccm_binary)) => Some(cluster::cloud::CloudOptions::new(ccm_binary)),
                 (Some(CloudKind::Local), None) => {
                     let step = crate::progress::step("building the reference CCM");
                     let ccm_binary = tokio::task::spawn_blocking(cluster::cloud::build_reference_ccm).await??;
                     step.done();
-                    Some(cluster::cloud::CloudOptions { ccm_binary })
+                    Some(cluster::cloud::CloudOptions::new(ccm_binary))
                 }
             };
             let options = cluster::UpOptions { name: name.name, nodes, release, api_server_port, cloud };

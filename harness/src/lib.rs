@@ -4,7 +4,10 @@
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod deploy;
 pub mod progress;
 pub mod results;
+pub mod run;
+pub mod suites;
 pub mod testing;
 pub mod toolchain;

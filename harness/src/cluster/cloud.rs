@@ -17,19 +17,36 @@ use super::{ClusterError, nodes};
 pub const ZONES: &[&str] = &["local-a", "local-b", "local-c"];
 pub const REGION: &str = "local";
 
-/// The reference CCM binary to run.
+/// The local cloud, and whether `up` also starts the reference CCM against it.
 #[derive(Debug, Clone)]
 pub struct CloudOptions {
+    /// `reference-ccm`: its `local-cloud serve` is the cloud, and it is the CCM `up` starts.
     pub ccm_binary: PathBuf,
+    /// `false` leaves the CCM to the caller ([`super::LocalCluster::start_ccm`]): a run deploys it
+    /// as a step of its own.
+    pub start_ccm: bool,
+}
+
+impl CloudOptions {
+    /// The cloud and the reference CCM, both from `ccm_binary`.
+    pub fn new(ccm_binary: PathBuf) -> Self {
+        CloudOptions { ccm_binary, start_ccm: true }
+    }
 }
 
 /// Builds `reference-ccm` from this workspace with cargo (the harness's own build profile) and
 /// returns its path.
 pub fn build_reference_ccm() -> Result<PathBuf, ClusterError> {
+    build_workspace_binary("ccm", "reference-ccm")
+}
+
+/// Builds binary `bin` of package `package` of this workspace with cargo (the harness's own build
+/// profile) and returns its path.
+pub fn build_workspace_binary(package: &str, bin: &str) -> Result<PathBuf, ClusterError> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("harness/ lives in the workspace");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
-    command.current_dir(workspace).args(["build", "--locked", "-p", "ccm", "--bin", "reference-ccm"]);
+    command.current_dir(workspace).args(["build", "--locked", "-p", package, "--bin", bin]);
     command.arg("--message-format=json-render-diagnostics");
     if !cfg!(debug_assertions) {
         command.arg("--release");
@@ -41,7 +58,7 @@ pub fn build_reference_ccm() -> Result<PathBuf, ClusterError> {
     })?;
     let executable = String::from_utf8_lossy(&output.stdout).lines().rev().find_map(|line| {
         let message: serde_json::Value = serde_json::from_str(line).ok()?;
-        (message["target"]["name"] == "reference-ccm").then(|| message["executable"].as_str().map(PathBuf::from))?
+        (message["target"]["name"] == bin).then(|| message["executable"].as_str().map(PathBuf::from))?
     });
     match executable {
         Some(path) if output.status.success() => Ok(path),

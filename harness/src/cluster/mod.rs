@@ -92,6 +92,9 @@ pub fn state_root() -> PathBuf {
     dirs::state_dir().or_else(dirs::data_local_dir).unwrap_or_else(std::env::temp_dir).join("cloud-provider-harness")
 }
 
+/// The CCM's `--cloud-config`, in the cluster dir.
+const CLOUD_CONFIG: &str = "cloud-config.yaml";
+
 fn cluster_dir(name: &str) -> PathBuf {
     state_root().join("clusters").join(name)
 }
@@ -110,6 +113,9 @@ pub struct ClusterState {
     /// The reference CCM's `/healthz`, `/readyz` and `/metrics` base URL, with `--cloud local`.
     #[serde(default)]
     pub ccm_url: Option<String>,
+    /// The port kept free for the CCM's `--secure-port`, with `--cloud local`.
+    #[serde(default)]
+    pub ccm_port: Option<u16>,
     pub processes: Vec<ProcessRecord>,
     /// Seconds since the Unix epoch.
     pub created: u64,
@@ -144,6 +150,32 @@ impl LocalCluster {
     /// A client for the cluster's API server, as its admin.
     pub async fn client(&self) -> Result<Client> {
         client_for(&self.state).await
+    }
+
+    /// The CCM's `--cloud-config` for the local cloud (clusters with a cloud).
+    pub fn cloud_config(&self) -> PathBuf {
+        self.dir.join(CLOUD_CONFIG)
+    }
+
+    /// The local cloud's state directory (clusters with a cloud).
+    pub fn cloud_state_dir(&self) -> PathBuf {
+        self.dir.join("cloud")
+    }
+
+    /// Starts a CCM as one of the cluster's processes (stopped with it), serving on
+    /// `state.ccm_port`, and waits until it has initialised every node. Its log is
+    /// `logs/<binary name>.log`.
+    pub async fn start_ccm(&mut self, binary: &Path, args: &[String]) -> Result<()> {
+        let step = progress::step("starting the CCM and waiting for it to initialise every node");
+        let component = binary.file_name().map_or("ccm".into(), |n| n.to_string_lossy().into_owned());
+        let mut guard = Teardown { dir: self.dir.clone(), processes: Vec::new(), armed: false };
+        start(binary, &component, args.to_vec(), &mut guard, &mut self.state)?;
+        self.state.ccm_url = self.state.ccm_port.map(|port| format!("http://127.0.0.1:{port}"));
+        save_state(&self.dir, &self.state)?;
+        let client = self.client().await?;
+        wait_for_initialised_nodes(&client, &self.state, &guard).await?;
+        step.done();
+        Ok(())
     }
 
     /// Stops every process and removes the cluster's state.
@@ -199,6 +231,7 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
         nodes: Vec::new(),
         cloud_url: None,
         ccm_url: None,
+        ccm_port: None,
         processes: Vec::new(),
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };
@@ -222,6 +255,8 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
         let cloud_args = cloud::cloud_args(&cloud_dir, ports.cloud);
         start(&cloud_options.ccm_binary, "local-cloud", cloud_args, &mut guard, &mut state)?;
         state.cloud_url = Some(cloud::create_instances(&cloud_dir, &options.name, options.nodes).await?);
+        cloud::write_cloud_config(&dir.join(CLOUD_CONFIG), &cloud_dir)?;
+        state.ccm_port = Some(ports.ccm);
         step.done();
     }
 
@@ -231,20 +266,16 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
     wait_for_ready_nodes(&client, &state, &guard).await?;
     step.done();
 
-    if let Some(cloud_options) = &options.cloud {
-        let step = progress::step("starting the reference CCM and waiting for it to initialise every node");
-        let cloud_config = dir.join("cloud-config.yaml");
-        cloud::write_cloud_config(&cloud_config, &dir.join("cloud"))?;
-        let ccm_args = cloud::ccm_args(&options.name, &kubeconfig, &cloud_config, ports.ccm);
-        start(&cloud_options.ccm_binary, "reference-ccm", ccm_args, &mut guard, &mut state)?;
-        state.ccm_url = Some(format!("http://127.0.0.1:{}", ports.ccm));
-        save_state(&dir, &state)?;
-        wait_for_initialised_nodes(&client, &state, &guard).await?;
-        step.done();
-    }
-
     guard.armed = false;
-    Ok(LocalCluster { state, dir })
+    let mut cluster = LocalCluster { state, dir };
+    if let Some(cloud_options) = options.cloud.as_ref().filter(|c| c.start_ccm) {
+        // Torn down like the rest if the CCM does not come up.
+        let mut guard = Teardown { dir: cluster.dir.clone(), processes: cluster.state.processes.clone(), armed: true };
+        let args = cloud::ccm_args(&options.name, &kubeconfig, &cluster.cloud_config(), ports.ccm);
+        cluster.start_ccm(&cloud_options.ccm_binary, &args).await?;
+        guard.armed = false;
+    }
+    Ok(cluster)
 }
 
 /// A cluster dir left by a crash or a SIGKILL: nothing of it runs, so it is cleared.

@@ -10,6 +10,7 @@
 
 pub mod jobs;
 pub mod locate;
+pub mod prow;
 mod raw;
 pub mod template;
 pub mod validate;

@@ -50,6 +50,8 @@ pub enum IndexError {
     BadUrl { url: String },
     #[error("cannot create {dir} for the SQLite index: {source}")]
     CreateDir { dir: std::path::PathBuf, source: std::io::Error },
+    #[error("cannot lock {path} to migrate the SQLite index: {source}")]
+    Lock { path: std::path::PathBuf, source: std::io::Error },
     #[error("cannot connect to {url}: {source} (is the database up, and the URL right?)")]
     Connect { url: String, source: sqlx::Error },
     #[error("cannot migrate {url} to the harness schema: {source}")]
@@ -157,6 +159,12 @@ impl Index {
         let migrator = match backend {
             Backend::Sqlite => &SQLITE_MIGRATIONS,
             Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        // sqlx locks Postgres migrations (an advisory lock) but not SQLite's: two processes
+        // opening a new file at once (a parallel matrix) would both create the tables.
+        let _migrating = match backend {
+            Backend::Sqlite => Some(lock_beside(&url).await?),
+            Backend::Postgres => None,
         };
         migrator.run(&pool).await.map_err(|source| IndexError::Migrate { url: name.clone(), source })?;
         Ok(Index { pool, backend, name, known_tests: Arc::default() })
@@ -668,6 +676,26 @@ fn normalise_url(url: &str) -> Result<(Backend, String)> {
     }
     let query = if query.contains("mode=") { query.to_owned() } else { [query, "mode=rwc"].join("&") };
     Ok((Backend::Sqlite, format!("sqlite://{file}?{}", query.trim_start_matches('&'))))
+}
+
+/// An exclusive lock on `<database file>.lock`, held until dropped (`:memory:` needs none).
+async fn lock_beside(url: &str) -> Result<Option<std::fs::File>> {
+    let file = url.trim_start_matches("sqlite://").split('?').next().unwrap_or_default().to_owned();
+    if file.is_empty() || file == ":memory:" {
+        return Ok(None);
+    }
+    let path = std::path::PathBuf::from(format!("{file}.lock"));
+    let lock_path = path.clone();
+    let lock = tokio::task::spawn_blocking(move || {
+        let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?;
+        lock.lock()?;
+        Ok::<_, std::io::Error>(lock)
+    });
+    match lock.await {
+        Ok(Ok(lock)) => Ok(Some(lock)),
+        Ok(Err(source)) => Err(IndexError::Lock { path, source }),
+        Err(e) => Err(IndexError::Lock { path, source: std::io::Error::other(e) }),
+    }
 }
 
 /// The URL with any password replaced, for messages.

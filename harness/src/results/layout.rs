@@ -572,6 +572,24 @@ impl Build {
 }
 
 impl BuildWriter {
+    /// Starts a build in a directory of its own (a run's local build directory, which
+    /// `harness publish --dir` takes): creates it and writes `started.json`. Refuses a directory
+    /// that already holds a started build.
+    pub fn create(dir: &Path, started: &Started) -> Result<BuildWriter> {
+        fs::create_dir_all(dir.join(ARTIFACTS)).map_err(io_err("create directory", dir))?;
+        let started_path = dir.join(STARTED_JSON);
+        if started_path.exists() {
+            return Err(LayoutError::AlreadyStarted { dir: dir.to_path_buf() });
+        }
+        write_atomic(&started_path, &to_json(started))?;
+        Ok(BuildWriter { dir: dir.to_path_buf() })
+    }
+
+    /// The `artifacts/` directory: `$ARTIFACTS` for the suites.
+    pub fn artifacts_dir(&self) -> PathBuf {
+        self.dir.join(ARTIFACTS)
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -217,6 +217,21 @@ async fn a_second_process_finds_the_tests_the_first_added() {
 }
 
 #[tokio::test]
+async fn opening_a_new_sqlite_file_from_many_tasks_at_once_migrates_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("new.sqlite").display());
+    let opens: Vec<_> = (0..8)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { Index::open(&url).await })
+        })
+        .collect();
+    for open in opens {
+        open.await.unwrap().unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[tokio::test]
 async fn bad_and_dead_databases_are_named_without_their_password() {
     let err = Index::open("mysql://x").await.unwrap_err().to_string();
     assert!(err.contains("\"mysql://x\"") && err.contains("sqlite://"), "{err}");

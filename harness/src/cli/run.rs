@@ -1,0 +1,208 @@
+//! `harness run` and `harness matrix`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use futures::StreamExt;
+
+use super::{ConfigArg, Interrupted};
+use crate::results::{default_database_url, default_store_url};
+use crate::run::{self, RunOptions, RunReport, steps::StepResult};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The provider of providers.yaml to test.
+    #[arg(long, default_value = "local")]
+    pub provider: String,
+    /// The Kubernetes version, of the provider's matrix: v1.37.1, 1.37 [default: its first].
+    #[arg(long, value_name = "VERSION")]
+    pub kubernetes: Option<String>,
+    /// The provider's commit or version under test, recorded in finished.json.
+    #[arg(long, env = "PROVIDER_VERSION")]
+    pub provider_version: Option<String>,
+    /// Comma-separated suites to run [default: the provider's].
+    #[arg(long, value_delimiter = ',')]
+    pub suites: Option<Vec<String>>,
+    /// The job name [default: the matrix cell's, ci-cloud-provider-<provider>-k8s-<minor>].
+    #[arg(long, env = "JOB_NAME")]
+    pub job: Option<String>,
+    /// The build id [default: $BUILD_ID, else $PROW_JOB_ID, else a new one].
+    #[arg(long)]
+    pub build_id: Option<String>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// The local cluster's name (local deployer).
+    #[arg(long, default_value = "harness-run")]
+    pub cluster_name: String,
+}
+
+/// Flags `run` and `matrix` share.
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The local build directory: started.json, finished.json, build-log.txt, artifacts/ (the
+    /// suites' $ARTIFACTS). For `matrix`, one directory per job below it.
+    #[arg(long, env = "ARTIFACTS", default_value = "./_artifacts")]
+    pub artifacts: PathBuf,
+    #[command(flatten)]
+    pub store: super::results::StoreArgs,
+    /// Time for Build, Up, Deploy and Test together; the cluster is brought down after it anyway.
+    #[arg(long, default_value = "2h", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Leave the cluster up after the run, for debugging.
+    #[arg(long)]
+    pub keep_cluster: bool,
+    /// The provider's source checkout (relative paths of its providers.yaml entry start there).
+    #[arg(long, default_value = ".")]
+    pub provider_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    /// Only these providers [default: all].
+    #[arg(long = "provider")]
+    pub providers: Vec<String>,
+    /// Only these Kubernetes versions (v1.37.1 or 1.37) [default: each provider's matrix].
+    #[arg(long = "kubernetes")]
+    pub versions: Vec<String>,
+    /// Comma-separated suites to run [default: each provider's].
+    #[arg(long, value_delimiter = ',')]
+    pub suites: Option<Vec<String>>,
+    /// Cells run at once, each on its own cluster and ports.
+    #[arg(long, default_value_t = 1)]
+    pub parallel: usize,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+impl CommonArgs {
+    fn options(&self, provider: &str, build_id: String, artifacts: PathBuf, cluster_name: String) -> RunOptions {
+        RunOptions {
+            provider: provider.to_owned(),
+            kubernetes: None,
+            provider_version: None,
+            suites: None,
+            job: None,
+            build_id,
+            artifacts,
+            store: self.store.store.clone().unwrap_or_else(default_store_url),
+            database: self.store.database.clone().unwrap_or_else(default_database_url),
+            timeout: self.timeout,
+            keep_cluster: self.keep_cluster,
+            provider_dir: self.provider_dir.clone(),
+            cluster_name,
+        }
+    }
+}
+
+fn default_build_id() -> String {
+    ["BUILD_ID", "PROW_JOB_ID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(run::generated_build_id)
+}
+
+pub async fn run_one(args: RunArgs) -> Result<()> {
+    let config = args.common.config.load()?;
+    let build_id = args.build_id.clone().unwrap_or_else(default_build_id);
+    let mut opts = args.common.options(&args.provider, build_id, args.common.artifacts.clone(), args.cluster_name);
+    (opts.kubernetes, opts.provider_version, opts.suites, opts.job) =
+        (args.kubernetes, args.provider_version, args.suites, args.job);
+    let report = run::run(&config, &opts).await?;
+    print_report(&report);
+    outcome(&report)
+}
+
+pub async fn run_matrix(args: MatrixArgs) -> Result<()> {
+    let config = args.common.config.load()?;
+    let mut cells = Vec::new();
+    for provider in &config.providers {
+        if !args.providers.is_empty() && !args.providers.contains(&provider.name) {
+            continue;
+        }
+        for version in &provider.kubernetes {
+            let wanted = args.versions.is_empty()
+                || args.versions.iter().any(|v| provider.kubernetes_version(Some(v)) == Some(version));
+            if wanted {
+                cells.push((provider, version));
+            }
+        }
+    }
+    for name in &args.providers {
+        if config.provider(name).is_none() {
+            bail!("unknown provider {name:?}: providers.yaml defines {}", provider_names(&config));
+        }
+    }
+    if cells.is_empty() {
+        bail!("the matrix is empty: no provider × Kubernetes version matches the filters");
+    }
+    let base = run::generated_build_id();
+    let runs = cells.iter().enumerate().map(|(i, (provider, version))| {
+        // Its own cluster (name, state dir, free ports) and artifacts directory per cell.
+        let cluster = format!("m-{}-{}", provider.name, version.minor_line().replace('.', "-"));
+        let job = crate::config::jobs::job_name(&provider.name, None, version);
+        let artifacts = args.common.artifacts.join(&job);
+        let mut opts = args.common.options(&provider.name, format!("{base}{i}"), artifacts, cluster);
+        opts.kubernetes = Some(version.to_string());
+        opts.suites = args.suites.clone();
+        let config = &config;
+        async move { (format!("{} {version}", provider.name), run::run(config, &opts).await) }
+    });
+    let results: Vec<_> = futures::stream::iter(runs).buffer_unordered(args.parallel.max(1)).collect().await;
+    let mut failed = Vec::new();
+    let mut interrupted = None;
+    for (cell, result) in &results {
+        match result {
+            Ok(report) => {
+                println!("== {cell}: {}", if report.passed { "PASSED" } else { "FAILED" });
+                print_report(report);
+                interrupted = interrupted.or(report.interrupted);
+                if let Some(why) = report.failure() {
+                    failed.push(format!("{cell}: {why}"));
+                }
+            }
+            Err(e) => failed.push(format!("{cell}: {e}")),
+        }
+    }
+    if let Some(signal) = interrupted {
+        return Err(Interrupted(signal).into());
+    }
+    if !failed.is_empty() {
+        bail!("{} of {} matrix cells failed: {}", failed.len(), results.len(), failed.join("; "));
+    }
+    Ok(())
+}
+
+fn provider_names(config: &crate::config::ProvidersConfig) -> String {
+    config.providers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+fn print_report(report: &RunReport) {
+    println!("job {} build {} (Kubernetes {})", report.job, report.build, report.kubernetes_version);
+    for step in &report.steps {
+        let (mark, detail) = match &step.result {
+            StepResult::Passed => ("ok     ", String::new()),
+            StepResult::Failed(why) => ("FAILED ", format!(": {why}")),
+            StepResult::Skipped(why) => ("skipped", format!(": {why}")),
+        };
+        println!("  {mark} {:<16} {:>7.1}s{detail}", step.name, step.duration.as_secs_f64());
+    }
+    println!("  build dir: {}", report.build_dir.display());
+    match &report.published {
+        Ok(url) => println!("  published: {url}"),
+        Err(e) => println!("  NOT published: {e}"),
+    }
+}
+
+fn outcome(report: &RunReport) -> Result<()> {
+    if let Some(signal) = report.interrupted {
+        return Err(Interrupted(signal).into());
+    }
+    match report.failure() {
+        Some(why) => bail!("{why}"),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,380 @@
+//! Prow job configuration for the CI matrix: one periodic per [`Cell`] (provider × Kubernetes release
+//! line × job), running `harness run` for that cell, annotated for TestGrid.
+//!
+//! The document is what Prow's `--job-config-path` reads: `periodics: [...]`. Field names are the
+//! JSON tags of Prow's own types (`sigs.k8s.io/prow` `pkg/config/jobs.go` and
+//! `pkg/apis/prowjobs/v1/types.go`, which Prow reads through `sigs.k8s.io/yaml`):
+//! `Periodic.{interval}`, `JobBase.{name, cluster, labels, annotations, spec}`,
+//! `UtilityConfig.{decorate, extra_refs, decoration_config}`, `DecorationConfig.timeout`,
+//! `Refs.{org, repo, base_ref, path_alias, workdir}`; `spec` is a Kubernetes `PodSpec`
+//! (`containers[].{image, command, args, env, resources}`). `tests/prow_config.rs` runs Prow's
+//! `checkconfig` on the output.
+//!
+//! Each job is decorated (`decorate: true`): Prow's pod utilities clone the harness repository
+//! (`extra_refs`, `workdir: true`, so the job starts in the checkout and `harness` finds its
+//! `providers.yaml` there), set `JOB_NAME`, `BUILD_ID` and `ARTIFACTS` in the test container's
+//! environment, and upload `$ARTIFACTS` and the build's `started.json`/`finished.json` to
+//! `gs://<bucket>/logs/<job>/<build>/`, where TestGrid reads them. The container passes them on as
+//! `$(JOB_NAME)`, `$(BUILD_ID)`, `$(ARTIFACTS)`, which Kubernetes expands from that environment (the
+//! pod utilities add those variables before the entrypoint options that carry the arguments).
+//! `harness run --timeout` is a little shorter than Prow's timeout ([`Timeouts`]), so that the
+//! harness, not Prow, stops a run that overruns, and still brings the cluster down and publishes.
+//!
+//! The TestGrid annotations are those TestGrid's configurator (`transfigure` for Prow instances other
+//! than k8s.io's) turns into a test group and a tab: `testgrid-dashboards` (the provider's dashboard,
+//! which must exist, e.g. from `harness testgrid-config`), `testgrid-tab-name`,
+//! `testgrid-num-failures-to-alert`, `testgrid-alert-email` (only when one is given) and `description`.
+//!
+//! Output is deterministic: jobs sorted by name, maps sorted by key, fields in a fixed order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::jobs::JOB_PREFIX;
+use super::validate::format_duration;
+use super::{Cell, ProvidersConfig, cells};
+
+#[cfg(test)]
+mod tests;
+
+/// The image the jobs run: it must hold `harness` on its `PATH` (and what the providers' builds need:
+/// cargo and Go for the bundled `local` provider).
+pub const DEFAULT_IMAGE: &str = "ghcr.io/cloud-provider-harness/harness:latest";
+/// Prow's name for its default build cluster.
+pub const DEFAULT_CLUSTER: &str = "default";
+/// This harness's repository, which each job clones and runs in.
+pub const DEFAULT_REPO: &str = "cloud-provider-harness/cloud-provider-harness";
+pub const DEFAULT_BASE_REF: &str = "main";
+/// Added to a job's own timeouts (CCM build and deploy, suites) for the rest of what `harness run
+/// --timeout` bounds: the toolchain and bringing the cluster up.
+pub const RUN_SLACK: Duration = Duration::from_secs(15 * 60);
+/// What Prow's timeout leaves after `harness run --timeout`: bringing the cluster down, publishing,
+/// and the pod utilities' upload.
+pub const TEARDOWN_SLACK: Duration = Duration::from_secs(15 * 60);
+
+/// What the jobs have in common, beyond `providers.yaml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProwOptions {
+    /// The test container's image ([`DEFAULT_IMAGE`]).
+    pub image: String,
+    /// The Prow build cluster ([`DEFAULT_CLUSTER`]).
+    pub cluster: String,
+    /// The harness repository the job clones and starts in ([`DEFAULT_REPO`]).
+    pub repo: RepoRef,
+    /// Its branch ([`DEFAULT_BASE_REF`]).
+    pub base_ref: String,
+    /// Where Prow clones it, under `$GOPATH/src` (default `github.com/<org>/<repo>`).
+    pub path_alias: Option<String>,
+    /// `decoration_config.timeout`, after which Prow kills the job; `None`: [`Timeouts::for_cell`].
+    /// `harness run --timeout` is [`TEARDOWN_SLACK`] less.
+    pub timeout: Option<Duration>,
+    /// The providers file, relative to the checkout, passed as `--config`; `None`: none is passed,
+    /// so `harness` reads `./providers.yaml` of the checkout.
+    pub config_path: Option<String>,
+    /// `testgrid-alert-email` of every job; `None` leaves the annotation out.
+    pub alert_email: Option<String>,
+    /// Extra labels of every job (e.g. Prow presets such as `preset-service-account: "true"`).
+    pub labels: BTreeMap<String, String>,
+    /// Extra environment of the test container.
+    pub env: BTreeMap<String, String>,
+    /// The test container's resources.
+    pub resources: ResourceRequirements,
+}
+
+impl Default for ProwOptions {
+    fn default() -> Self {
+        ProwOptions {
+            image: DEFAULT_IMAGE.to_owned(),
+            cluster: DEFAULT_CLUSTER.to_owned(),
+            repo: DEFAULT_REPO.parse().expect("DEFAULT_REPO is org/repo"),
+            base_ref: DEFAULT_BASE_REF.to_owned(),
+            path_alias: None,
+            timeout: None,
+            config_path: None,
+            alert_email: None,
+            labels: BTreeMap::new(),
+            env: BTreeMap::new(),
+            resources: ResourceRequirements::default(),
+        }
+    }
+}
+
+/// A GitHub repository, `org/repo`. Parses `org/repo` or `https://github.com/org/repo[.git]`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RepoRef {
+    pub org: String,
+    pub repo: String,
+}
+
+impl FromStr for RepoRef {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let trimmed = text.trim();
+        let path = trimmed.strip_prefix("https://github.com/").unwrap_or(trimmed).trim_end_matches('/');
+        let path = path.strip_suffix(".git").unwrap_or(path);
+        let valid = |part: &str| {
+            !part.is_empty() && part.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        };
+        match path.split_once('/') {
+            Some((org, repo)) if valid(org) && valid(repo) => {
+                Ok(RepoRef { org: org.to_owned(), repo: repo.to_owned() })
+            }
+            _ => Err(format!("`{text}` is not a GitHub repository: write it as org/repo")),
+        }
+    }
+}
+
+impl fmt::Display for RepoRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.org, self.repo)
+    }
+}
+
+/// Prow's job configuration, reduced to the periodics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProwConfig {
+    pub periodics: Vec<Periodic>,
+}
+
+impl ProwConfig {
+    /// The job config file Prow reads, without a header.
+    pub fn to_yaml(&self) -> String {
+        serde_yaml_ng::to_string(self).expect("Prow job config serializes to YAML")
+    }
+}
+
+/// Prow's `Periodic` (with its `JobBase` and `UtilityConfig`), reduced to the fields we set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Periodic {
+    pub name: String,
+    /// Go duration syntax (`6h`, `1h30m`).
+    pub interval: String,
+    pub cluster: String,
+    pub decorate: bool,
+    pub decoration_config: DecorationConfig,
+    pub extra_refs: Vec<Refs>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub spec: PodSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecorationConfig {
+    /// Go duration syntax.
+    pub timeout: String,
+}
+
+/// Prow's `Refs`: a repository the pod utilities clone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refs {
+    pub org: String,
+    pub repo: String,
+    pub base_ref: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_alias: Option<String>,
+    /// The test container starts in this checkout.
+    pub workdir: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodSpec {
+    pub containers: Vec<Container>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Container {
+    pub image: String,
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    pub resources: ResourceRequirements,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+/// Kubernetes `ResourceRequirements`: quantities by resource name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceRequirements {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, String>,
+}
+
+impl Default for ResourceRequirements {
+    /// 4 CPUs and 8 GiB, requested and the limit: the local deployer's control plane and
+    /// conformance's parallel ginkgo processes share the pod.
+    fn default() -> Self {
+        let quantities = BTreeMap::from([("cpu".to_owned(), "4".to_owned()), ("memory".to_owned(), "8Gi".to_owned())]);
+        ResourceRequirements { requests: quantities.clone(), limits: quantities }
+    }
+}
+
+/// The command of every job's test container; [`harness_args`] are its arguments.
+pub const HARNESS_COMMAND: &str = "harness";
+
+/// One periodic per cell of `config`, sorted by name.
+pub fn prow_jobs(config: &ProvidersConfig, opts: &ProwOptions) -> ProwConfig {
+    let shared = shared_dashboards(config);
+    let mut periodics: Vec<Periodic> = cells(config).iter().map(|cell| periodic(config, cell, opts, &shared)).collect();
+    periodics.sort_by(|a, b| a.name.cmp(&b.name));
+    ProwConfig { periodics }
+}
+
+/// [`prow_jobs`] as the YAML file Prow's `--job-config-path` reads, with a header saying where it
+/// came from.
+pub fn prow_yaml(config: &ProvidersConfig, opts: &ProwOptions) -> String {
+    let body = prow_jobs(config, opts).to_yaml();
+    format!(
+        "# Prow periodic jobs of the cloud-provider-harness matrix, one per provider × Kubernetes \
+         release line × job.\n# Generated by `harness prow-config` from {}; regenerate rather than \
+         edit.\n{body}",
+        config.source.display()
+    )
+}
+
+/// `harness run` for `cell`, with Prow's variables: what a job's container runs after
+/// [`HARNESS_COMMAND`]. `run_timeout` is [`Timeouts::run`].
+pub fn harness_args(cell: &Cell<'_>, opts: &ProwOptions, run_timeout: Duration) -> Vec<String> {
+    let mut args = vec!["run".to_owned()];
+    if let Some(path) = &opts.config_path {
+        args.extend(["--config".to_owned(), path.clone()]);
+    }
+    args.extend([
+        "--provider".to_owned(),
+        cell.provider.name.clone(),
+        "--kubernetes".to_owned(),
+        cell.kubernetes.to_string(),
+        "--suites".to_owned(),
+        cell.suites().join(","),
+        "--job".to_owned(),
+        "$(JOB_NAME)".to_owned(),
+        "--build-id".to_owned(),
+        "$(BUILD_ID)".to_owned(),
+        "--artifacts".to_owned(),
+        "$(ARTIFACTS)".to_owned(),
+        "--timeout".to_owned(),
+        format_duration(run_timeout),
+    ]);
+    args
+}
+
+/// How long a job may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// `harness run --timeout`: CCM build, cluster up, CCM deploy and the suites together.
+    pub run: Duration,
+    /// Prow's `decoration_config.timeout`: [`Timeouts::run`] and [`TEARDOWN_SLACK`] for bringing the
+    /// cluster down and publishing.
+    pub prow: Duration,
+}
+
+impl Timeouts {
+    /// `cell`'s suites, its provider's CCM build and deploy, and [`RUN_SLACK`], rounded up to a
+    /// minute, for `harness run`; [`TEARDOWN_SLACK`] more for Prow.
+    pub fn for_cell(config: &ProvidersConfig, cell: &Cell<'_>) -> Timeouts {
+        let suites: Duration = cell.suites().iter().filter_map(|name| config.suite(name)).map(|s| s.timeout).sum();
+        let build = match &cell.provider.ccm.build {
+            super::CcmBuild::Cargo { timeout, .. } | super::CcmBuild::Command { timeout, .. } => *timeout,
+        };
+        let run = suites + build + cell.provider.ccm.deploy.timeout() + RUN_SLACK;
+        let run = Duration::from_secs(run.as_secs().div_ceil(60) * 60);
+        Timeouts { run, prow: run + TEARDOWN_SLACK }
+    }
+
+    /// Prow's timeout given: `harness run` gets [`TEARDOWN_SLACK`] less (half, if it is that short).
+    pub fn from_prow(prow: Duration) -> Timeouts {
+        Timeouts { run: prow.saturating_sub(TEARDOWN_SLACK).max(prow / 2), prow }
+    }
+
+    /// [`ProwOptions::timeout`] if given, else [`Timeouts::for_cell`].
+    pub fn of(config: &ProvidersConfig, cell: &Cell<'_>, opts: &ProwOptions) -> Timeouts {
+        opts.timeout.map_or_else(|| Timeouts::for_cell(config, cell), Timeouts::from_prow)
+    }
+}
+
+/// The TestGrid tab of `cell`: its job name without `ci-cloud-provider-`, and without the provider's
+/// name too when the provider's dashboard is its own (`shared`: dashboards of several providers).
+pub fn tab_name(cell: &Cell<'_>, shared: &BTreeSet<String>) -> String {
+    let Some(rest) = cell.name.strip_prefix(JOB_PREFIX) else { return cell.name.clone() };
+    if shared.contains(&cell.provider.testgrid.dashboard) {
+        return rest.to_owned();
+    }
+    rest.strip_prefix(&cell.provider.name).and_then(|r| r.strip_prefix('-')).unwrap_or(rest).to_owned()
+}
+
+/// The dashboards more than one provider's jobs are on.
+fn shared_dashboards(config: &ProvidersConfig) -> BTreeSet<String> {
+    let mut providers: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for provider in &config.providers {
+        providers.entry(provider.testgrid.dashboard.as_str()).or_default().insert(provider.name.as_str());
+    }
+    providers.into_iter().filter(|(_, names)| names.len() > 1).map(|(dashboard, _)| dashboard.to_owned()).collect()
+}
+
+fn periodic(config: &ProvidersConfig, cell: &Cell<'_>, opts: &ProwOptions, shared: &BTreeSet<String>) -> Periodic {
+    let timeouts = Timeouts::of(config, cell, opts);
+    Periodic {
+        name: cell.name.clone(),
+        interval: format_duration(cell.interval()),
+        cluster: opts.cluster.clone(),
+        decorate: true,
+        decoration_config: DecorationConfig { timeout: format_duration(timeouts.prow) },
+        extra_refs: vec![Refs {
+            org: opts.repo.org.clone(),
+            repo: opts.repo.repo.clone(),
+            base_ref: opts.base_ref.clone(),
+            path_alias: opts.path_alias.clone(),
+            workdir: true,
+        }],
+        labels: opts.labels.clone(),
+        annotations: annotations(cell, opts, shared),
+        spec: PodSpec {
+            containers: vec![Container {
+                image: opts.image.clone(),
+                command: vec![HARNESS_COMMAND.to_owned()],
+                args: harness_args(cell, opts, timeouts.run),
+                env: opts.env.iter().map(|(name, value)| EnvVar { name: name.clone(), value: value.clone() }).collect(),
+                resources: opts.resources.clone(),
+            }],
+        },
+    }
+}
+
+fn annotations(cell: &Cell<'_>, opts: &ProwOptions, shared: &BTreeSet<String>) -> BTreeMap<String, String> {
+    let testgrid = &cell.provider.testgrid;
+    let mut annotations = BTreeMap::from([
+        ("description".to_owned(), description(cell)),
+        ("testgrid-dashboards".to_owned(), testgrid.dashboard.clone()),
+        ("testgrid-tab-name".to_owned(), tab_name(cell, shared)),
+    ]);
+    // 0 leaves it to TestGrid's default, as the TestGrid config generator does.
+    if testgrid.num_failures_to_alert > 0 {
+        annotations.insert("testgrid-num-failures-to-alert".to_owned(), testgrid.num_failures_to_alert.to_string());
+    }
+    if let Some(email) = opts.alert_email.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
+        annotations.insert("testgrid-alert-email".to_owned(), email.to_owned());
+    }
+    annotations
+}
+
+fn description(cell: &Cell<'_>) -> String {
+    format!(
+        "cloud-provider-harness: suites {} of provider {} on Kubernetes {}, every {}",
+        cell.suites().join(", "),
+        cell.provider.name,
+        cell.kubernetes,
+        format_duration(cell.interval())
+    )
+}

@@ -1,0 +1,122 @@
+//! `local`: the embedded cluster of this repository ([`crate::cluster`]): etcd, kube-apiserver,
+//! kube-controller-manager (`--cloud-provider=external`), kube-scheduler and kwok as supervised
+//! processes on loopback, with the local simulated cloud (one instance per node). The CCM is not
+//! started by `up`: the run deploys it as a step of its own ([`Deployer::start_ccm_process`]), so a
+//! broken CCM shows as a failed Deploy, not a failed Up.
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+
+use super::{DeployError, Deployer};
+use crate::cluster::{self, LocalCluster, UpOptions, cloud::CloudOptions, nodes};
+use crate::config::template::{Placeholder, Vars};
+use crate::toolchain::Release;
+
+const NAME: &str = "local";
+
+pub struct LocalDeployer {
+    options: UpOptions,
+    cluster: Option<LocalCluster>,
+}
+
+impl LocalDeployer {
+    /// A cluster `name` of `nodes` simulated nodes on `release`, with the local cloud served by
+    /// `cloud_binary` (`reference-ccm`, whose `local-cloud serve` is the cloud).
+    pub fn new(name: &str, nodes: u32, release: Release, cloud_binary: PathBuf) -> Self {
+        let mut options = UpOptions::new(name, release);
+        options.nodes = nodes;
+        options.cloud = Some(CloudOptions { ccm_binary: cloud_binary, start_ccm: false });
+        LocalDeployer { options, cluster: None }
+    }
+
+    /// The running cluster, after `up`.
+    pub fn cluster(&self) -> Option<&LocalCluster> {
+        self.cluster.as_ref()
+    }
+
+    fn err(message: impl std::fmt::Display) -> DeployError {
+        DeployError::Other { deployer: NAME.into(), message: message.to_string() }
+    }
+}
+
+#[async_trait]
+impl Deployer for LocalDeployer {
+    fn name(&self) -> String {
+        NAME.into()
+    }
+
+    async fn up(&mut self) -> Result<(), DeployError> {
+        let cluster = cluster::up(self.options.clone())
+            .await
+            .map_err(|e| DeployError::Up { deployer: NAME.into(), message: e.to_string() })?;
+        self.cluster = Some(cluster);
+        Ok(())
+    }
+
+    async fn down(&mut self) -> Result<(), DeployError> {
+        // By name, so a cluster whose `up` was cut short (and left state behind) also goes.
+        self.cluster = None;
+        let name = self.options.name.clone();
+        tokio::task::spawn_blocking(move || cluster::down(&name))
+            .await
+            .map_err(Self::err)?
+            .map(|_| ())
+            .map_err(|e| DeployError::Down { deployer: NAME.into(), message: e.to_string() })
+    }
+
+    async fn is_up(&self) -> Result<bool, DeployError> {
+        match cluster::load_state(&self.options.name) {
+            Ok(state) => Ok(state.processes.iter().all(|p| p.is_running())),
+            Err(_) => Ok(false),
+        }
+    }
+
+    fn kubeconfig(&self) -> Option<PathBuf> {
+        self.cluster.as_ref().map(|c| c.state.kubeconfig.clone())
+    }
+
+    async fn dump_logs(&self, dir: &Path) -> Result<(), DeployError> {
+        let Some(cluster) = &self.cluster else { return Ok(()) };
+        let logs = cluster.dir.join("logs");
+        std::fs::create_dir_all(dir).map_err(|e| Self::err(format!("cannot create {}: {e}", dir.display())))?;
+        let entries =
+            std::fs::read_dir(&logs).map_err(|e| Self::err(format!("cannot list {}: {e}", logs.display())))?;
+        for entry in entries.flatten() {
+            let target = dir.join(entry.file_name());
+            std::fs::copy(entry.path(), &target).map_err(|e| {
+                Self::err(format!("cannot copy {} to {}: {e}", entry.path().display(), target.display()))
+            })?;
+        }
+        Ok(())
+    }
+
+    fn vars(&self) -> Vars {
+        let mut vars = Vars::new();
+        vars.insert(Placeholder::Cluster, self.options.name.clone());
+        vars.insert(Placeholder::ClusterCidr, nodes::CLUSTER_CIDR.into());
+        if let Some(cluster) = &self.cluster {
+            vars.insert(Placeholder::Kubeconfig, cluster.state.kubeconfig.display().to_string());
+            vars.insert(Placeholder::CloudConfig, cluster.cloud_config().display().to_string());
+            vars.insert(Placeholder::CloudStateDir, cluster.cloud_state_dir().display().to_string());
+            if let Some(port) = cluster.state.ccm_port {
+                vars.insert(Placeholder::SecurePort, port.to_string());
+            }
+        }
+        vars
+    }
+
+    async fn start_ccm_process(&mut self, binary: &Path, args: &[String]) -> Result<(), DeployError> {
+        let cluster = self.cluster.as_mut().ok_or_else(|| Self::err("the cluster is not up"))?;
+        cluster.start_ccm(binary, args).await.map_err(Self::err)
+    }
+}
+
+impl Drop for LocalDeployer {
+    /// A run dropped half way (Ctrl-C, a panic) still leaves nothing running.
+    fn drop(&mut self) {
+        if let Some(cluster) = self.cluster.take() {
+            let _ = cluster.down();
+        }
+    }
+}

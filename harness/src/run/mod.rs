@@ -1,0 +1,478 @@
+//! `harness run`: one provider × Kubernetes version, end to end, as a Prow job runs it.
+//!
+//! ```text
+//! started.json ─► Build (the CCM) ─► Up (deployer) ─► Deploy (the CCM) ─► Test (each suite)
+//!   ─► DumpClusterLogs ─► Down (always) ─► junit_runner.xml, build-log.txt ─► finished.json
+//!   ─► publish (store + SQL index)
+//! ```
+//! Each step is a test case of `junit_runner.xml` (kubetest2's convention). A failed step skips the
+//! ones after it up to Down, which always runs: after a failure, the `--timeout`, or SIGINT/SIGTERM
+//! (then the build ends `ABORTED`). Every check of the input (provider, version, suites, artifacts
+//! directory, store and database, deployer programs) happens before anything starts.
+//!
+//! The local build directory is `--artifacts` (`$ARTIFACTS`, default `./_artifacts`), in Prow's
+//! shape: `started.json`, `finished.json`, `build-log.txt`, and `artifacts/` where the suites write
+//! their `junit_*.xml` (the suites' `$ARTIFACTS`). It is what `harness publish --dir` takes, and the
+//! run publishes it itself at the end. A directory holding an earlier build is reused only once
+//! that build is in the index (published); otherwise the run refuses it rather than lose it.
+
+mod ccm;
+pub mod steps;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::config::template::{Placeholder, Vars};
+use crate::config::{self, KubernetesVersion, Provider, ProvidersConfig, SuiteKind};
+use crate::deploy::{self, Deployer};
+use crate::results::index::Index;
+use crate::results::junit::{self, ReadOptions, Status};
+use crate::results::layout::{
+    self, BuildLocation, BuildWriter, FINISHED_JSON, Finished, JobResult, Metadata, STARTED_JSON, Started, Versions,
+};
+use crate::results::publish;
+use crate::results::record::{ReadBuildOptions, Unfinished};
+use crate::results::store::ResultStore;
+use crate::suites::{SuiteContext, SuiteRunner};
+use steps::{StepResult, Steps};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("unknown provider {name:?}: providers.yaml defines {known}")]
+    UnknownProvider { name: String, known: String },
+    #[error("provider {provider} is not tested against Kubernetes {requested:?}: its matrix is {known}")]
+    UnknownVersion { provider: String, requested: String, known: String },
+    #[error("unknown suite {name:?} for provider {provider}: providers.yaml defines {known}")]
+    UnknownSuite { provider: String, name: String, known: String },
+    #[error("{dir}: cannot write the run's artifacts there: {source}")]
+    Artifacts { dir: PathBuf, source: std::io::Error },
+    #[error(
+        "{dir} holds build {build}, which is not published yet: publish it (harness publish --dir {dir}) or pass another --artifacts"
+    )]
+    UnpublishedBuild { dir: PathBuf, build: String },
+    #[error(transparent)]
+    Deploy(#[from] deploy::DeployError),
+    #[error(transparent)]
+    Layout(#[from] layout::LayoutError),
+    #[error(transparent)]
+    Store(#[from] crate::results::store::StoreError),
+    #[error(transparent)]
+    Index(#[from] crate::results::index::IndexError),
+    #[error(transparent)]
+    Toolchain(#[from] crate::toolchain::ToolchainError),
+}
+
+/// What `harness run` was asked to do.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub provider: String,
+    /// A version of the provider's matrix (`v1.37.1`, `1.37`); its first when `None`.
+    pub kubernetes: Option<String>,
+    /// The provider's commit or version under test (recorded; `unknown` when not given).
+    pub provider_version: Option<String>,
+    /// The suites to run; the provider's when `None`.
+    pub suites: Option<Vec<String>>,
+    /// The job name; the matrix cell's (`ci-cloud-provider-<p>-k8s-<minor>`) when `None`.
+    pub job: Option<String>,
+    pub build_id: String,
+    /// The local build directory (see the module doc).
+    pub artifacts: PathBuf,
+    pub store: String,
+    pub database: String,
+    /// For Build, Up, Deploy and Test together; Down runs after it regardless.
+    pub timeout: Duration,
+    /// Leave the cluster up after the run (for debugging); the build still ends.
+    pub keep_cluster: bool,
+    /// The provider's source checkout: relative paths of its entry are relative to it.
+    pub provider_dir: PathBuf,
+    /// The local cluster's name (distinct per parallel run).
+    pub cluster_name: String,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub job: String,
+    pub build: String,
+    pub kubernetes_version: String,
+    pub passed: bool,
+    /// The signal that interrupted the run, if one did.
+    pub interrupted: Option<&'static str>,
+    pub steps: Vec<steps::Step>,
+    pub build_dir: PathBuf,
+    /// Where the build was published, or why publishing failed.
+    pub published: Result<String, String>,
+}
+
+impl RunReport {
+    /// The one-line reason a run failed.
+    pub fn failure(&self) -> Option<String> {
+        if let Some(signal) = self.interrupted {
+            return Some(format!("interrupted by {signal}; the cluster was brought down"));
+        }
+        if let Some(step) = self.steps.iter().find(|s| matches!(s.result, StepResult::Failed(_))) {
+            let StepResult::Failed(why) = &step.result else { unreachable!() };
+            return Some(format!("step {} failed: {why}", step.name));
+        }
+        self.published.as_ref().err().map(|e| format!("the build ran but was not published: {e}"))
+    }
+}
+
+/// A new build id when Prow gives none: milliseconds since the epoch, which sort as Prow's do.
+pub fn generated_build_id() -> String {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or_default().to_string()
+}
+
+/// Everything checked before a run starts anything.
+struct Plan<'a> {
+    provider: &'a Provider,
+    version: &'a KubernetesVersion,
+    suites: Vec<&'a config::Suite>,
+    job: String,
+}
+
+fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, RunError> {
+    let provider = config.provider(&opts.provider).ok_or_else(|| RunError::UnknownProvider {
+        name: opts.provider.clone(),
+        known: config.providers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", "),
+    })?;
+    let version = provider.kubernetes_version(opts.kubernetes.as_deref()).ok_or_else(|| RunError::UnknownVersion {
+        provider: provider.name.clone(),
+        requested: opts.kubernetes.clone().unwrap_or_default(),
+        known: provider.kubernetes.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", "),
+    })?;
+    let names = opts.suites.clone().unwrap_or_else(|| provider.suites.clone());
+    let suites = names
+        .iter()
+        .map(|name| {
+            config.suite(name).ok_or_else(|| RunError::UnknownSuite {
+                provider: provider.name.clone(),
+                name: name.clone(),
+                known: config.suites.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let job = opts.job.clone().unwrap_or_else(|| config::jobs::job_name(&provider.name, None, version));
+    Ok(Plan { provider, version, suites, job })
+}
+
+/// Runs one build end to end (see the module doc). `Err` only for what is checked before anything
+/// starts; a failing step is a failed [`RunReport`].
+pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunReport, RunError> {
+    let plan = plan(config, opts)?;
+    let location = BuildLocation::periodic(&plan.job, &opts.build_id)?;
+    let store = ResultStore::open(&opts.store)?;
+    let index = Index::open(&opts.database).await?;
+    deploy::check_programs(&plan.provider.deployer)?;
+    reuse_artifacts_dir(&opts.artifacts, &index).await?;
+    let writer = BuildWriter::create(&opts.artifacts, &started(plan.provider, plan.version, &location))?;
+    std::fs::create_dir_all(writer.artifacts_dir())
+        .map_err(|source| RunError::Artifacts { dir: writer.artifacts_dir(), source })?;
+
+    let mut steps = Steps::default();
+    steps.note(format!(
+        "harness run: provider {} at {}, Kubernetes {}, job {} build {}",
+        plan.provider.name,
+        opts.provider_version.as_deref().unwrap_or("unknown"),
+        plan.version,
+        plan.job,
+        opts.build_id
+    ));
+    let mut deployer: Option<Box<dyn Deployer>> = None;
+    let mut ccm_version = None;
+    let mut current: Option<&'static str> = None;
+    let interrupted = {
+        let work = run_steps(&plan, opts, &writer, &mut steps, &mut deployer, &mut ccm_version, &mut current);
+        tokio::select! {
+            () = work => None,
+            () = tokio::time::sleep(opts.timeout) => Some(format!("timed out after {}", humantime::format_duration(opts.timeout))),
+            signal = interrupt() => Some(format!("interrupted by {signal}")),
+        }
+    };
+    let signal = interrupted.as_deref().and_then(|why| why.strip_prefix("interrupted by ")).map(signal_name);
+    if let Some(why) = &interrupted {
+        // The step under way when the run was cut short failed; the ones after it did not run.
+        if let Some(step) = current.take() {
+            steps.record(step, StepResult::Failed(why.clone()), Duration::ZERO);
+        }
+    }
+    tear_down(opts, &writer, &mut steps, &mut deployer).await;
+
+    writer.write_junit(steps::RUNNER_FILE, &steps.report())?;
+    writer.write_build_log(steps.build_log().as_bytes())?;
+    let passed = steps.passed() && interrupted.is_none();
+    let result = match (signal, passed) {
+        (Some(_), _) => JobResult::Aborted,
+        (None, true) => JobResult::Success,
+        (None, false) => JobResult::Failure,
+    };
+    let versions = Versions {
+        kubernetes_version: Some(plan.version.to_string()),
+        provider: Some(plan.provider.name.clone()),
+        provider_version: Some(opts.provider_version.clone().unwrap_or_else(|| "unknown".into())),
+        ccm_version,
+        job_version: Some(plan.version.to_string()),
+        ..Versions::default()
+    };
+    let finished = Finished {
+        timestamp: Some(now()),
+        passed: Some(passed),
+        result: Some(result),
+        metadata: versions.to_metadata(),
+        ..Finished::default()
+    };
+    // Under Prow, the sidecar merges `$ARTIFACTS/metadata.json` into the finished.json it writes,
+    // so TestGrid's version rows show there too.
+    let metadata = serde_json::to_vec_pretty(&finished.metadata).expect("metadata serialises");
+    writer.write_artifact(Path::new("metadata.json"), &metadata)?;
+    let build_dir = writer.dir().to_path_buf();
+    writer.finish(&finished)?;
+
+    let options = ReadBuildOptions { unfinished: Unfinished::Aborted, ..ReadBuildOptions::default() };
+    let published = match publish::publish(&store, &index, &build_dir, &location, &options).await {
+        Ok(p) => Ok(p.url),
+        Err(e) => Err(e.to_string()),
+    };
+    Ok(RunReport {
+        job: plan.job,
+        build: opts.build_id.clone(),
+        kubernetes_version: plan.version.to_string(),
+        passed,
+        interrupted: signal,
+        steps: steps.all().to_vec(),
+        build_dir,
+        published,
+    })
+}
+
+/// Build, Up, Deploy, Test; a failed step skips the rest. `current` names the step under way, for
+/// the caller to record when this future is dropped (timeout, signal).
+async fn run_steps(
+    plan: &Plan<'_>,
+    opts: &RunOptions,
+    writer: &BuildWriter,
+    steps: &mut Steps,
+    deployer_slot: &mut Option<Box<dyn Deployer>>,
+    ccm_version: &mut Option<String>,
+    current: &mut Option<&'static str>,
+) {
+    let artifacts = writer.artifacts_dir();
+    let mut vars = base_vars(plan, opts, &artifacts);
+
+    *current = Some("Build");
+    let Some(built) = steps.run("Build", ccm::build(plan.provider, opts, &vars, &artifacts)).await else {
+        return skip_rest(steps, &["Up", "Deploy", "Test"], "Build failed");
+    };
+    *ccm_version = built.version.clone();
+    if let Some(binary) = &built.binary {
+        vars.insert(Placeholder::CcmBinary, binary.display().to_string());
+    }
+
+    *current = Some("Up");
+    let deployer = match ccm::deployer(plan, opts, &built, &vars) {
+        Ok(deployer) => deployer_slot.insert(deployer),
+        Err(e) => {
+            steps.record("Up", StepResult::Failed(e.to_string()), Duration::ZERO);
+            return skip_rest(steps, &["Deploy", "Test"], "Up failed");
+        }
+    };
+    if steps.run("Up", deployer.up()).await.is_none() {
+        return skip_rest(steps, &["Deploy", "Test"], "Up failed");
+    }
+    vars.extend(deployer.vars());
+
+    *current = Some("Deploy");
+    if steps.run("Deploy", ccm::deploy(plan.provider, opts, deployer.as_mut(), &built, &vars)).await.is_none() {
+        return skip_rest(steps, &["Test"], "Deploy failed");
+    }
+
+    *current = Some("Test");
+    let Some(kubeconfig) = deployer.kubeconfig() else {
+        return steps.record("Test", StepResult::Failed("the deployer gave no kubeconfig".into()), Duration::ZERO);
+    };
+    let ctx = |suite: &config::Suite| SuiteContext {
+        kubeconfig: kubeconfig.clone(),
+        artifacts: artifacts.clone(),
+        provider: plan.provider.name.clone(),
+        kubernetes_version: plan.version.to_string(),
+        vars: vars.clone(),
+        timeout: suite.timeout,
+    };
+    let test = async {
+        let mut failed = Vec::new();
+        for suite in &plan.suites {
+            let outcome = runner(suite, plan.provider, opts)?.run(&ctx(suite)).await.map_err(|e| e.to_string())?;
+            steps_note(&outcome.summary, &suite.name);
+            if !outcome.passed && plan.provider.required.suites.contains(&suite.name) {
+                failed.push(format!("{} ({})", suite.name, outcome.summary));
+            }
+        }
+        failed.extend(missing_required_tests(plan.provider, &artifacts));
+        if failed.is_empty() { Ok(()) } else { Err(format!("required tests failed: {}", failed.join("; "))) }
+    };
+    steps.run("Test", test).await;
+    *current = None;
+}
+
+fn steps_note(summary: &str, suite: &str) {
+    tracing::info!("suite {suite}: {summary}");
+}
+
+fn skip_rest(steps: &mut Steps, names: &[&str], why: &str) {
+    for name in names {
+        steps.record(name, StepResult::Skipped(why.into()), Duration::ZERO);
+    }
+}
+
+/// DumpClusterLogs and Down, whatever happened before (unless `--keep-cluster`).
+async fn tear_down(
+    opts: &RunOptions,
+    writer: &BuildWriter,
+    steps: &mut Steps,
+    deployer: &mut Option<Box<dyn Deployer>>,
+) {
+    let Some(deployer) = deployer else {
+        return skip_rest(steps, &["Down"], "no cluster was started");
+    };
+    let logs = writer.artifacts_dir().join("cluster-logs");
+    steps.run("DumpClusterLogs", deployer.dump_logs(&logs)).await;
+    if opts.keep_cluster {
+        let kubeconfig = deployer.kubeconfig().map(|k| k.display().to_string()).unwrap_or_default();
+        steps.note(format!("--keep-cluster: the cluster stays up (kubeconfig {kubeconfig})"));
+        return steps.record("Down", StepResult::Skipped("--keep-cluster".into()), Duration::ZERO);
+    }
+    steps.run("Down", deployer.down()).await;
+}
+
+/// The suite runner for a suite of providers.yaml.
+fn runner(suite: &config::Suite, provider: &Provider, opts: &RunOptions) -> Result<Box<dyn SuiteRunner>, String> {
+    match &suite.kind {
+        SuiteKind::Exec { command } => {
+            let dir = command.dir.as_ref().map(|d| opts.provider_dir.join(d)).or(Some(opts.provider_dir.clone()));
+            Ok(Box::new(crate::suites::exec::ExecSuite::new(&suite.name, command.clone(), dir)))
+        }
+        SuiteKind::Ginkgo { focus, skip, parallel, args } => Ok(Box::new(crate::suites::ginkgo::GinkgoSuite::new(
+            &suite.name,
+            focus.clone(),
+            skip.clone(),
+            *parallel,
+            args.clone(),
+        ))),
+        SuiteKind::CloudE2e { .. } => Err(format!(
+            "suite {}: the built-in cloud-e2e suite is not available in this build of the harness (provider {})",
+            suite.name, provider.name
+        )),
+    }
+}
+
+/// Required tests (`required.tests`) that no JUnit file of the run shows passing.
+fn missing_required_tests(provider: &Provider, artifacts: &Path) -> Vec<String> {
+    if provider.required.tests.is_empty() {
+        return Vec::new();
+    }
+    let mut outcomes: Vec<(String, Status)> = Vec::new();
+    for file in junit_files(artifacts) {
+        if let Ok(report) = junit::read_file(&file, &ReadOptions::default()) {
+            outcomes.extend(report.cases().map(|(_, c)| (c.name.clone(), c.status())));
+        }
+    }
+    provider
+        .required
+        .tests
+        .iter()
+        .filter_map(|matcher| {
+            let matching: Vec<&Status> = outcomes.iter().filter(|(n, _)| matcher.matches(n)).map(|(_, s)| s).collect();
+            let passed = !matching.is_empty() && matching.iter().all(|s| matches!(s, Status::Passed | Status::Flaky));
+            (!passed).then(|| format!("required test {matcher:?} did not pass"))
+        })
+        .collect()
+}
+
+fn junit_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return found };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(junit_files(&path));
+        } else if layout::junit_artifact(&format!("a/{}", entry.file_name().to_string_lossy())).is_some() {
+            found.push(path);
+        }
+    }
+    found
+}
+
+fn base_vars(plan: &Plan<'_>, opts: &RunOptions, artifacts: &Path) -> Vars {
+    let mut vars = Vars::new();
+    vars.insert(Placeholder::Artifacts, artifacts.display().to_string());
+    vars.insert(Placeholder::RepoDir, opts.provider_dir.display().to_string());
+    vars.insert(Placeholder::KubernetesVersion, plan.version.to_string());
+    vars.insert(Placeholder::ProviderVersion, opts.provider_version.clone().unwrap_or_else(|| "unknown".into()));
+    vars.insert(Placeholder::Cluster, opts.cluster_name.clone());
+    vars
+}
+
+/// `started.json`'s metadata keys naming the build, so a later run can tell whether the build a
+/// reused artifacts directory holds was published.
+const JOB_KEY: &str = "harness-job";
+const BUILD_KEY: &str = "harness-build";
+
+fn started(provider: &Provider, version: &KubernetesVersion, location: &BuildLocation) -> Started {
+    let mut metadata = Metadata::default();
+    metadata.insert_string(layout::keys::PROVIDER, provider.name.clone());
+    metadata.insert_string(layout::keys::KUBERNETES_VERSION, version.to_string());
+    metadata.insert_string(JOB_KEY, location.job());
+    metadata.insert_string(BUILD_KEY, location.build());
+    Started {
+        timestamp: now(),
+        repos: [(provider.repo.trim_start_matches("https://github.com/").to_owned(), provider.branch.clone())]
+            .into_iter()
+            .collect(),
+        metadata,
+        ..Started::default()
+    }
+}
+
+/// An artifacts directory may hold the previous run's build: reused once that build is indexed.
+async fn reuse_artifacts_dir(dir: &Path, index: &Index) -> Result<(), RunError> {
+    let artifacts_err = |source| RunError::Artifacts { dir: dir.to_path_buf(), source };
+    std::fs::create_dir_all(dir).map_err(artifacts_err)?;
+    let probe = dir.join(".harness-write-check");
+    std::fs::write(&probe, b"").map_err(artifacts_err)?;
+    let _ = std::fs::remove_file(&probe);
+    let Ok(bytes) = std::fs::read(dir.join(STARTED_JSON)) else { return Ok(()) };
+    let previous = serde_json::from_slice::<Started>(&bytes).unwrap_or_default();
+    let (job, build) = (previous.metadata.string(JOB_KEY), previous.metadata.string(BUILD_KEY));
+    let published = match (job, build) {
+        (Some(job), Some(build)) => index.build(job, build).await?.is_some(),
+        _ => false,
+    };
+    if !published {
+        let build = build.unwrap_or("(unnamed)").to_owned();
+        return Err(RunError::UnpublishedBuild { dir: dir.to_path_buf(), build });
+    }
+    for entry in [STARTED_JSON, FINISHED_JSON, layout::BUILD_LOG] {
+        let _ = std::fs::remove_file(dir.join(entry));
+    }
+    let _ = std::fs::remove_dir_all(dir.join(layout::ARTIFACTS));
+    Ok(())
+}
+
+async fn interrupt() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut sigint), Ok(mut sigterm)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = sigint.recv() => "SIGINT",
+        _ = sigterm.recv() => "SIGTERM",
+    }
+}
+
+fn signal_name(name: &str) -> &'static str {
+    if name == "SIGTERM" { "SIGTERM" } else { "SIGINT" }
+}
+
+fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default()
+}

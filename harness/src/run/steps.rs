@@ -1,0 +1,161 @@
+//! The steps of a run as kubetest2 records them: each one a test case of `junit_runner.xml`, so an
+//! infrastructure failure shows on the grid like a test failure; and a line each in
+//! `build-log.txt`.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use crate::results::junit::{Attempt, Detail, Outcome, Output, Report, Suite, TestCase};
+
+/// The suite (and classname) of `junit_runner.xml`'s cases.
+pub const RUNNER_SUITE: &str = "harness";
+pub const RUNNER_FILE: &str = "junit_runner.xml";
+
+/// How a step ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepResult {
+    Passed,
+    Failed(String),
+    /// Not run, and why (an earlier step failed, the run was interrupted).
+    Skipped(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub name: String,
+    pub result: StepResult,
+    pub duration: Duration,
+}
+
+/// Records steps as they end.
+#[derive(Debug, Default)]
+pub struct Steps {
+    steps: Vec<Step>,
+    log: String,
+}
+
+impl Steps {
+    /// Runs `work` as the step `name`, timing it; its error becomes the step's failure message.
+    pub async fn run<T, E: std::fmt::Display>(
+        &mut self,
+        name: &str,
+        work: impl Future<Output = Result<T, E>>,
+    ) -> Option<T> {
+        // A spinner on a terminal, a plain line in CI; the step's own line follows either way.
+        let progress = crate::progress::step(format!("step {name}"));
+        let started = Instant::now();
+        let result = work.await;
+        let duration = started.elapsed();
+        match result {
+            Ok(value) => {
+                progress.done();
+                self.record(name, StepResult::Passed, duration);
+                Some(value)
+            }
+            Err(e) => {
+                self.record(name, StepResult::Failed(e.to_string()), duration);
+                None
+            }
+        }
+    }
+
+    pub fn record(&mut self, name: &str, result: StepResult, duration: Duration) {
+        let line = match &result {
+            StepResult::Passed => format!("step {name}: passed in {:.1}s", duration.as_secs_f64()),
+            StepResult::Failed(why) => format!("step {name}: FAILED after {:.1}s: {why}", duration.as_secs_f64()),
+            StepResult::Skipped(why) => format!("step {name}: skipped: {why}"),
+        };
+        match &result {
+            StepResult::Failed(_) => tracing::error!("{line}"),
+            _ => tracing::info!("{line}"),
+        }
+        let _ = writeln!(self.log, "{line}");
+        self.steps.push(Step { name: name.to_owned(), result, duration });
+    }
+
+    /// A line for `build-log.txt` that is not a step.
+    pub fn note(&mut self, line: impl std::fmt::Display) {
+        tracing::info!("{line}");
+        let _ = writeln!(self.log, "{line}");
+    }
+
+    pub fn all(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// Every step that ran passed.
+    pub fn passed(&self) -> bool {
+        self.steps.iter().all(|s| !matches!(s.result, StepResult::Failed(_)))
+    }
+
+    /// The first failed step, for the one-line reason.
+    pub fn first_failure(&self) -> Option<&Step> {
+        self.steps.iter().find(|s| matches!(s.result, StepResult::Failed(_)))
+    }
+
+    pub fn build_log(&self) -> &str {
+        &self.log
+    }
+
+    /// `junit_runner.xml`: one case per step.
+    pub fn report(&self) -> Report {
+        let cases = self.steps.iter().map(|step| {
+            let (outcome, detail) = match &step.result {
+                StepResult::Passed => (Outcome::Passed, None),
+                StepResult::Failed(why) => (Outcome::Failed, Some(why)),
+                StepResult::Skipped(why) => (Outcome::Skipped, Some(why)),
+            };
+            let detail =
+                detail.map(|why| Detail { message: Some(why.clone()), kind: None, text: Output::new(why.clone()) });
+            TestCase {
+                name: step.name.clone(),
+                classname: Some(RUNNER_SUITE.into()),
+                properties: Vec::new(),
+                attempts: vec![Attempt {
+                    outcome,
+                    time: Some(step.duration.as_secs_f64()),
+                    detail,
+                    ..Attempt::default()
+                }],
+            }
+        });
+        let total: f64 = self.steps.iter().map(|s| s.duration.as_secs_f64()).sum();
+        Report {
+            name: None,
+            suites: vec![Suite {
+                name: RUNNER_SUITE.into(),
+                time: Some(total),
+                cases: cases.collect(),
+                ..Suite::default()
+            }],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::junit::{self, ReadOptions, Status};
+
+    #[tokio::test]
+    async fn steps_become_runner_cases_that_read_back() {
+        let mut steps = Steps::default();
+        assert_eq!(steps.run("Build", async { Ok::<_, String>(7) }).await, Some(7));
+        assert_eq!(steps.run("Up", async { Err::<(), _>("kube-apiserver exited") }).await, None);
+        steps.record("Test", StepResult::Skipped("Up failed".into()), Duration::ZERO);
+        assert!(!steps.passed());
+        assert_eq!(steps.first_failure().unwrap().name, "Up");
+        assert!(steps.build_log().contains("step Up: FAILED after"), "{}", steps.build_log());
+
+        let xml = junit::to_string(&steps.report());
+        let back =
+            junit::read_from(xml.as_bytes(), std::path::Path::new(RUNNER_FILE), &ReadOptions::default()).unwrap();
+        let statuses: Vec<(String, Status)> = back.cases().map(|(_, c)| (c.name.clone(), c.status())).collect();
+        assert_eq!(
+            statuses,
+            [("Build".into(), Status::Passed), ("Up".into(), Status::Failed), ("Test".into(), Status::Skipped)]
+        );
+        let (_, up) = back.cases().nth(1).unwrap();
+        assert_eq!(up.failure().unwrap().message.as_deref(), Some("kube-apiserver exited"));
+    }
+}

@@ -1,0 +1,212 @@
+//! `ginkgo` suites: upstream's `e2e.test` of the cluster's Kubernetes version, from the toolchain.
+//!
+//! As kubetest2's ginkgo tester does, with `parallel` > 1 it runs through the `ginkgo` CLI,
+//! `ginkgo --nodes=N [...] e2e.test -- <e2e flags>`; with 1 it runs `e2e.test <e2e flags>`
+//! directly (no CLI in between: one process group, one output). The e2e flags are
+//! `--kubeconfig`, `--kubectl-path` (the toolchain's kubectl, as kubetest2 passes its own),
+//! `--provider` ([`e2e_provider`]), `--ginkgo.focus`, `--ginkgo.skip`, `--report-dir={artifacts}`,
+//! `--ginkgo.timeout=<suite timeout>`, `--ginkgo.no-color`, `--ginkgo.silence-skips` (not in
+//! kubetest2: without it ginkgo prints an `S` per skipped spec, thousands of them on one line of
+//! the output, for nothing the JUnit does not say), then the suite's `args` (rendered with
+//! the run's placeholders; Go's flag parsing lets the last of a repeated flag win, so `args` can
+//! override any of ours, `--provider` included).
+//!
+//! ginkgo stops itself at the suite's timeout, fails the spec it interrupted and still writes its
+//! report; the harness only steps in [`GINKGO_KILL_DELAY`] later (SIGTERM to the process group, so
+//! ginkgo interrupts as on Ctrl-C, then SIGKILL after [`GINKGO_KILL_GRACE`]), and reports
+//! `timed out after <timeout>`.
+//!
+//! The outcome comes from the JUnit `e2e.test` writes into the artifacts (`junit_01.xml`, one case
+//! per spec, `[It] <spec>`, skipped ones included, and a case per suite-level node such as
+//! `[SynchronizedBeforeSuite]`, which the summary's counts include): passed when no case failed
+//! and ginkgo exited 0. When an
+//! earlier suite of the run already left a `junit_01.xml` there, this one runs with
+//! `--report-prefix=<suite>_` (`junit_<suite>_01.xml`) rather than overwrite it. When `e2e.test`
+//! wrote no JUnit (it crashed, or could not reach the cluster before its suite started), the
+//! harness writes `junit_<suite>.xml` with a failing case carrying the tail of its output, as for
+//! [`super::exec`]. Output goes to `<artifacts>/<suite>-output.txt`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::exec::{self, Invocation, JunitSnapshot, absolute};
+use super::{SuiteContext, SuiteError, SuiteOutcome, SuiteRunner};
+use crate::config::template::{self, TemplateError, Vars};
+use crate::toolchain::{self, Toolchain};
+
+/// The `--provider` values `e2e.test` knows (v1.36, v1.37: `e2e.test --provider=x` names them when
+/// `x` is not one). `local` and `skeleton` are the no-cloud provider; the others turn on that
+/// cloud's provider code in e2e and usually want their own flags (`--gce-project`, ...), given
+/// through the suite's `args`.
+pub const E2E_PROVIDERS: &[&str] = &["aws", "azure", "gce", "kubemark", "local", "openstack", "skeleton", "vsphere"];
+
+/// How long past the suite's timeout the harness waits for ginkgo to stop on its own (its
+/// interrupt grace period is 30s) before it signals the process group.
+pub const GINKGO_KILL_DELAY: Duration = Duration::from_secs(60);
+/// Between SIGTERM and SIGKILL, once the harness steps in.
+pub const GINKGO_KILL_GRACE: Duration = Duration::from_secs(35);
+
+/// The `--provider` for `e2e.test`: the provider's own name when e2e knows it, else `skeleton`,
+/// which is what external cloud providers' conformance jobs use.
+pub fn e2e_provider(provider: &str) -> &str {
+    if E2E_PROVIDERS.contains(&provider) { provider } else { "skeleton" }
+}
+
+/// The programs a ginkgo suite runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binaries {
+    pub e2e_test: PathBuf,
+    pub ginkgo: PathBuf,
+    pub kubectl: PathBuf,
+}
+
+impl Binaries {
+    /// The toolchain's `e2e.test`, `ginkgo` and `kubectl`.
+    pub fn of(toolchain: &Toolchain) -> Self {
+        Binaries {
+            e2e_test: toolchain.binary("e2e.test"),
+            ginkgo: toolchain.binary("ginkgo"),
+            kubectl: toolchain.binary("kubectl"),
+        }
+    }
+}
+
+/// A `ginkgo` suite of `providers.yaml` (the built-in `conformance` and `conformance-quick` too).
+#[derive(Debug, Clone)]
+pub struct GinkgoSuite {
+    name: String,
+    focus: Option<String>,
+    skip: Option<String>,
+    parallel: u16,
+    args: Vec<String>,
+    binaries: Option<Binaries>,
+}
+
+impl GinkgoSuite {
+    pub fn new(
+        name: impl Into<String>,
+        focus: Option<String>,
+        skip: Option<String>,
+        parallel: u16,
+        args: Vec<String>,
+    ) -> Self {
+        GinkgoSuite { name: name.into(), focus, skip, parallel, args, binaries: None }
+    }
+
+    /// Runs these programs instead of the toolchain's for the context's Kubernetes version (a
+    /// provider's own `e2e.test` build, or tests).
+    pub fn with_binaries(mut self, binaries: Binaries) -> Self {
+        self.binaries = Some(binaries);
+        self
+    }
+
+    /// The programs it runs for `ctx`: the ones given, else the installed toolchain's.
+    pub fn binaries(&self, ctx: &SuiteContext) -> Result<Binaries, SuiteError> {
+        if let Some(binaries) = &self.binaries {
+            return Ok(binaries.clone());
+        }
+        let cannot_run = |e: toolchain::ToolchainError| exec::cannot_run(&self.name, format!("e2e.test: {e}"));
+        let release = toolchain::resolve(Some(&ctx.kubernetes_version)).map_err(cannot_run)?;
+        Ok(Binaries::of(&toolchain::installed(&release).map_err(cannot_run)?))
+    }
+
+    /// The command line for `ctx`; `report_prefix` is `e2e.test`'s `--report-prefix`.
+    pub fn argv(
+        &self,
+        ctx: &SuiteContext,
+        binaries: &Binaries,
+        report_prefix: Option<&str>,
+    ) -> Result<Vec<String>, TemplateError> {
+        let vars: Vars = exec::suite_vars(ctx);
+        let timeout = go_duration(ctx.timeout);
+        let mut flags = vec![
+            format!("--kubeconfig={}", absolute(&ctx.kubeconfig).display()),
+            format!("--kubectl-path={}", binaries.kubectl.display()),
+            format!("--provider={}", e2e_provider(&ctx.provider)),
+        ];
+        if let Some(focus) = &self.focus {
+            flags.push(format!("--ginkgo.focus={focus}"));
+        }
+        if let Some(skip) = &self.skip {
+            flags.push(format!("--ginkgo.skip={skip}"));
+        }
+        flags.push(format!("--report-dir={}", absolute(&ctx.artifacts).display()));
+        if let Some(prefix) = report_prefix {
+            flags.push(format!("--report-prefix={prefix}"));
+        }
+        flags.push(format!("--ginkgo.timeout={timeout}"));
+        flags.push("--ginkgo.no-color".into());
+        flags.push("--ginkgo.silence-skips".into());
+        for arg in &self.args {
+            flags.push(template::render(arg, &vars)?);
+        }
+        if self.parallel <= 1 {
+            return Ok(std::iter::once(binaries.e2e_test.display().to_string()).chain(flags).collect());
+        }
+        // The CLI's own suite timeout (default 1h) and colours, then the e2e flags after `--`.
+        let mut argv = vec![
+            binaries.ginkgo.display().to_string(),
+            format!("--nodes={}", self.parallel),
+            format!("--timeout={timeout}"),
+            "--no-color".into(),
+            binaries.e2e_test.display().to_string(),
+            "--".into(),
+        ];
+        argv.extend(flags);
+        Ok(argv)
+    }
+}
+
+/// A Go `time.Duration` string (`90s`, `1500ms`) for ginkgo's flags.
+pub fn go_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}ms", duration.as_millis())
+    }
+}
+
+/// `--report-prefix` for a suite whose artifacts may already hold an earlier suite's `junit_01.xml`.
+fn report_prefix(artifacts: &Path, suite: &str) -> Option<String> {
+    artifacts.join("junit_01.xml").exists().then(|| format!("{suite}_"))
+}
+
+#[async_trait]
+impl SuiteRunner for GinkgoSuite {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn run(&self, ctx: &SuiteContext) -> Result<SuiteOutcome, SuiteError> {
+        let binaries = self.binaries(ctx)?;
+        let program = if self.parallel <= 1 { &binaries.e2e_test } else { &binaries.ginkgo };
+        if !program.is_file() {
+            return Err(exec::cannot_run(&self.name, format!("{} does not exist", program.display())));
+        }
+        let prefix = report_prefix(&ctx.artifacts, &self.name);
+        let argv = self
+            .argv(ctx, &binaries, prefix.as_deref())
+            .map_err(|e| exec::cannot_run(&self.name, format!("args: {e}")))?;
+        let invocation = Invocation {
+            argv,
+            env: Vec::new(),
+            cwd: None,
+            timeout: ctx.timeout.saturating_add(GINKGO_KILL_DELAY),
+            kill_after: GINKGO_KILL_GRACE,
+        };
+        tracing::info!("suite {}: {}", self.name, invocation.argv.join(" "));
+        let before = JunitSnapshot::take(&ctx.artifacts);
+        let mut finished = exec::run_captured(&self.name, ctx, &invocation).await?;
+        if let exec::End::TimedOut { limit } = &mut finished.end {
+            // Report the suite's limit, not the harness's grace on top of it.
+            *limit = ctx.timeout;
+        }
+        exec::conclude(&self.name, ctx, &before, &finished)
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/ginkgo.rs"]
+mod tests;

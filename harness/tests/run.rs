@@ -1,0 +1,282 @@
+//! `harness run` as CI invokes it, on the real local cluster: a passing run, a broken CCM, SIGINT
+//! during Test, and bad input. Each test gets its own state, data and artifacts directories, and a
+//! providers.yaml made of the bundled one plus test providers and suites.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::cluster::process::find_by_marker;
+use harness::results::junit::{self, ReadOptions, Status};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// The bundled providers.yaml, with its suites list extended and two more providers: `fixture`
+/// (the local one with a quick exec suite) and `broken` (a CCM that exits at once).
+fn providers_yaml(dir: &Path) -> PathBuf {
+    let bundled = harness::config::BUNDLED;
+    let broken_ccm = dir.join("broken-ccm");
+    std::fs::write(&broken_ccm, "#!/bin/sh\necho 'broken-ccm: refusing to start' >&2\nexit 1\n").unwrap();
+    set_executable(&broken_ccm);
+    let extra = String::from(
+        r#"
+suites:
+  - name: smoke
+    kind: exec
+    command: [sh, -c, 'test -s "$KUBECONFIG" && echo cluster reachable through $KUBECONFIG']
+    timeout: 1m
+  - name: hang
+    kind: exec
+    command: [sleep, "317"]
+    timeout: 10m
+"#,
+    );
+    let local_entry = &bundled[bundled.find("  - name: local").expect("the bundled file has `local`")..];
+    let fixture = local_entry.replacen("- name: local", "- name: fixture", 1).replace(
+        "suites: [cloud-e2e, conformance-quick]\n    required:\n      suites: [cloud-e2e, conformance-quick]",
+        "suites: [smoke]\n    required:\n      suites: [smoke]",
+    );
+    let broken = fixture.replacen("- name: fixture", "- name: broken", 1).replace(
+        "build:\n        kind: cargo\n        package: ccm\n        bin: reference-ccm",
+        &format!(
+            "build:\n        kind: command\n        command: [\"true\"]\n        binary: {}",
+            broken_ccm.display()
+        ),
+    );
+    assert!(fixture.contains("suites: [smoke]") && broken.contains("kind: command"), "the fixture edits applied");
+    let text = format!("{bundled}\n{}\n{}\n{extra}", indent_providers(&fixture), indent_providers(&broken));
+    let path = dir.join("providers.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The provider entries as items of the top-level `providers:` list (they already are, indented).
+fn indent_providers(entry: &str) -> String {
+    entry.trim_end().to_owned()
+}
+
+fn set_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    config: PathBuf,
+}
+
+impl Env {
+    fn new() -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        let config = providers_yaml(&root);
+        Env { _tmp: tmp, root, config }
+    }
+
+    /// `harness run` with this test's directories and nothing else.
+    fn bare(&self) -> Command {
+        self.command("run")
+    }
+
+    /// `harness <subcommand>` with this test's directories.
+    fn command(&self, subcommand: &str) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
+        cmd.env("HARNESS_STATE_DIR", self.root.join("state"))
+            .env("HARNESS_DATA_DIR", self.root.join("data"))
+            .env("CI", "true")
+            .env_remove("RUST_LOG")
+            .arg(subcommand);
+        for inherited in
+            ["DATABASE_URL", "HARNESS_STORE", "HARNESS_CONFIG", "ARTIFACTS", "BUILD_ID", "PROW_JOB_ID", "JOB_NAME"]
+        {
+            cmd.env_remove(inherited);
+        }
+        cmd
+    }
+
+    /// `harness run --config <fixture> --artifacts <dir> ARGS`.
+    fn harness(&self, args: &[&str]) -> Command {
+        let mut cmd = self.bare();
+        cmd.arg("--config").arg(&self.config).arg("--artifacts").arg(self.artifacts()).args(args);
+        cmd
+    }
+
+    fn artifacts(&self) -> PathBuf {
+        self.root.join("_artifacts")
+    }
+
+    fn finished(&self) -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(self.artifacts().join("finished.json")).unwrap()).unwrap()
+    }
+
+    fn runner_steps(&self) -> Vec<(String, Status)> {
+        let file = self.artifacts().join("artifacts/junit_runner.xml");
+        let report = junit::read_file(&file, &ReadOptions::default()).unwrap();
+        report.cases().map(|(_, c)| (c.name.clone(), c.status())).collect()
+    }
+
+    fn assert_nothing_left(&self) {
+        let state = self.root.join("state");
+        let left = find_by_marker(&state);
+        assert!(left.is_empty(), "processes left running: {left:?}");
+    }
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn error_line(output: &Output) -> String {
+    let err = String::from_utf8_lossy(&output.stderr);
+    err.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("no error line:\n{err}")).to_owned()
+}
+
+#[test]
+fn a_passing_run_writes_a_finished_build_tears_down_and_publishes() {
+    let env = Env::new();
+    let output =
+        env.harness(&["--provider", "fixture", "--provider-version", "abc123", "--build-id", "101"]).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+
+    let steps = env.runner_steps();
+    let names: Vec<&str> = steps.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["Build", "Up", "Deploy", "Test", "DumpClusterLogs", "Down"]);
+    assert!(steps.iter().all(|(_, s)| *s == Status::Passed), "{steps:?}");
+    let finished = env.finished();
+    assert_eq!((finished["passed"].as_bool(), finished["result"].as_str()), (Some(true), Some("SUCCESS")));
+    assert_eq!(finished["metadata"]["kubernetes-version"], "v1.37.1");
+    assert_eq!(finished["metadata"]["provider-version"], "abc123");
+    assert!(finished["metadata"]["ccm-version"].as_str().is_some_and(|v| !v.is_empty()), "{finished}");
+    let smoke = std::fs::read_to_string(env.artifacts().join("artifacts/smoke-output.txt")).unwrap_or_default();
+    assert!(smoke.contains("cluster reachable"), "{smoke}");
+    assert!(env.artifacts().join("artifacts/cluster-logs/kube-apiserver.log").is_file());
+    // What Prow's sidecar merges into its own finished.json.
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(env.artifacts().join("artifacts/metadata.json")).unwrap()).unwrap();
+    assert_eq!(metadata, finished["metadata"]);
+
+    // Published to the default store and index, in the Prow layout.
+    let build = env.root.join("data/results/logs/ci-cloud-provider-fixture-k8s-1.37/101");
+    for file in ["started.json", "finished.json", "build-log.txt", "artifacts/junit_runner.xml"] {
+        assert!(build.join(file).is_file(), "{} missing", build.join(file).display());
+    }
+    let read = harness::results::layout::read_build_dir(&build, harness::results::layout::Liveness::Ended).unwrap();
+    assert!(matches!(read.state, harness::results::layout::BuildState::Finished(_)));
+    env.assert_nothing_left();
+
+    // The same artifacts directory serves the next run once its build is published.
+    let again = env.harness(&["--provider", "fixture", "--build-id", "102"]).output().unwrap();
+    assert!(again.status.success(), "{}", text(&again));
+    env.assert_nothing_left();
+}
+
+#[test]
+fn a_broken_ccm_fails_the_deploy_step_and_the_cluster_still_goes_down() {
+    let env = Env::new();
+    let output = env.harness(&["--provider", "broken", "--build-id", "7"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(error_line(&output).contains("step Deploy failed"), "{}", error_line(&output));
+    let steps = env.runner_steps();
+    let status = |name: &str| steps.iter().find(|(n, _)| n == name).map(|(_, s)| *s);
+    assert_eq!(status("Build"), Some(Status::Passed));
+    assert_eq!(status("Up"), Some(Status::Passed));
+    assert_eq!(status("Deploy"), Some(Status::Failed));
+    assert_eq!(status("Test"), Some(Status::Skipped));
+    assert_eq!(status("Down"), Some(Status::Passed));
+    assert_eq!(env.finished()["result"], "FAILURE");
+    env.assert_nothing_left();
+}
+
+#[test]
+fn sigint_during_test_aborts_the_build_and_brings_the_cluster_down() {
+    let env = Env::new();
+    let child = env
+        .harness(&["--provider", "fixture", "--suites", "hang", "--build-id", "9"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let hang_output = env.artifacts().join("artifacts/hang-output.txt");
+    while !hang_output.exists() {
+        assert!(started.elapsed() < Duration::from_secs(300), "the hang suite never started");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", text(&output));
+    let finished = env.finished();
+    assert_eq!((finished["passed"].as_bool(), finished["result"].as_str()), (Some(false), Some("ABORTED")));
+    let steps = env.runner_steps();
+    assert!(steps.contains(&("Test".to_owned(), Status::Failed)), "{steps:?}");
+    assert!(steps.contains(&("Down".to_owned(), Status::Passed)), "{steps:?}");
+    env.assert_nothing_left();
+    assert!(!process_running(b"sleep\x00317\x00"), "the suite's process outlived the run");
+}
+
+/// Whether a process with exactly this command line (NUL-separated) runs.
+fn process_running(cmdline: &[u8]) -> bool {
+    let entries = std::fs::read_dir("/proc").unwrap();
+    entries.flatten().any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == cmdline))
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_starts() {
+    let env = Env::new();
+    let line = error_line(&env.harness(&["--provider", "nope"]).output().unwrap());
+    assert!(line.contains("unknown provider \"nope\"") && line.contains("local"), "{line}");
+    let line = error_line(&env.harness(&["--provider", "fixture", "--kubernetes", "1.20"]).output().unwrap());
+    assert!(line.contains("is not tested against Kubernetes \"1.20\""), "{line}");
+    let line = error_line(&env.harness(&["--provider", "fixture", "--suites", "nope"]).output().unwrap());
+    assert!(line.contains("unknown suite \"nope\""), "{line}");
+
+    let bad_yaml = env.root.join("bad.yaml");
+    std::fs::write(&bad_yaml, "providers: [\n").unwrap();
+    let mut cmd = env.bare();
+    cmd.arg("--config").arg(&bad_yaml);
+    let line = error_line(&cmd.output().unwrap());
+    assert!(line.contains(&bad_yaml.display().to_string()), "{line}");
+
+    // A real-cloud provider whose deployer (kubetest2-kops) is not installed here.
+    let aws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/providers.aws.yaml");
+    let mut cmd = env.bare();
+    cmd.arg("--config").arg(&aws).arg("--artifacts").arg(env.root.join("aws")).args(["--provider", "aws"]);
+    cmd.env("PATH", "/usr/bin:/bin");
+    let line = error_line(&cmd.output().unwrap());
+    assert!(line.contains("kubetest2-kops not found on PATH") && line.contains("go install"), "{line}");
+    assert!(!env.root.join("aws/started.json").exists(), "a build was started");
+
+    let unwritable = Path::new("/proc/harness-artifacts");
+    let mut cmd = env.bare();
+    cmd.arg("--config").arg(&env.config).arg("--artifacts").arg(unwritable).args(["--provider", "fixture"]);
+    let line = error_line(&cmd.output().unwrap());
+    assert!(line.contains("/proc/harness-artifacts: cannot write the run's artifacts there"), "{line}");
+    assert!(!env.root.join("state/clusters").exists(), "a cluster was started");
+}
+
+#[test]
+fn the_matrix_runs_each_kubernetes_version_on_its_own_cluster() {
+    let env = Env::new();
+    let mut cmd = env.command("matrix");
+    cmd.arg("--config").arg(&env.config).arg("--artifacts").arg(env.artifacts());
+    let output = cmd.args(["--provider", "fixture", "--parallel", "2"]).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    for (job, version) in
+        [("ci-cloud-provider-fixture-k8s-1.37", "v1.37.1"), ("ci-cloud-provider-fixture-k8s-1.36", "v1.36.4")]
+    {
+        let finished = env.artifacts().join(job).join("finished.json");
+        let finished: serde_json::Value = serde_json::from_slice(&std::fs::read(&finished).unwrap()).unwrap();
+        assert_eq!(finished["metadata"]["kubernetes-version"], version, "{job}");
+        assert_eq!(finished["result"], "SUCCESS", "{job}");
+        let published = env.root.join("data/results/logs").join(job);
+        let builds: Vec<_> = std::fs::read_dir(&published).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
+        assert_eq!(builds.len(), 1, "{}", published.display());
+    }
+    env.assert_nothing_left();
+}

@@ -1,0 +1,170 @@
+//! Prow accepts the periodic jobs `harness prow-config` generates: Prow's own config checker
+//! (`sigs.k8s.io/prow/cmd/checkconfig`, built from `tools/testing/prow-checkconfig`) loads a minimal
+//! Prow `config.yaml` with our job config, strictly: every warning is an error, unknown fields
+//! anywhere in a job (pod spec included) are reported, decoration must be complete, and the TestGrid
+//! annotations are required. And it rejects jobs broken on purpose, so a pass means something.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::process::Command;
+
+use common::go_tools::{go_tool, repo_root};
+use harness::config::ProvidersConfig;
+use harness::config::prow::{ProwConfig, ProwOptions, prow_jobs, prow_yaml};
+
+/// A minimal Prow config under which `decorate: true` validates: namespaces, and default decoration
+/// (utility images, GCS upload with the layout TestGrid reads: `<bucket>/logs/<job>/<build>`).
+/// checkconfig only checks that the utility images are named.
+const PROW_CONFIG: &str = "\
+prowjob_namespace: prow
+pod_namespace: test-pods
+plank:
+  job_url_prefix_config:
+    '*': https://prow.example.com/view/
+  default_decoration_config_entries:
+    - config:
+        timeout: 2h
+        grace_period: 15s
+        utility_images:
+          clonerefs: us-docker.pkg.dev/k8s-infra-prow/images/clonerefs:v20250307-7a867cddc
+          initupload: us-docker.pkg.dev/k8s-infra-prow/images/initupload:v20250307-7a867cddc
+          entrypoint: us-docker.pkg.dev/k8s-infra-prow/images/entrypoint:v20250307-7a867cddc
+          sidecar: us-docker.pkg.dev/k8s-infra-prow/images/sidecar:v20250307-7a867cddc
+        gcs_configuration:
+          bucket: kubernetes-ci-logs
+          path_strategy: explicit
+        gcs_credentials_secret: gcs-credentials
+";
+
+/// checkconfig's flags after `--config-path` and `--job-config-path`: warnings are errors; the default
+/// warnings plus a complete decoration config and unknown fields in job configs too; and the TestGrid
+/// annotations every job must have.
+const STRICT: [&str; 7] = [
+    "--strict",
+    "--include-default-warnings",
+    "--warnings=valid-decoration-config",
+    "--warnings=unknown-fields-all",
+    "--required-job-annotations=testgrid-dashboards",
+    "--required-job-annotations=testgrid-tab-name",
+    "--required-job-annotations=description",
+];
+
+struct Checked {
+    success: bool,
+    output: String,
+}
+
+/// Runs checkconfig on `PROW_CONFIG` and the job config files `jobs` (name, YAML) in one directory.
+fn checkconfig(jobs: &[(&str, &str)]) -> Checked {
+    let bin = go_tool("prow-checkconfig");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    fs::write(&config, PROW_CONFIG).unwrap();
+    let job_dir = dir.path().join("jobs");
+    fs::create_dir(&job_dir).unwrap();
+    for (name, yaml) in jobs {
+        fs::write(job_dir.join(name), yaml).unwrap();
+    }
+    let output = Command::new(&bin)
+        .arg("--config-path")
+        .arg(&config)
+        .arg("--job-config-path")
+        .arg(&job_dir)
+        .args(STRICT)
+        .current_dir(dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", bin.display()));
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    Checked { success: output.status.success(), output: text }
+}
+
+fn aws_example() -> ProvidersConfig {
+    ProvidersConfig::load(repo_root().join("docs/examples/providers.aws.yaml")).expect("the AWS example is valid")
+}
+
+/// Options that set every optional field.
+fn full_options() -> ProwOptions {
+    ProwOptions {
+        image: "registry.example/harness:v1".into(),
+        cluster: "build-eks".into(),
+        repo: "https://github.com/me/my-harness".parse().unwrap(),
+        base_ref: "release-1".into(),
+        path_alias: Some("example.com/harness".into()),
+        timeout: None,
+        config_path: Some("docs/examples/providers.aws.yaml".into()),
+        alert_email: Some("cloud-provider-aws@example.com".into()),
+        labels: BTreeMap::from([("preset-aws-credential".into(), "true".into())]),
+        env: BTreeMap::from([("RUST_LOG".into(), "debug".into())]),
+        ..ProwOptions::default()
+    }
+}
+
+#[test]
+fn prow_accepts_the_generated_jobs() {
+    let local = prow_yaml(&ProvidersConfig::bundled(), &ProwOptions::default());
+    let aws = prow_yaml(&aws_example(), &full_options());
+    let checked = checkconfig(&[("local.yaml", &local), ("aws.yaml", &aws)]);
+    assert!(checked.success, "checkconfig rejected\n{local}\n{aws}\n{}", checked.output);
+    assert!(checked.output.contains("checkconfig passes without any error!"), "{}", checked.output);
+}
+
+/// The generated jobs with one change, and what checkconfig must say about it.
+fn rejected(name: &str, yaml: &str, expected: &str) {
+    let checked = checkconfig(&[("jobs.yaml", yaml)]);
+    assert!(!checked.success, "{name}: checkconfig accepted\n{yaml}\n{}", checked.output);
+    assert!(checked.output.contains(expected), "{name}: expected {expected:?} in\n{}", checked.output);
+}
+
+#[test]
+fn prow_rejects_broken_jobs() {
+    let config = ProvidersConfig::bundled();
+    let jobs = prow_jobs(&config, &ProwOptions::default());
+    // The unbroken jobs pass (checked here too, so each rejection below is due to its change).
+    let good = checkconfig(&[("jobs.yaml", &ProwConfig::to_yaml(&jobs))]);
+    assert!(good.success, "{}", good.output);
+
+    let mut duplicated = jobs.clone();
+    duplicated.periodics[1].name = duplicated.periodics[0].name.clone();
+    rejected(
+        "duplicate name",
+        &ProwConfig::to_yaml(&duplicated),
+        "duplicated periodic job: ci-cloud-provider-local-k8s-1.36",
+    );
+
+    let mut bad_interval = jobs.clone();
+    bad_interval.periodics[0].interval = "6 hours".into();
+    rejected(
+        "invalid interval",
+        &ProwConfig::to_yaml(&bad_interval),
+        "cannot parse duration for ci-cloud-provider-local-k8s-1.36",
+    );
+
+    let mut bad_timeout = jobs.clone();
+    bad_timeout.periodics[0].decoration_config.timeout = "two hours".into();
+    rejected("invalid timeout", &ProwConfig::to_yaml(&bad_timeout), "time: invalid duration");
+
+    let mut unannotated = jobs.clone();
+    unannotated.periodics[0].annotations.remove("testgrid-dashboards");
+    rejected("no dashboard", &ProwConfig::to_yaml(&unannotated), "missing required annotations: testgrid-dashboards");
+
+    let mut no_command = jobs.clone();
+    no_command.periodics[0].spec.containers[0].command.clear();
+    no_command.periodics[0].spec.containers[0].args.clear();
+    rejected(
+        "no command",
+        &ProwConfig::to_yaml(&no_command),
+        "decorated job containers must specify command and/or args",
+    );
+
+    // Misspelled fields, at the job's top level and inside the pod spec.
+    let yaml = jobs.to_yaml();
+    for (right, wrong) in
+        [("decoration_config:", "decoration_configs"), ("workdir:", "work_dir"), ("resources:", "resource")]
+    {
+        assert!(yaml.contains(right), "{yaml}");
+        let misspelled = yaml.replacen(right, &format!("{wrong}:"), 1);
+        rejected(wrong, &misspelled, &format!("unknown field \\\"{wrong}\\\""));
+    }
+}
