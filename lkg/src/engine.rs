@@ -6,7 +6,10 @@ use std::ops::Bound::{Excluded, Unbounded};
 
 use crate::ledger::{Ledger, PairKey, ProviderLedger, Recorded};
 use crate::report::{self, Selection};
-use crate::{Culprit, History, LkgError, PairReport, ProviderReport, ProviderSpec, Report, Run, Verdict, VersionSet};
+use crate::{
+    CompactRun, Culprit, History, LkgError, PairReport, ProviderReport, ProviderSpec, Report, Run, TestCatalog, TestId,
+    Verdict, VersionSet,
+};
 
 /// What [`Engine::add_run`] did with a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +17,9 @@ pub enum RunAdded {
     New,
     /// The provider already had a run with this build id: republishing a build is a no-op.
     AlreadyKnown,
+    /// A commit or tag of the run is not in its history: the run is listed in the provider's
+    /// `unplaced` runs and takes no part in any ordering.
+    Unplaced,
 }
 
 /// LKG state that is updated one run at a time.
@@ -22,36 +28,71 @@ pub struct Engine {
     ledger: Ledger,
     /// Per provider, its good pairs; pairs never stop being good, so this only grows.
     good_pairs: BTreeMap<String, BTreeSet<PairKey>>,
-    /// Per Kubernetes ordinal, the providers with a good pair there.
-    good_providers: BTreeMap<usize, BTreeSet<String>>,
+    /// Per Kubernetes ordinal, how many version-set providers have a good pair there.
+    good_providers: BTreeMap<usize, usize>,
+    version_set_size: usize,
 }
 
 impl Engine {
     pub fn new(kubernetes: History, providers: BTreeMap<String, ProviderSpec>) -> Self {
+        Self::with_catalog(kubernetes, providers, TestCatalog::new())
+    }
+
+    /// An engine whose compact runs use ids of `catalog` (the required tests are added to it).
+    pub fn with_catalog(kubernetes: History, providers: BTreeMap<String, ProviderSpec>, catalog: TestCatalog) -> Self {
         let good_pairs = providers.keys().map(|name| (name.clone(), BTreeSet::new())).collect();
-        Self { ledger: Ledger::new(kubernetes, providers), good_pairs, good_providers: BTreeMap::new() }
+        let version_set_size = providers.values().filter(|spec| spec.policy.in_version_set).count();
+        Self {
+            ledger: Ledger::new(kubernetes, providers, catalog),
+            good_pairs,
+            good_providers: BTreeMap::new(),
+            version_set_size,
+        }
+    }
+
+    /// The catalog compact runs take their test ids from.
+    pub fn catalog(&self) -> &TestCatalog {
+        &self.ledger.catalog
+    }
+
+    /// The id of a test name for compact runs, added to the catalog if new.
+    pub fn intern_test(&mut self, name: &str) -> TestId {
+        self.ledger.catalog.intern(name)
     }
 
     /// Adds one run; a refused run ([`LkgError::InvalidRun`]) leaves the engine unchanged.
     pub fn add_run(&mut self, run: &Run) -> Result<RunAdded, LkgError> {
-        match self.ledger.record(run)? {
-            Recorded::Duplicate => Ok(RunAdded::AlreadyKnown),
+        let recorded = self.ledger.record(run)?;
+        Ok(self.recorded(&run.provider, recorded))
+    }
+
+    /// [`Engine::add_run`] for a run of ids from [`Engine::catalog`].
+    pub fn add_compact_run(&mut self, run: &CompactRun) -> Result<RunAdded, LkgError> {
+        let recorded = self.ledger.record_compact(run)?;
+        Ok(self.recorded(&run.provider, recorded))
+    }
+
+    fn recorded(&mut self, provider: &str, recorded: Recorded) -> RunAdded {
+        match recorded {
+            Recorded::Duplicate => RunAdded::AlreadyKnown,
+            Recorded::Unplaced => RunAdded::Unplaced,
             Recorded::New { key, verdict } => {
                 if verdict == Verdict::Good {
-                    self.mark_good(&run.provider, key);
+                    self.mark_good(provider, key);
                 }
-                Ok(RunAdded::New)
+                RunAdded::New
             }
         }
     }
 
     pub fn lkg(&self, provider: &str) -> Result<Option<PairReport>, LkgError> {
         let ledger = self.ledger.provider(provider)?;
-        Ok(self.lkg_key(provider).map(|key| report::pair_report(ledger, &self.ledger.kubernetes, key)))
+        Ok(self.lkg_key(provider).map(|key| report::pair_report(&self.ledger, ledger, key)))
     }
 
     pub fn culprit(&self, provider: &str) -> Result<Option<Culprit>, LkgError> {
-        Ok(self.provider_report(provider)?.culprit)
+        let ledger = self.ledger.provider(provider)?;
+        Ok(report::culprit_of(&self.ledger, ledger, &self.select(provider, ledger)))
     }
 
     /// The pair of two revisions (commit ids or tags); `None` when it was never run.
@@ -63,25 +104,24 @@ impl Engine {
     ) -> Result<Option<PairReport>, LkgError> {
         let key = self.ledger.pair_key(provider, kubernetes_version, provider_version)?;
         let ledger = self.ledger.provider(provider)?;
-        Ok(ledger.pairs.contains_key(&key).then(|| report::pair_report(ledger, &self.ledger.kubernetes, key)))
+        Ok(ledger.pairs.contains_key(&key).then(|| report::pair_report(&self.ledger, ledger, key)))
     }
 
     pub fn provider_report(&self, provider: &str) -> Result<ProviderReport, LkgError> {
         let ledger = self.ledger.provider(provider)?;
-        Ok(report::provider_report(ledger, &self.ledger.kubernetes, &self.select(provider, ledger)))
+        Ok(report::provider_report(&self.ledger, ledger, &self.select(provider, ledger)))
     }
 
     /// `None` when no provider is in the version set or no commit is good with all of them.
     pub fn version_set(&self) -> Option<VersionSet> {
-        let required: Vec<&str> = self.ledger.version_set_providers().map(|(name, _)| name.as_str()).collect();
-        if required.is_empty() {
+        if self.version_set_size == 0 {
             return None;
         }
-        let (&kubernetes, _) =
-            self.good_providers.iter().rev().find(|(_, good)| required.iter().all(|name| good.contains(*name)))?;
-        let chosen = required
-            .iter()
-            .map(|name| self.newest_good_at(name, kubernetes).map(|key| (*name, key)))
+        let (&kubernetes, _) = self.good_providers.iter().rev().find(|(_, good)| **good == self.version_set_size)?;
+        let chosen = self
+            .ledger
+            .version_set_providers()
+            .map(|(name, _)| self.newest_good_at(name, kubernetes).map(|key| (name.as_str(), key)))
             .collect::<Option<BTreeMap<_, _>>>()?;
         Some(report::version_set(&self.ledger, kubernetes, &chosen))
     }
@@ -93,16 +133,18 @@ impl Engine {
             .iter()
             .map(|(name, ledger)| {
                 let selection = self.select(name, ledger);
-                (name.clone(), report::provider_report(ledger, &self.ledger.kubernetes, &selection))
+                (name.clone(), report::provider_report(&self.ledger, ledger, &selection))
             })
             .collect();
         Report { providers, version_set: self.version_set() }
     }
 
     fn mark_good(&mut self, provider: &str, key: PairKey) {
-        let newly_good = self.good_pairs.get_mut(provider).is_some_and(|good| good.insert(key));
-        if newly_good {
-            self.good_providers.entry(key.kubernetes).or_default().insert(provider.to_owned());
+        let Some(good) = self.good_pairs.get_mut(provider) else { return };
+        let (oldest, newest) = PairKey::bounds_at(key.kubernetes);
+        let first_at_commit = good.range(oldest..=newest).next().is_none();
+        if good.insert(key) && first_at_commit && self.ledger.providers[provider].spec.policy.in_version_set {
+            *self.good_providers.entry(key.kubernetes).or_default() += 1;
         }
     }
 

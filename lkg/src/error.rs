@@ -4,14 +4,16 @@
 /// Everything the LKG algorithm can refuse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LkgError {
-    #[error("commit {commit:?} appears twice in the history")]
+    #[error("commit {commit:?} appears twice in the history: pass each first-parent commit once")]
     DuplicateCommit { commit: String },
-    #[error("tag {tag:?} points to {commit:?}, which is not in the history")]
+    #[error("tag {tag:?} points to {commit:?}, which is not in the history: fetch a history that reaches it")]
     DanglingTag { tag: String, commit: String },
-    #[error("unknown provider {provider:?}: it has no history or policy")]
+    #[error("unknown provider {provider:?}: it has no history or policy; add it to the providers first")]
     UnknownProvider { provider: String },
     #[error("{revision:?} is neither a commit nor a tag of the {repo} history")]
     UnknownRevision { repo: String, revision: String },
+    #[error("test id {id} is not in the test catalog ({catalog_len} tests): intern test names in the engine's catalog")]
+    UnknownTestId { id: u32, catalog_len: usize },
     /// A run that was refused; the engine is unchanged.
     #[error("run {build_id}: {reason}")]
     InvalidRun { build_id: String, reason: Box<LkgError> },

@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::verdict::{PairRecord, judge_run};
-use crate::{History, LkgError, ProviderSpec, Run, Verdict};
+use crate::verdict::{Judge, PairRecord, Scratch};
+use crate::{CompactRun, History, LkgError, ProviderSpec, Run, TestCatalog, TestId, TestStatus, UnplacedRun, Verdict};
 
 /// A pair as ordinals into the Kubernetes and provider histories. The derived order (Kubernetes
 /// first, then provider) is "older before newer", which the LKG and culprit selections rely on.
@@ -25,7 +25,11 @@ impl PairKey {
 #[derive(Debug, Clone)]
 pub(crate) struct ProviderLedger {
     pub spec: ProviderSpec,
+    judge: Judge,
     pub pairs: BTreeMap<PairKey, PairRecord>,
+    /// Runs naming a revision that is in neither history: reported, never ordered.
+    pub unplaced: Vec<UnplacedRun>,
+    builds: HashSet<String>,
 }
 
 impl ProviderLedger {
@@ -37,7 +41,7 @@ impl ProviderLedger {
         record.verdict(self.spec.policy.flake.consecutive_good_runs)
     }
 
-    pub fn keys_with(&self, verdict: Verdict) -> impl Iterator<Item = PairKey> + '_ {
+    pub fn keys_with(&self, verdict: Verdict) -> impl DoubleEndedIterator<Item = PairKey> + '_ {
         self.pairs.iter().filter(move |(_, record)| self.verdict_of(record) == verdict).map(|(key, _)| *key)
     }
 }
@@ -47,36 +51,107 @@ impl ProviderLedger {
 pub(crate) enum Recorded {
     /// The provider already had a run with this build id; nothing changed.
     Duplicate,
+    /// A revision of the run is not in its history: the run is listed, not ordered.
+    Unplaced,
     New {
         key: PairKey,
         verdict: Verdict,
     },
 }
 
+/// A run's tests, in either form.
+#[derive(Clone, Copy)]
+enum Tests<'a> {
+    Named(&'a [crate::TestResult]),
+    Compact(&'a [(TestId, TestStatus)]),
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Ledger {
     pub kubernetes: History,
     pub providers: BTreeMap<String, ProviderLedger>,
-    seen_builds: HashSet<(String, String)>,
+    pub catalog: TestCatalog,
+    scratch: Scratch,
+    /// The tests of a named run, interned; kept to reuse its allocation.
+    interned: Vec<(TestId, TestStatus)>,
 }
 
 impl Ledger {
-    pub fn new(kubernetes: History, providers: BTreeMap<String, ProviderSpec>) -> Self {
-        let providers =
-            providers.into_iter().map(|(name, spec)| (name, ProviderLedger { spec, pairs: BTreeMap::new() })).collect();
-        Self { kubernetes, providers, seen_builds: HashSet::new() }
+    pub fn new(kubernetes: History, providers: BTreeMap<String, ProviderSpec>, mut catalog: TestCatalog) -> Self {
+        let providers = providers
+            .into_iter()
+            .map(|(name, spec)| {
+                let judge = Judge::new(&spec.policy, &mut catalog);
+                let ledger = ProviderLedger {
+                    spec,
+                    judge,
+                    pairs: BTreeMap::new(),
+                    unplaced: Vec::new(),
+                    builds: HashSet::new(),
+                };
+                (name, ledger)
+            })
+            .collect();
+        Self { kubernetes, providers, catalog, scratch: Scratch::default(), interned: Vec::new() }
     }
 
     /// Records a run; a refused run leaves the ledger unchanged.
     pub fn record(&mut self, run: &Run) -> Result<Recorded, LkgError> {
-        let invalid = |reason| LkgError::InvalidRun { build_id: run.build_id.clone(), reason: Box::new(reason) };
-        let key = self.pair_key(&run.provider, &run.kubernetes_version, &run.provider_version).map_err(invalid)?;
-        if !self.seen_builds.insert((run.provider.clone(), run.build_id.clone())) {
+        let versions = [&run.kubernetes_version, &run.provider_version];
+        self.record_tests(&run.build_id, &run.provider, versions, Tests::Named(&run.tests))
+    }
+
+    /// Records a run of test ids from this ledger's catalog; a refused run leaves it unchanged.
+    pub fn record_compact(&mut self, run: &CompactRun) -> Result<Recorded, LkgError> {
+        let versions = [&run.kubernetes_version, &run.provider_version];
+        self.record_tests(&run.build_id, &run.provider, versions, Tests::Compact(&run.results))
+    }
+
+    fn record_tests(
+        &mut self,
+        build_id: &str,
+        provider_name: &str,
+        [kubernetes_version, provider_version]: [&String; 2],
+        tests: Tests,
+    ) -> Result<Recorded, LkgError> {
+        let invalid = |reason| LkgError::InvalidRun { build_id: build_id.to_owned(), reason: Box::new(reason) };
+        let provider = self.providers.get_mut(provider_name).ok_or_else(|| invalid(unknown_provider(provider_name)))?;
+        if provider.builds.contains(build_id) {
             return Ok(Recorded::Duplicate);
         }
-        let provider = self.providers.get_mut(&run.provider).ok_or_else(|| invalid(unknown_provider(&run.provider)))?;
+        let kubernetes = ordinal(&self.kubernetes, "kubernetes", kubernetes_version);
+        let provider_ordinal = ordinal(&provider.spec.history, provider_name, provider_version);
+        let key = match (kubernetes, provider_ordinal) {
+            (Ok(kubernetes), Ok(provider)) => PairKey { kubernetes, provider },
+            (kubernetes, provider_ordinal) => {
+                let problems = [kubernetes.err(), provider_ordinal.err()].into_iter().flatten();
+                provider.builds.insert(build_id.to_owned());
+                provider.unplaced.push(UnplacedRun {
+                    build_id: build_id.to_owned(),
+                    kubernetes_version: kubernetes_version.clone(),
+                    provider_version: provider_version.clone(),
+                    problems: problems.map(|problem| problem.to_string()).collect(),
+                });
+                return Ok(Recorded::Unplaced);
+            }
+        };
+        let results = match tests {
+            Tests::Compact(results) => results,
+            Tests::Named(tests) => {
+                self.interned.clear();
+                self.interned.extend(
+                    tests.iter().map(|test| (self.catalog.intern(&test.name), TestStatus::of_attempts(&test.attempts))),
+                );
+                &self.interned[..]
+            }
+        };
+        let verdict = provider
+            .judge
+            .judge(results, self.catalog.len(), &mut self.scratch)
+            .map_err(|id| invalid(LkgError::UnknownTestId { id: id.0, catalog_len: self.catalog.len() }))?;
+        provider.builds.insert(build_id.to_owned());
         let record = provider.pairs.entry(key).or_default();
-        record.push(run.build_id.clone(), judge_run(&run.tests, &provider.spec.policy));
+        record.push(build_id.to_owned(), verdict);
         let verdict = record.verdict(provider.spec.policy.flake.consecutive_good_runs);
         Ok(Recorded::New { key, verdict })
     }

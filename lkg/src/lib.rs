@@ -15,6 +15,7 @@
 //!
 //! [`Engine`] updates all of this one run at a time; [`compute`] does it from scratch.
 
+mod catalog;
 mod compute;
 mod engine;
 mod error;
@@ -27,10 +28,11 @@ mod verdict;
 #[cfg(test)]
 mod tests;
 
-pub use compute::compute;
+pub use catalog::TestCatalog;
+pub use compute::{compute, compute_compact};
 pub use engine::{Engine, RunAdded};
 pub use error::LkgError;
 pub use history::History;
-pub use model::{Attempt, FlakePolicy, ProviderPolicy, ProviderSpec, Run, TestResult};
-pub use report::{CommitRange, Culprit, FlakyTest, PairReport, ProviderReport, Report, VersionSet};
+pub use model::{Attempt, CompactRun, FlakePolicy, ProviderPolicy, ProviderSpec, Run, TestId, TestResult, TestStatus};
+pub use report::{CommitRange, Culprit, FlakyTest, PairReport, ProviderReport, Report, UnplacedRun, VersionSet};
 pub use verdict::Verdict;

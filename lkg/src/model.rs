@@ -24,6 +24,85 @@ pub struct TestResult {
     pub attempts: Vec<Attempt>,
 }
 
+/// A test's result in one run with all its attempts folded in, as the SQL index keeps it.
+///
+/// The fold is "the last attempt that ran decides; a pass after a failure is flaky": see
+/// [`TestStatus::then`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[repr(u8)]
+pub enum TestStatus {
+    /// Nothing ran (or only skips).
+    Skip = 0,
+    Pass = 1,
+    Fail = 2,
+    /// Failed, then passed on retry.
+    Flaky = 3,
+}
+
+impl TestStatus {
+    /// The status of a test whose attempts so far folded to `self` and then went on as `next`.
+    pub fn then(self, next: TestStatus) -> TestStatus {
+        use TestStatus::*;
+        match (self, next) {
+            (status, Skip) => status,
+            (_, Fail) => Fail,
+            (_, Flaky) | (Fail | Flaky, Pass) => Flaky,
+            (Skip | Pass, Pass) => Pass,
+        }
+    }
+
+    /// The folded status of attempts made in this order.
+    pub fn of_attempts(attempts: &[Attempt]) -> TestStatus {
+        attempts.iter().fold(TestStatus::Skip, |status, attempt| status.then((*attempt).into()))
+    }
+
+    pub(crate) fn from_bits(bits: u32) -> TestStatus {
+        match bits & 3 {
+            0 => TestStatus::Skip,
+            1 => TestStatus::Pass,
+            2 => TestStatus::Fail,
+            _ => TestStatus::Flaky,
+        }
+    }
+}
+
+impl From<Attempt> for TestStatus {
+    fn from(attempt: Attempt) -> Self {
+        match attempt {
+            Attempt::Pass => TestStatus::Pass,
+            Attempt::Fail => TestStatus::Fail,
+            Attempt::Skip => TestStatus::Skip,
+        }
+    }
+}
+
+/// A test name interned in a [`TestCatalog`](crate::TestCatalog): a dense index, like the id of
+/// the SQL index's `tests` table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TestId(pub u32);
+
+impl TestId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A run whose tests are interned ids with folded statuses: the compact form a loader from the
+/// SQL index builds, and what large recomputations take (a [`Run`] names every test in full).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactRun {
+    pub build_id: String,
+    pub provider: String,
+    /// A commit id or tag of the Kubernetes history.
+    pub kubernetes_version: String,
+    /// A commit id or tag of the provider's history.
+    pub provider_version: String,
+    /// Ids from the catalog the run is judged with; a test listed twice is one test whose
+    /// statuses follow each other.
+    pub results: Vec<(TestId, TestStatus)>,
+}
+
 /// One run of a provider's CCM build against a Kubernetes version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Run {

@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::History;
-use crate::Verdict;
 use crate::ledger::{Ledger, PairKey, ProviderLedger};
 use crate::verdict::PairRecord;
+use crate::{History, TestCatalog, Verdict};
 
 /// Everything known: each provider's LKG and culprit range, and the global version set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +27,21 @@ pub struct ProviderReport {
     pub culprit: Option<Culprit>,
     /// Every tested pair, newest first.
     pub pairs: Vec<PairReport>,
+    /// Runs naming a commit or tag that is not in the history: listed here, in the order they were
+    /// added, and left out of every ordering above.
+    #[serde(default)]
+    pub unplaced: Vec<UnplacedRun>,
+}
+
+/// A run that could not be placed in the histories (e.g. a commit of a branch that is not tracked,
+/// or a history fetched before the commit landed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnplacedRun {
+    pub build_id: String,
+    pub kubernetes_version: String,
+    pub provider_version: String,
+    /// What is wrong, one line per revision not found.
+    pub problems: Vec<String>,
 }
 
 /// A (Kubernetes commit, provider commit) pair and its runs.
@@ -85,37 +99,39 @@ pub(crate) struct Selection {
     pub first_bad: Option<PairKey>,
 }
 
-pub(crate) fn provider_report(
-    provider: &ProviderLedger,
-    kubernetes: &History,
-    selection: &Selection,
-) -> ProviderReport {
-    let report = |key: PairKey| pair_report(provider, kubernetes, key);
+pub(crate) fn provider_report(ledger: &Ledger, provider: &ProviderLedger, selection: &Selection) -> ProviderReport {
+    let report = |key: PairKey| pair_report(ledger, provider, key);
     ProviderReport {
         lkg: selection.lkg.map(report),
         newest: selection.newest.map(report),
-        culprit: selection.lkg.zip(selection.first_bad).map(|(lkg, bad)| culprit(provider, kubernetes, lkg, bad)),
+        culprit: culprit_of(ledger, provider, selection),
         pairs: provider.pairs.keys().rev().map(|key| report(*key)).collect(),
+        unplaced: provider.unplaced.clone(),
     }
 }
 
+pub(crate) fn culprit_of(ledger: &Ledger, provider: &ProviderLedger, selection: &Selection) -> Option<Culprit> {
+    let (lkg, first_bad) = selection.lkg.zip(selection.first_bad)?;
+    Some(culprit(provider, &ledger.kubernetes, lkg, first_bad))
+}
+
 /// `key` must be a tested pair of `provider`.
-pub(crate) fn pair_report(provider: &ProviderLedger, kubernetes: &History, key: PairKey) -> PairReport {
+pub(crate) fn pair_report(ledger: &Ledger, provider: &ProviderLedger, key: PairKey) -> PairReport {
     let record = &provider.pairs[&key];
     PairReport {
-        kubernetes_commit: kubernetes.commit(key.kubernetes).to_owned(),
+        kubernetes_commit: ledger.kubernetes.commit(key.kubernetes).to_owned(),
         provider_commit: provider.spec.history.commit(key.provider).to_owned(),
         verdict: provider.verdict_of(record),
         evidence: build_ids(record, true),
         bad_runs: build_ids(record, false),
-        flaky_tests: flaky_tests(record),
+        flaky_tests: flaky_tests(record, &ledger.catalog),
     }
 }
 
 pub(crate) fn version_set(ledger: &Ledger, kubernetes: usize, chosen: &BTreeMap<&str, PairKey>) -> VersionSet {
     let providers = chosen
         .iter()
-        .map(|(name, key)| (name.to_string(), pair_report(&ledger.providers[*name], &ledger.kubernetes, *key)))
+        .map(|(name, key)| (name.to_string(), pair_report(ledger, &ledger.providers[*name], *key)))
         .collect();
     VersionSet { kubernetes_commit: ledger.kubernetes.commit(kubernetes).to_owned(), providers }
 }
@@ -124,11 +140,12 @@ fn build_ids(record: &PairRecord, good: bool) -> Vec<String> {
     record.runs().iter().filter(|run| run.good == good).map(|run| run.build_id.clone()).collect()
 }
 
-fn flaky_tests(record: &PairRecord) -> Vec<FlakyTest> {
+fn flaky_tests(record: &PairRecord, catalog: &TestCatalog) -> Vec<FlakyTest> {
     let mut builds_by_test: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for run in record.runs() {
         for test in &run.flaky_tests {
-            builds_by_test.entry(test).or_default().push(run.build_id.clone());
+            let name = catalog.name(*test).expect("flaky test ids come from the catalog");
+            builds_by_test.entry(name).or_default().push(run.build_id.clone());
         }
     }
     builds_by_test.into_iter().map(|(name, builds)| FlakyTest { name: name.into(), builds }).collect()

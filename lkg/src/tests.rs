@@ -324,26 +324,73 @@ fn tags_resolve_to_their_commits() {
 }
 
 #[test]
-fn an_unknown_commit_is_a_clear_error_and_changes_nothing() {
+fn a_commit_not_in_the_history_is_reported_and_ignored_for_ordering() {
+    let mut engine = aws_engine();
+    add_all(&mut engine, &[green("1", "aws", "k3", "a1"), red("2", "aws", "k4", "a1")]);
+    let before = engine.report();
+
+    // A green run on a Kubernetes commit of another branch would be the newest good pair if it
+    // were ordered; a red one on an unknown provider commit would be the newest pair.
+    assert_eq!(engine.add_run(&green("7", "aws", "deadbeef", "a1")), Ok(RunAdded::Unplaced));
+    assert_eq!(engine.add_run(&red("8", "aws", "k6", "v9.9.9")), Ok(RunAdded::Unplaced));
+    assert_eq!(engine.add_run(&green("9", "aws", "nope", "nada")), Ok(RunAdded::Unplaced));
+    assert_eq!(engine.add_run(&green("7", "aws", "k6", "a1")), Ok(RunAdded::AlreadyKnown), "build 7 is taken");
+
+    let report = engine.report();
+    let aws = &report.providers["aws"];
+    assert_eq!((&aws.lkg, &aws.newest, &aws.culprit, &aws.pairs), {
+        let before = &before.providers["aws"];
+        (&before.lkg, &before.newest, &before.culprit, &before.pairs)
+    });
+    assert_eq!(lkg(&engine, "aws"), pair_of("k3", "a1"));
+    let unplaced: Vec<(&str, Vec<&str>)> = aws
+        .unplaced
+        .iter()
+        .map(|run| (run.build_id.as_str(), run.problems.iter().map(String::as_str).collect()))
+        .collect();
+    assert_eq!(
+        unplaced,
+        [
+            ("7", vec![r#""deadbeef" is neither a commit nor a tag of the kubernetes history"#]),
+            ("8", vec![r#""v9.9.9" is neither a commit nor a tag of the aws history"#]),
+            (
+                "9",
+                vec![
+                    r#""nope" is neither a commit nor a tag of the kubernetes history"#,
+                    r#""nada" is neither a commit nor a tag of the aws history"#,
+                ]
+            ),
+        ]
+    );
+    assert_eq!(
+        aws.unplaced[0],
+        UnplacedRun {
+            build_id: "7".into(),
+            kubernetes_version: "deadbeef".into(),
+            provider_version: "a1".into(),
+            problems: vec![r#""deadbeef" is neither a commit nor a tag of the kubernetes history"#.into()],
+        }
+    );
+    let runs = [green("1", "aws", "k3", "a1"), red("2", "aws", "k4", "a1"), green("7", "aws", "deadbeef", "a1")];
+    assert_eq!(
+        compute(kubernetes_history(), specs(&[("aws", ProviderPolicy::default())]), &runs).unwrap().providers["aws"]
+            .unplaced
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn a_run_of_an_unknown_provider_is_a_clear_error_and_changes_nothing() {
     let mut engine = aws_engine();
     add_all(&mut engine, &[green("1", "aws", "k3", "a1")]);
     let before = engine.report();
-
-    let error = engine.add_run(&green("7", "aws", "deadbeef", "a1")).unwrap_err();
-    assert_eq!(error.to_string(), r#"run 7: "deadbeef" is neither a commit nor a tag of the kubernetes history"#);
-    let error = engine.add_run(&green("8", "aws", "k3", "v9.9.9")).unwrap_err();
-    assert_eq!(
-        error,
-        LkgError::InvalidRun {
-            build_id: "8".into(),
-            reason: Box::new(LkgError::UnknownRevision { repo: "aws".into(), revision: "v9.9.9".into() }),
-        }
-    );
     let error = engine.add_run(&green("9", "azure", "k3", "a1")).unwrap_err();
-    assert_eq!(error.to_string(), r#"run 9: unknown provider "azure": it has no history or policy"#);
-
+    assert_eq!(
+        error.to_string(),
+        r#"run 9: unknown provider "azure": it has no history or policy; add it to the providers first"#
+    );
     assert_eq!(engine.report(), before);
-    assert_eq!(engine.add_run(&green("7", "aws", "k4", "a1")), Ok(RunAdded::New), "a refused build id is not taken");
 }
 
 #[test]
@@ -431,4 +478,219 @@ fn the_report_round_trips_through_json() {
     assert_eq!(json["providers"]["aws"]["newest"]["verdict"], "bad");
     let back: Report = serde_json::from_value(json).unwrap();
     assert_eq!(back, report);
+}
+
+/// One hand-built scenario of issue #7's acceptance list, checked on the engine and on `compute`.
+struct Case {
+    name: &'static str,
+    providers: &'static [&'static str],
+    runs: Vec<Run>,
+    /// Per provider: its LKG as (Kubernetes commit, provider commit).
+    lkg: &'static [(&'static str, Option<(&'static str, &'static str)>)],
+    /// Per provider with a culprit: the Kubernetes and provider ranges.
+    culprits: Vec<(&'static str, Option<CommitRange>, Option<CommitRange>)>,
+    version_set: Option<&'static str>,
+    /// (provider, flaky test) pairs reported on the LKG pair.
+    flaky_on_lkg: &'static [(&'static str, &'static str)],
+    unplaced: &'static [(&'static str, &'static str)],
+}
+
+fn acceptance_cases() -> Vec<Case> {
+    let every_commit = |provider: &str, first_red: usize| -> Vec<Run> {
+        (1..=6)
+            .map(|n| {
+                let (build, k) = (format!("{provider}-{n}"), format!("k{n}"));
+                if n < first_red { green(&build, provider, &k, "a1") } else { red(&build, provider, &k, "a1") }
+            })
+            .collect()
+    };
+    vec![
+        Case {
+            name: "linear history, all good",
+            providers: &["aws"],
+            runs: (1..=6u32)
+                .map(|n| green(&n.to_string(), "aws", &format!("k{n}"), &format!("a{}", n.div_ceil(2))))
+                .collect(),
+            lkg: &[("aws", Some(("k6", "a3")))],
+            culprits: vec![],
+            version_set: Some("k6"),
+            flaky_on_lkg: &[],
+            unplaced: &[],
+        },
+        Case {
+            name: "regression in kubernetes at k4, a run at every commit: culprit range exactly (k3, k4]",
+            providers: &["aws"],
+            runs: every_commit("aws", 4),
+            lkg: &[("aws", Some(("k3", "a1")))],
+            culprits: vec![("aws", range("k3", "k4", &["k4"]), None)],
+            version_set: Some("k3"),
+            flaky_on_lkg: &[],
+            unplaced: &[],
+        },
+        Case {
+            name: "regression in kubernetes at k5, runs at k2, k5, k6: culprit range (k2, k5]",
+            providers: &["aws"],
+            runs: vec![green("1", "aws", "k2", "a1"), red("2", "aws", "k6", "a1"), red("3", "aws", "k5", "a1")],
+            lkg: &[("aws", Some(("k2", "a1")))],
+            culprits: vec![("aws", range("k2", "k5", &["k5", "k4", "k3"]), None)],
+            version_set: Some("k2"),
+            flaky_on_lkg: &[],
+            unplaced: &[],
+        },
+        Case {
+            name: "regression on the provider side at a3, Kubernetes unchanged",
+            providers: &["aws"],
+            runs: vec![
+                green("1", "aws", "k3", "a1"),
+                green("2", "aws", "k3", "a2"),
+                red("3", "aws", "k3", "a3"),
+                red("4", "aws", "k3", "a4"),
+            ],
+            lkg: &[("aws", Some(("k3", "a2")))],
+            culprits: vec![("aws", None, range("a2", "a3", &["a3"]))],
+            version_set: Some("k3"),
+            flaky_on_lkg: &[],
+            unplaced: &[],
+        },
+        Case {
+            name: "a flaky test counts as passed and is reported",
+            providers: &["aws"],
+            runs: vec![green("1", "aws", "k2", "a1"), run("2", "aws", "k3", "a1", &[("a", PASS), ("b", FLAKY)])],
+            lkg: &[("aws", Some(("k3", "a1")))],
+            culprits: vec![],
+            version_set: Some("k3"),
+            flaky_on_lkg: &[("aws", "b")],
+            unplaced: &[],
+        },
+        Case {
+            name: "a provider with no runs is unknown, never good, and holds the version set back",
+            providers: &["aws", "gce"],
+            runs: vec![green("1", "aws", "k3", "a1")],
+            lkg: &[("aws", Some(("k3", "a1"))), ("gce", None)],
+            culprits: vec![],
+            version_set: None,
+            flaky_on_lkg: &[],
+            unplaced: &[],
+        },
+        Case {
+            name: "two providers whose LKGs differ: the version set is the newest commit good with both",
+            providers: &["aws", "gce"],
+            runs: [
+                every_commit("aws", 7),
+                vec![
+                    green("g2", "gce", "k2", "g1"),
+                    green("g3", "gce", "k3", "g2"),
+                    green("g4", "gce", "k4", "g2"),
+                    red("g5", "gce", "k5", "g2"),
+                    red("g6", "gce", "k6", "g3"),
+                ],
+            ]
+            .concat(),
+            lkg: &[("aws", Some(("k6", "a1"))), ("gce", Some(("k4", "g2")))],
+            culprits: vec![("gce", range("k4", "k5", &["k5"]), None)],
+            version_set: Some("k4"),
+            flaky_on_lkg: &[],
+            unplaced: &[],
+        },
+        Case {
+            name: "a commit in the results that is not in the history is reported and ignored for ordering",
+            providers: &["aws"],
+            runs: vec![green("1", "aws", "k2", "a1"), green("2", "aws", "0123abc", "a1"), red("3", "aws", "k3", "a1")],
+            lkg: &[("aws", Some(("k2", "a1")))],
+            culprits: vec![("aws", range("k2", "k3", &["k3"]), None)],
+            version_set: Some("k2"),
+            flaky_on_lkg: &[],
+            unplaced: &[("aws", "2")],
+        },
+    ]
+}
+
+#[test]
+fn the_acceptance_cases_of_issue_7() {
+    for case in acceptance_cases() {
+        let policies: Vec<(&str, ProviderPolicy)> =
+            case.providers.iter().map(|name| (*name, ProviderPolicy::default())).collect();
+        let mut engine = engine(&policies);
+        for run in &case.runs {
+            engine.add_run(run).unwrap();
+        }
+        let report = engine.report();
+        let name = case.name;
+        assert_eq!(report, compute(kubernetes_history(), specs(&policies), &case.runs).unwrap(), "{name}");
+        for (provider, expected) in case.lkg {
+            let expected = expected.map(|(k, p)| (k.to_string(), p.to_string()));
+            assert_eq!(lkg(&engine, provider), expected, "{name}: LKG of {provider}");
+            if let Some(lkg) = &report.providers[*provider].lkg {
+                assert_eq!(lkg.verdict, Verdict::Good, "{name}: the LKG of {provider} is good");
+            }
+        }
+        for provider in case.providers {
+            let expected = case.culprits.iter().find(|(name, ..)| name == provider).map(|(_, kubernetes, provider)| {
+                Culprit { kubernetes: kubernetes.clone(), provider: provider.clone() }
+            });
+            assert_eq!(engine.culprit(provider).unwrap(), expected, "{name}: culprit of {provider}");
+            let flaky: Vec<&str> = report.providers[*provider]
+                .lkg
+                .iter()
+                .flat_map(|lkg| lkg.flaky_tests.iter().map(|test| test.name.as_str()))
+                .collect();
+            let expected: Vec<&str> =
+                case.flaky_on_lkg.iter().filter(|(name, _)| name == provider).map(|(_, test)| *test).collect();
+            assert_eq!(flaky, expected, "{name}: flaky tests of {provider}");
+            let unplaced: Vec<&str> =
+                report.providers[*provider].unplaced.iter().map(|run| run.build_id.as_str()).collect();
+            let expected: Vec<&str> =
+                case.unplaced.iter().filter(|(name, _)| name == provider).map(|(_, build)| *build).collect();
+            assert_eq!(unplaced, expected, "{name}: unplaced runs of {provider}");
+        }
+        assert_eq!(report.version_set.map(|set| set.kubernetes_commit).as_deref(), case.version_set, "{name}");
+    }
+}
+
+#[test]
+fn a_provider_with_no_runs_has_no_pair_and_no_answer_but_unknown() {
+    let engine = engine(&[("aws", ProviderPolicy::default()), ("gce", ProviderPolicy::default())]);
+    let gce = engine.provider_report("gce").unwrap();
+    assert_eq!((gce.lkg, gce.newest, gce.culprit, gce.pairs.len()), (None, None, None, 0));
+    assert_eq!(engine.pair("gce", "k6", "g4"), Ok(None), "never run: unknown, not bad and not good");
+    assert_eq!(engine.version_set(), None);
+}
+
+#[test]
+fn compact_runs_are_judged_like_named_ones() {
+    let policies = mixed_policies();
+    let runs = mixed_runs();
+    let mut named = engine(&policies);
+    let mut compact = engine(&policies);
+    for run in &runs {
+        named.add_run(run).unwrap();
+        let results = run
+            .tests
+            .iter()
+            .map(|test| (compact.intern_test(&test.name), TestStatus::of_attempts(&test.attempts)))
+            .collect();
+        let run = CompactRun {
+            build_id: run.build_id.clone(),
+            provider: run.provider.clone(),
+            kubernetes_version: run.kubernetes_version.clone(),
+            provider_version: run.provider_version.clone(),
+            results,
+        };
+        compact.add_compact_run(&run).unwrap();
+    }
+    assert_eq!(named.report(), compact.report());
+    let error = compact
+        .add_compact_run(&CompactRun {
+            build_id: "99".into(),
+            provider: "aws".into(),
+            kubernetes_version: "k6".into(),
+            provider_version: "a4".into(),
+            results: vec![(TestId(1000), TestStatus::Pass)],
+        })
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "run 99: test id 1000 is not in the test catalog (2 tests): intern test names in the engine's catalog"
+    );
+    assert_eq!(compact.add_run(&green("99", "aws", "k6", "a4")), Ok(RunAdded::New), "a refused build id is not taken");
 }

@@ -1,12 +1,11 @@
 //! Verdicts at three levels: a test within a run, a run against its provider's policy, and a
 //! (Kubernetes commit, provider commit) pair across all its runs.
 
-use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Attempt, FlakePolicy, ProviderPolicy, TestResult};
+use crate::{ProviderPolicy, TestCatalog, TestId, TestStatus};
 
 /// The verdict on a pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,70 +19,131 @@ pub enum Verdict {
     Bad,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TestOutcome {
-    Passed,
-    Flaky,
-    Failed,
-    Skipped,
-}
-
-/// The last attempt that ran decides; a pass after an earlier failure is flaky.
-pub(crate) fn test_outcome(attempts: &[Attempt]) -> TestOutcome {
-    let mut ran = attempts.iter().filter(|attempt| **attempt != Attempt::Skip);
-    match ran.next_back() {
-        None => TestOutcome::Skipped,
-        Some(Attempt::Fail) => TestOutcome::Failed,
-        Some(_) if ran.any(|attempt| *attempt == Attempt::Fail) => TestOutcome::Flaky,
-        Some(_) => TestOutcome::Passed,
-    }
-}
-
 /// The verdict on one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RunVerdict {
     pub good: bool,
-    pub flaky_tests: Vec<String>,
+    /// Each flaky test once, in the order the run lists them.
+    pub flaky_tests: Vec<TestId>,
 }
 
-pub(crate) fn judge_run(tests: &[TestResult], policy: &ProviderPolicy) -> RunVerdict {
-    let outcomes = outcomes_by_test(tests);
-    let good = if policy.required_tests.is_empty() {
-        every_run_test_passed(&outcomes, &policy.flake)
-    } else {
-        policy
-            .required_tests
-            .iter()
-            .all(|name| outcomes.get(name.as_str()).is_some_and(|outcome| counts_as_passed(*outcome, &policy.flake)))
-    };
-    let flaky_tests = outcomes
-        .iter()
-        .filter(|(_, outcome)| **outcome == TestOutcome::Flaky)
-        .map(|(name, _)| name.to_string())
-        .collect();
-    RunVerdict { good, flaky_tests }
+/// A provider's policy compiled against the test catalog.
+#[derive(Debug, Clone)]
+pub(crate) struct Judge {
+    /// Required test ids, sorted and without repeats.
+    required: Vec<TestId>,
+    /// The same as a bit set indexed by id.
+    required_bits: Vec<u64>,
+    flaky_counts_as_passed: bool,
 }
 
-/// Results sharing a name (e.g. from two junit files) are one test whose attempts follow each other.
-fn outcomes_by_test(tests: &[TestResult]) -> BTreeMap<&str, TestOutcome> {
-    let mut attempts: BTreeMap<&str, Vec<Attempt>> = BTreeMap::new();
-    for test in tests {
-        attempts.entry(&test.name).or_default().extend(&test.attempts);
+/// Per-test state reused across runs: `slots[id]` holds `generation << 2 | status` for the tests of
+/// the run being judged, so nothing needs clearing between runs.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scratch {
+    slots: Vec<u32>,
+    generation: u32,
+}
+
+const GENERATION_SHIFT: u32 = 2;
+const LAST_GENERATION: u32 = u32::MAX >> GENERATION_SHIFT;
+
+impl Scratch {
+    fn start(&mut self, tests: usize) -> u32 {
+        if self.slots.len() < tests {
+            self.slots.resize(tests, 0);
+        }
+        if self.generation == LAST_GENERATION {
+            self.slots.iter_mut().for_each(|slot| *slot = 0);
+            self.generation = 0;
+        }
+        self.generation += 1;
+        self.generation
     }
-    attempts.into_iter().map(|(name, attempts)| (name, test_outcome(&attempts))).collect()
 }
 
-/// A run in which nothing ran proves nothing, so it is not good.
-fn every_run_test_passed(outcomes: &BTreeMap<&str, TestOutcome>, flake: &FlakePolicy) -> bool {
-    let mut ran = outcomes.values().filter(|outcome| **outcome != TestOutcome::Skipped).peekable();
-    ran.peek().is_some() && ran.all(|outcome| counts_as_passed(*outcome, flake))
-}
+impl Judge {
+    pub fn new(policy: &ProviderPolicy, catalog: &mut TestCatalog) -> Self {
+        let mut required: Vec<TestId> = policy.required_tests.iter().map(|name| catalog.intern(name)).collect();
+        required.sort_unstable();
+        required.dedup();
+        let mut required_bits = vec![0u64; required.last().map_or(0, |id| id.index() / 64 + 1)];
+        for id in &required {
+            required_bits[id.index() / 64] |= 1 << (id.index() % 64);
+        }
+        Self { required, required_bits, flaky_counts_as_passed: policy.flake.flaky_counts_as_passed }
+    }
 
-fn counts_as_passed(outcome: TestOutcome, flake: &FlakePolicy) -> bool {
-    match outcome {
-        TestOutcome::Passed => true,
-        TestOutcome::Flaky => flake.flaky_counts_as_passed,
-        TestOutcome::Failed | TestOutcome::Skipped => false,
+    fn is_required(&self, id: TestId) -> bool {
+        self.required_bits.get(id.index() / 64).is_some_and(|word| word >> (id.index() % 64) & 1 == 1)
+    }
+
+    fn counts_as_passed(&self, status: TestStatus) -> bool {
+        match status {
+            TestStatus::Pass => true,
+            TestStatus::Flaky => self.flaky_counts_as_passed,
+            TestStatus::Fail | TestStatus::Skip => false,
+        }
+    }
+
+    /// Judges a run; `tests` is the catalog's length, and an id at or above it is returned as the
+    /// error.
+    ///
+    /// With required tests, the run is good when each of them counts as passed; with none, when
+    /// every test that ran counts as passed and at least one ran (a run where nothing ran proves
+    /// nothing).
+    pub fn judge(
+        &self,
+        results: &[(TestId, TestStatus)],
+        tests: usize,
+        scratch: &mut Scratch,
+    ) -> Result<RunVerdict, TestId> {
+        let generation = scratch.start(tests);
+        let mark = generation << GENERATION_SHIFT;
+        let slots = &mut scratch.slots[..tests];
+        // One pass that is exact when no test is listed twice (the usual case).
+        let (mut repeats, mut any_flaky) = (false, false);
+        let (mut required_passed, mut ran, mut ran_passed) = (0usize, 0usize, 0usize);
+        for &(id, status) in results {
+            let Some(slot) = slots.get_mut(id.index()) else { return Err(id) };
+            if *slot >> GENERATION_SHIFT == generation {
+                repeats = true;
+                *slot = mark | TestStatus::from_bits(*slot).then(status) as u32;
+                continue;
+            }
+            *slot = mark | status as u32;
+            any_flaky |= status == TestStatus::Flaky;
+            let passed = self.counts_as_passed(status);
+            ran += usize::from(status != TestStatus::Skip);
+            ran_passed += usize::from(passed);
+            required_passed += usize::from(passed && self.is_required(id));
+        }
+        let final_status = |slots: &[u32], id: TestId| {
+            let slot = slots[id.index()];
+            (slot >> GENERATION_SHIFT == generation).then(|| TestStatus::from_bits(slot))
+        };
+        let good = if !repeats {
+            if self.required.is_empty() { ran > 0 && ran == ran_passed } else { required_passed == self.required.len() }
+        } else if self.required.is_empty() {
+            let statuses = || results.iter().filter_map(|(id, _)| final_status(slots, *id));
+            statuses().any(|status| status != TestStatus::Skip)
+                && statuses().all(|status| status == TestStatus::Skip || self.counts_as_passed(status))
+        } else {
+            self.required.iter().all(|id| {
+                id.index() < slots.len() && final_status(slots, *id).is_some_and(|status| self.counts_as_passed(status))
+            })
+        };
+        let mut flaky_tests = Vec::new();
+        if any_flaky || repeats {
+            for &(id, _) in results {
+                if final_status(slots, id) == Some(TestStatus::Flaky) {
+                    flaky_tests.push(id);
+                    // Reported once: the slot now reads as another generation.
+                    slots[id.index()] = 0;
+                }
+            }
+        }
+        Ok(RunVerdict { good, flaky_tests })
     }
 }
 
@@ -92,7 +152,7 @@ fn counts_as_passed(outcome: TestOutcome, flake: &FlakePolicy) -> bool {
 pub(crate) struct RunRecord {
     pub build_id: String,
     pub good: bool,
-    pub flaky_tests: Vec<String>,
+    pub flaky_tests: Vec<TestId>,
 }
 
 /// The runs of one pair in the order they were added, with the streaks of good runs.
@@ -129,11 +189,8 @@ impl PairRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Attempt, FlakePolicy};
     use Attempt::{Fail, Pass, Skip};
-
-    fn result(name: &str, attempts: &[Attempt]) -> TestResult {
-        TestResult { name: name.into(), attempts: attempts.to_vec() }
-    }
 
     fn good(good: bool) -> RunVerdict {
         RunVerdict { good, flaky_tests: vec![] }
@@ -141,33 +198,93 @@ mod tests {
 
     #[test]
     fn the_last_attempt_that_ran_decides_and_a_pass_after_a_failure_is_flaky() {
-        let cases: [(&[Attempt], TestOutcome); 8] = [
-            (&[], TestOutcome::Skipped),
-            (&[Skip], TestOutcome::Skipped),
-            (&[Pass], TestOutcome::Passed),
-            (&[Fail], TestOutcome::Failed),
-            (&[Fail, Pass], TestOutcome::Flaky),
-            (&[Fail, Skip, Pass], TestOutcome::Flaky),
-            (&[Pass, Fail], TestOutcome::Failed),
-            (&[Pass, Skip], TestOutcome::Passed),
+        let cases: [(&[Attempt], TestStatus); 9] = [
+            (&[], TestStatus::Skip),
+            (&[Skip], TestStatus::Skip),
+            (&[Pass], TestStatus::Pass),
+            (&[Fail], TestStatus::Fail),
+            (&[Fail, Pass], TestStatus::Flaky),
+            (&[Fail, Skip, Pass], TestStatus::Flaky),
+            (&[Pass, Fail], TestStatus::Fail),
+            (&[Pass, Skip], TestStatus::Pass),
+            (&[Fail, Pass, Pass], TestStatus::Flaky),
         ];
         for (attempts, expected) in cases {
-            assert_eq!(test_outcome(attempts), expected, "attempts {attempts:?}");
+            assert_eq!(TestStatus::of_attempts(attempts), expected, "attempts {attempts:?}");
         }
     }
 
     #[test]
+    fn folding_statuses_is_folding_their_attempts() {
+        let attempts_of = |status: TestStatus| match status {
+            TestStatus::Skip => vec![Skip],
+            TestStatus::Pass => vec![Pass],
+            TestStatus::Fail => vec![Fail],
+            TestStatus::Flaky => vec![Fail, Pass],
+        };
+        let all = [TestStatus::Skip, TestStatus::Pass, TestStatus::Fail, TestStatus::Flaky];
+        for first in all {
+            for next in all {
+                let attempts = [attempts_of(first), attempts_of(next)].concat();
+                assert_eq!(first.then(next), TestStatus::of_attempts(&attempts), "{first:?} then {next:?}");
+            }
+        }
+    }
+
+    fn judge(policy: &ProviderPolicy, tests: &[(&str, TestStatus)]) -> (bool, Vec<String>) {
+        let mut catalog = TestCatalog::new();
+        let judge = Judge::new(policy, &mut catalog);
+        let results: Vec<_> = tests.iter().map(|(name, status)| (catalog.intern(name), *status)).collect();
+        let mut scratch = Scratch::default();
+        // Judged twice with one scratch: the second must not see the first's tests.
+        judge.judge(&results, catalog.len(), &mut scratch).unwrap();
+        let verdict = judge.judge(&results, catalog.len(), &mut scratch).unwrap();
+        let names = verdict.flaky_tests.iter().map(|id| catalog.name(*id).unwrap().to_owned()).collect();
+        (verdict.good, names)
+    }
+
+    fn requiring(tests: &[&str]) -> ProviderPolicy {
+        ProviderPolicy { required_tests: tests.iter().map(|t| t.to_string()).collect(), ..Default::default() }
+    }
+
+    #[test]
     fn results_sharing_a_name_are_one_test() {
-        let tests = [result("t", &[Fail]), result("t", &[Pass])];
-        let verdict = judge_run(&tests, &ProviderPolicy::default());
-        assert_eq!(verdict, RunVerdict { good: true, flaky_tests: vec!["t".into()] });
+        use TestStatus::*;
+        let any = ProviderPolicy::default();
+        assert_eq!(judge(&any, &[("t", Fail), ("t", Pass)]), (true, vec!["t".into()]));
+        assert_eq!(judge(&any, &[("t", Pass), ("t", Fail), ("u", Pass)]), (false, vec![]));
+        assert_eq!(judge(&any, &[("t", Pass), ("t", Skip)]), (true, vec![]));
+        let a = requiring(&["a", "b"]);
+        assert_eq!(judge(&a, &[("a", Pass), ("a", Pass)]), (false, vec![]), "b never ran");
+        assert_eq!(judge(&a, &[("a", Flaky), ("b", Pass), ("a", Pass)]), (true, vec!["a".into()]));
+        assert_eq!(judge(&a, &[("a", Pass), ("b", Pass), ("a", Fail)]), (false, vec![]));
+    }
+
+    #[test]
+    fn required_tests_must_count_as_passed_and_others_do_not_matter() {
+        use TestStatus::*;
+        let a = requiring(&["a"]);
+        assert_eq!(judge(&a, &[("a", Pass), ("b", Fail)]), (true, vec![]));
+        assert_eq!(judge(&a, &[("a", Skip), ("b", Pass)]), (false, vec![]));
+        assert_eq!(judge(&a, &[("b", Pass)]), (false, vec![]));
+        let strict = ProviderPolicy { flake: FlakePolicy { flaky_counts_as_passed: false, ..Default::default() }, ..a };
+        assert_eq!(judge(&strict, &[("a", Flaky)]), (false, vec!["a".into()]));
+    }
+
+    #[test]
+    fn an_id_outside_the_catalog_is_returned() {
+        let mut catalog = TestCatalog::new();
+        let judge = Judge::new(&requiring(&["a"]), &mut catalog);
+        let results = [(TestId(0), TestStatus::Pass), (TestId(7), TestStatus::Pass)];
+        assert_eq!(judge.judge(&results, catalog.len(), &mut Scratch::default()), Err(TestId(7)));
     }
 
     #[test]
     fn a_run_where_nothing_ran_is_not_good() {
-        let verdict = judge_run(&[result("t", &[Skip])], &ProviderPolicy::default());
-        assert!(!verdict.good);
-        assert!(!judge_run(&[], &ProviderPolicy::default()).good);
+        let any = ProviderPolicy::default();
+        assert_eq!(judge(&any, &[("t", TestStatus::Skip)]), (false, vec![]));
+        assert_eq!(judge(&any, &[]), (false, vec![]));
+        assert_eq!(judge(&any, &[("t", TestStatus::Skip), ("t", TestStatus::Skip)]), (false, vec![]));
     }
 
     #[test]
