@@ -24,6 +24,7 @@ impl TestCatalog {
             return *id;
         }
         let id = TestId(u32::try_from(self.names.len()).expect("fewer than 2^32 test names"));
+        assert!(id.0 <= crate::CompactResult::MAX_TEST_ID, "at most 2^30 test names");
         self.names.push(name.to_owned());
         self.ids.insert(name.to_owned(), id);
         id

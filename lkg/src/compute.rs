@@ -31,6 +31,8 @@ pub fn compute_compact(
     runs: &[CompactRun],
 ) -> Result<Report, LkgError> {
     let mut ledger = Ledger::new(kubernetes, providers, catalog);
+    // Room for an even share of the runs each, which spares most of the growing.
+    ledger.reserve_each(runs.len() / ledger.providers.len().max(1));
     for run in runs {
         ledger.record_compact(run)?;
     }
@@ -58,22 +60,31 @@ fn select(provider: &ProviderLedger) -> Selection {
 }
 
 /// The newest Kubernetes ordinal with a good pair for every version-set provider, and each one's
-/// newest good pair there.
+/// newest good pair there: the candidates are the first provider's good pairs, newest first.
 fn newest_good_with_all(ledger: &Ledger) -> Option<(usize, BTreeMap<&str, PairKey>)> {
-    // Per provider, the newest good pair at each Kubernetes ordinal (later keys are newer).
-    let newest_good: Vec<(&str, BTreeMap<usize, PairKey>)> = ledger
-        .version_set_providers()
-        .map(|(name, provider)| {
-            (name.as_str(), provider.keys_with(Verdict::Good).map(|key| (key.kubernetes, key)).collect())
-        })
-        .collect();
-    let ((_, first), rest) = newest_good.split_first()?;
-    first.keys().rev().find_map(|kubernetes| {
-        let chosen = newest_good
+    let required: Vec<(&str, &ProviderLedger)> =
+        ledger.version_set_providers().map(|(name, provider)| (name.as_str(), provider)).collect();
+    let (_, first) = required.first()?;
+    let mut tried = None;
+    first.keys_with(Verdict::Good).rev().find_map(|candidate| {
+        let kubernetes = candidate.kubernetes;
+        if tried.replace(kubernetes) == Some(kubernetes) {
+            return None;
+        }
+        let chosen = required
             .iter()
-            .map(|(name, good)| good.get(kubernetes).map(|key| (*name, *key)))
+            .map(|(name, provider)| newest_good_at(provider, kubernetes).map(|key| (*name, key)))
             .collect::<Option<BTreeMap<_, _>>>()?;
-        debug_assert_eq!(chosen.len(), rest.len() + 1);
-        Some((*kubernetes, chosen))
+        Some((kubernetes, chosen))
     })
+}
+
+fn newest_good_at(provider: &ProviderLedger, kubernetes: usize) -> Option<PairKey> {
+    let (oldest, newest) = PairKey::bounds_at(kubernetes);
+    provider
+        .pairs
+        .range(oldest..=newest)
+        .rev()
+        .find(|(_, record)| provider.verdict_of(record) == Verdict::Good)
+        .map(|(key, _)| *key)
 }

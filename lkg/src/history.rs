@@ -1,8 +1,9 @@
 //! Commit histories: the first-parent order of a tracked branch, with release tags as aliases.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::LkgError;
+use crate::fast_hash::FastMap;
 
 /// The first-parent commits of one branch, plus tags that resolve to them.
 ///
@@ -11,7 +12,7 @@ use crate::LkgError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct History {
     oldest_first: Vec<String>,
-    ordinals: HashMap<String, usize>,
+    ordinals: FastMap<String, usize>,
     tags: BTreeMap<String, String>,
 }
 
@@ -24,7 +25,7 @@ impl History {
     {
         let mut oldest_first: Vec<String> = newest_first.into_iter().map(Into::into).collect();
         oldest_first.reverse();
-        let mut ordinals = HashMap::with_capacity(oldest_first.len());
+        let mut ordinals = FastMap::with_capacity_and_hasher(oldest_first.len(), Default::default());
         for (ordinal, commit) in oldest_first.iter().enumerate() {
             if ordinals.insert(commit.clone(), ordinal).is_some() {
                 return Err(LkgError::DuplicateCommit { commit: commit.clone() });

@@ -1,10 +1,15 @@
 //! The ledger: every accepted run resolved onto its (Kubernetes commit, provider commit) pair, per
 //! provider. Both the incremental engine and the from-scratch computation are built on it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::fast_hash::FastSet;
 
 use crate::verdict::{Judge, PairRecord, Scratch};
-use crate::{CompactRun, History, LkgError, ProviderSpec, Run, TestCatalog, TestId, TestStatus, UnplacedRun, Verdict};
+use crate::{
+    CompactResult, CompactRun, History, LkgError, ProviderSpec, Run, TestCatalog, TestStatus, UnplacedRun, Verdict,
+};
 
 /// A pair as ordinals into the Kubernetes and provider histories. The derived order (Kubernetes
 /// first, then provider) is "older before newer", which the LKG and culprit selections rely on.
@@ -29,7 +34,8 @@ pub(crate) struct ProviderLedger {
     pub pairs: BTreeMap<PairKey, PairRecord>,
     /// Runs naming a revision that is in neither history: reported, never ordered.
     pub unplaced: Vec<UnplacedRun>,
-    builds: HashSet<String>,
+    /// Shared with the pair records' runs: one allocation per build id.
+    builds: FastSet<Arc<str>>,
 }
 
 impl ProviderLedger {
@@ -63,7 +69,7 @@ pub(crate) enum Recorded {
 #[derive(Clone, Copy)]
 enum Tests<'a> {
     Named(&'a [crate::TestResult]),
-    Compact(&'a [(TestId, TestStatus)]),
+    Compact(&'a [CompactResult]),
 }
 
 #[derive(Debug, Clone)]
@@ -73,7 +79,7 @@ pub(crate) struct Ledger {
     pub catalog: TestCatalog,
     scratch: Scratch,
     /// The tests of a named run, interned; kept to reuse its allocation.
-    interned: Vec<(TestId, TestStatus)>,
+    interned: Vec<CompactResult>,
 }
 
 impl Ledger {
@@ -87,7 +93,7 @@ impl Ledger {
                     judge,
                     pairs: BTreeMap::new(),
                     unplaced: Vec::new(),
-                    builds: HashSet::new(),
+                    builds: FastSet::default(),
                 };
                 (name, ledger)
             })
@@ -116,7 +122,9 @@ impl Ledger {
     ) -> Result<Recorded, LkgError> {
         let invalid = |reason| LkgError::InvalidRun { build_id: build_id.to_owned(), reason: Box::new(reason) };
         let provider = self.providers.get_mut(provider_name).ok_or_else(|| invalid(unknown_provider(provider_name)))?;
-        if provider.builds.contains(build_id) {
+        // Taken now (one hash instead of two), given back if the run is refused below.
+        let build: Arc<str> = Arc::from(build_id);
+        if !provider.builds.insert(build.clone()) {
             return Ok(Recorded::Duplicate);
         }
         let kubernetes = ordinal(&self.kubernetes, "kubernetes", kubernetes_version);
@@ -125,7 +133,6 @@ impl Ledger {
             (Ok(kubernetes), Ok(provider)) => PairKey { kubernetes, provider },
             (kubernetes, provider_ordinal) => {
                 let problems = [kubernetes.err(), provider_ordinal.err()].into_iter().flatten();
-                provider.builds.insert(build_id.to_owned());
                 provider.unplaced.push(UnplacedRun {
                     build_id: build_id.to_owned(),
                     kubernetes_version: kubernetes_version.clone(),
@@ -139,21 +146,30 @@ impl Ledger {
             Tests::Compact(results) => results,
             Tests::Named(tests) => {
                 self.interned.clear();
-                self.interned.extend(
-                    tests.iter().map(|test| (self.catalog.intern(&test.name), TestStatus::of_attempts(&test.attempts))),
-                );
+                self.interned.extend(tests.iter().map(|test| {
+                    CompactResult::new(self.catalog.intern(&test.name), TestStatus::of_attempts(&test.attempts))
+                }));
                 &self.interned[..]
             }
         };
-        let verdict = provider
-            .judge
-            .judge(results, self.catalog.len(), &mut self.scratch)
-            .map_err(|id| invalid(LkgError::UnknownTestId { id: id.0, catalog_len: self.catalog.len() }))?;
-        provider.builds.insert(build_id.to_owned());
+        let verdict = match provider.judge.judge(results, self.catalog.len(), &mut self.scratch) {
+            Ok(verdict) => verdict,
+            Err(id) => {
+                provider.builds.remove(build_id);
+                return Err(invalid(LkgError::UnknownTestId { id: id.0, catalog_len: self.catalog.len() }));
+            }
+        };
         let record = provider.pairs.entry(key).or_default();
-        record.push(build_id.to_owned(), verdict);
+        record.push(build, verdict);
         let verdict = record.verdict(provider.spec.policy.flake.consecutive_good_runs);
         Ok(Recorded::New { key, verdict })
+    }
+
+    /// Room for `runs` more runs of each provider, to spare growing its indexes run by run.
+    pub fn reserve_each(&mut self, runs: usize) {
+        for provider in self.providers.values_mut() {
+            provider.builds.reserve(runs);
+        }
     }
 
     pub fn provider(&self, name: &str) -> Result<&ProviderLedger, LkgError> {

@@ -13,12 +13,17 @@
 //! - the *culprit range* of a provider whose newest pair is bad runs from its LKG (excluded) to the
 //!   oldest bad pair after it (included), on the Kubernetes side and on the provider side.
 //!
-//! [`Engine`] updates all of this one run at a time; [`compute`] does it from scratch.
+//! [`Engine`] updates all of this one run at a time; [`compute`] does it from scratch. Runs come
+//! with test names ([`Run`]) or with ids interned in a [`TestCatalog`] ([`CompactRun`], what large
+//! recomputations take). A run naming a commit or tag that is not in its history is listed in its
+//! provider's report and takes no part in any ordering.
+
 
 mod catalog;
 mod compute;
 mod engine;
 mod error;
+mod fast_hash;
 mod history;
 mod ledger;
 mod model;
@@ -33,6 +38,8 @@ pub use compute::{compute, compute_compact};
 pub use engine::{Engine, RunAdded};
 pub use error::LkgError;
 pub use history::History;
-pub use model::{Attempt, CompactRun, FlakePolicy, ProviderPolicy, ProviderSpec, Run, TestId, TestResult, TestStatus};
+pub use model::{
+    Attempt, CompactResult, CompactRun, FlakePolicy, ProviderPolicy, ProviderSpec, Run, TestId, TestResult, TestStatus,
+};
 pub use report::{CommitRange, Culprit, FlakyTest, PairReport, ProviderReport, Report, UnplacedRun, VersionSet};
 pub use verdict::Verdict;

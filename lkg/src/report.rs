@@ -105,7 +105,7 @@ pub(crate) fn provider_report(ledger: &Ledger, provider: &ProviderLedger, select
         lkg: selection.lkg.map(report),
         newest: selection.newest.map(report),
         culprit: culprit_of(ledger, provider, selection),
-        pairs: provider.pairs.keys().rev().map(|key| report(*key)).collect(),
+        pairs: provider.pairs.iter().rev().map(|(key, record)| record_report(ledger, provider, *key, record)).collect(),
         unplaced: provider.unplaced.clone(),
     }
 }
@@ -117,7 +117,10 @@ pub(crate) fn culprit_of(ledger: &Ledger, provider: &ProviderLedger, selection: 
 
 /// `key` must be a tested pair of `provider`.
 pub(crate) fn pair_report(ledger: &Ledger, provider: &ProviderLedger, key: PairKey) -> PairReport {
-    let record = &provider.pairs[&key];
+    record_report(ledger, provider, key, &provider.pairs[&key])
+}
+
+fn record_report(ledger: &Ledger, provider: &ProviderLedger, key: PairKey, record: &PairRecord) -> PairReport {
     PairReport {
         kubernetes_commit: ledger.kubernetes.commit(key.kubernetes).to_owned(),
         provider_commit: provider.spec.history.commit(key.provider).to_owned(),
@@ -137,15 +140,18 @@ pub(crate) fn version_set(ledger: &Ledger, kubernetes: usize, chosen: &BTreeMap<
 }
 
 fn build_ids(record: &PairRecord, good: bool) -> Vec<String> {
-    record.runs().iter().filter(|run| run.good == good).map(|run| run.build_id.clone()).collect()
+    record.runs().filter(|run| run.good == good).map(|run| run.build_id.to_string()).collect()
 }
 
 fn flaky_tests(record: &PairRecord, catalog: &TestCatalog) -> Vec<FlakyTest> {
+    if record.runs().all(|run| run.flaky_tests.is_empty()) {
+        return Vec::new();
+    }
     let mut builds_by_test: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for run in record.runs() {
         for test in &run.flaky_tests {
             let name = catalog.name(*test).expect("flaky test ids come from the catalog");
-            builds_by_test.entry(name).or_default().push(run.build_id.clone());
+            builds_by_test.entry(name).or_default().push(run.build_id.to_string());
         }
     }
     builds_by_test.into_iter().map(|(name, builds)| FlakyTest { name: name.into(), builds }).collect()

@@ -667,7 +667,7 @@ fn compact_runs_are_judged_like_named_ones() {
         let results = run
             .tests
             .iter()
-            .map(|test| (compact.intern_test(&test.name), TestStatus::of_attempts(&test.attempts)))
+            .map(|test| CompactResult::new(compact.intern_test(&test.name), TestStatus::of_attempts(&test.attempts)))
             .collect();
         let run = CompactRun {
             build_id: run.build_id.clone(),
@@ -685,7 +685,7 @@ fn compact_runs_are_judged_like_named_ones() {
             provider: "aws".into(),
             kubernetes_version: "k6".into(),
             provider_version: "a4".into(),
-            results: vec![(TestId(1000), TestStatus::Pass)],
+            results: vec![CompactResult::new(TestId(1000), TestStatus::Pass)],
         })
         .unwrap_err();
     assert_eq!(

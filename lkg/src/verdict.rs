@@ -2,10 +2,11 @@
 //! (Kubernetes commit, provider commit) pair across all its runs.
 
 use std::num::NonZeroU32;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ProviderPolicy, TestCatalog, TestId, TestStatus};
+use crate::{CompactResult, ProviderPolicy, TestCatalog, TestId, TestStatus};
 
 /// The verdict on a pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,8 +33,8 @@ pub(crate) struct RunVerdict {
 pub(crate) struct Judge {
     /// Required test ids, sorted and without repeats.
     required: Vec<TestId>,
-    /// The same as a bit set indexed by id.
-    required_bits: Vec<u64>,
+    /// The same as a table indexed by id: 1 when required (a byte each, for a load with no shift).
+    required_table: Vec<u8>,
     flaky_counts_as_passed: bool,
 }
 
@@ -67,15 +68,15 @@ impl Judge {
         let mut required: Vec<TestId> = policy.required_tests.iter().map(|name| catalog.intern(name)).collect();
         required.sort_unstable();
         required.dedup();
-        let mut required_bits = vec![0u64; required.last().map_or(0, |id| id.index() / 64 + 1)];
+        let mut required_table = vec![0u8; required.last().map_or(0, |id| id.index() + 1)];
         for id in &required {
-            required_bits[id.index() / 64] |= 1 << (id.index() % 64);
+            required_table[id.index()] = 1;
         }
-        Self { required, required_bits, flaky_counts_as_passed: policy.flake.flaky_counts_as_passed }
+        Self { required, required_table, flaky_counts_as_passed: policy.flake.flaky_counts_as_passed }
     }
 
     fn is_required(&self, id: TestId) -> bool {
-        self.required_bits.get(id.index() / 64).is_some_and(|word| word >> (id.index() % 64) & 1 == 1)
+        self.required_table.get(id.index()) == Some(&1)
     }
 
     fn counts_as_passed(&self, status: TestStatus) -> bool {
@@ -92,9 +93,70 @@ impl Judge {
     /// With required tests, the run is good when each of them counts as passed; with none, when
     /// every test that ran counts as passed and at least one ran (a run where nothing ran proves
     /// nothing).
-    pub fn judge(
+    pub fn judge(&self, results: &[CompactResult], tests: usize, scratch: &mut Scratch) -> Result<RunVerdict, TestId> {
+        match self.judge_sorted(results, tests)? {
+            Some(verdict) => Ok(verdict),
+            None => self.judge_any_order(results, tests, scratch),
+        }
+    }
+
+    /// One pass with no per-test state, exact when the ids strictly increase (each test listed
+    /// once, in id order, as a loader ordering by test id gives them); `None` otherwise.
+    fn judge_sorted(&self, results: &[CompactResult], tests: usize) -> Result<Option<RunVerdict>, TestId> {
+        if results.len() > usize::from(u16::MAX) {
+            return Ok(None);
+        }
+        // Four counters in the 16-bit lanes of one word, bumped by a table lookup per result:
+        // indexed by `required << 2 | status` (status 0 skip, 1 pass, 2 fail, 3 flaky).
+        const SKIPPED: u64 = 1;
+        const PASSED: u64 = 1 << 16;
+        const FLAKY: u64 = 1 << 32;
+        const REQUIRED_PASSED: u64 = 1 << 48;
+        let flaky_passes = if self.flaky_counts_as_passed { PASSED } else { 0 };
+        let counts: [u64; 8] = [
+            SKIPPED,
+            PASSED,
+            0,
+            FLAKY | flaky_passes,
+            SKIPPED,
+            PASSED | REQUIRED_PASSED,
+            0,
+            FLAKY | flaky_passes | if self.flaky_counts_as_passed { REQUIRED_PASSED } else { 0 },
+        ];
+        let table = &self.required_table[..];
+        let (mut sorted, mut next, mut lanes) = (true, 0u32, 0u64);
+        for result in results {
+            let (id, status) = (result.bits() >> 2, result.bits() & 3);
+            sorted &= id >= next;
+            next = id.wrapping_add(1);
+            let required = table.get(id as usize).copied().unwrap_or(0) as u32;
+            lanes += counts[(required << 2 | status) as usize];
+        }
+        let lane = |shift: u32| (lanes >> shift & 0xffff) as usize;
+        let (skipped, passed, flaky, required_passed) = (lane(0), lane(16), lane(32), lane(48));
+        let (ran, ran_passed, any_flaky) = (results.len() - skipped, passed, flaky > 0);
+        if !sorted {
+            return Ok(None);
+        }
+        if let Some(last) = results.last().filter(|last| last.test().index() >= tests) {
+            return Err(last.test());
+        }
+        let good = if self.required.is_empty() {
+            ran > 0 && ran == ran_passed
+        } else {
+            required_passed == self.required.len()
+        };
+        let flaky_tests = if any_flaky {
+            results.iter().filter(|result| result.status() == TestStatus::Flaky).map(|result| result.test()).collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Some(RunVerdict { good, flaky_tests }))
+    }
+
+    fn judge_any_order(
         &self,
-        results: &[(TestId, TestStatus)],
+        results: &[CompactResult],
         tests: usize,
         scratch: &mut Scratch,
     ) -> Result<RunVerdict, TestId> {
@@ -104,7 +166,8 @@ impl Judge {
         // One pass that is exact when no test is listed twice (the usual case).
         let (mut repeats, mut any_flaky) = (false, false);
         let (mut required_passed, mut ran, mut ran_passed) = (0usize, 0usize, 0usize);
-        for &(id, status) in results {
+        for result in results {
+            let (id, status) = (result.test(), result.status());
             let Some(slot) = slots.get_mut(id.index()) else { return Err(id) };
             if *slot >> GENERATION_SHIFT == generation {
                 repeats = true;
@@ -125,7 +188,7 @@ impl Judge {
         let good = if !repeats {
             if self.required.is_empty() { ran > 0 && ran == ran_passed } else { required_passed == self.required.len() }
         } else if self.required.is_empty() {
-            let statuses = || results.iter().filter_map(|(id, _)| final_status(slots, *id));
+            let statuses = || results.iter().filter_map(|result| final_status(slots, result.test()));
             statuses().any(|status| status != TestStatus::Skip)
                 && statuses().all(|status| status == TestStatus::Skip || self.counts_as_passed(status))
         } else {
@@ -135,7 +198,7 @@ impl Judge {
         };
         let mut flaky_tests = Vec::new();
         if any_flaky || repeats {
-            for &(id, _) in results {
+            for id in results.iter().map(|result| result.test()) {
                 if final_status(slots, id) == Some(TestStatus::Flaky) {
                     flaky_tests.push(id);
                     // Reported once: the slot now reads as another generation.
@@ -150,7 +213,7 @@ impl Judge {
 /// One run as a pair remembers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RunRecord {
-    pub build_id: String,
+    pub build_id: Arc<str>,
     pub good: bool,
     pub flaky_tests: Vec<TestId>,
 }
@@ -158,16 +221,23 @@ pub(crate) struct RunRecord {
 /// The runs of one pair in the order they were added, with the streaks of good runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct PairRecord {
-    runs: Vec<RunRecord>,
+    /// Most pairs have one run: it is kept inline, the others in `more`.
+    first: Option<RunRecord>,
+    more: Vec<RunRecord>,
     current_streak: u32,
     best_streak: u32,
 }
 
 impl PairRecord {
-    pub fn push(&mut self, build_id: String, verdict: RunVerdict) {
+    pub fn push(&mut self, build_id: Arc<str>, verdict: RunVerdict) {
         self.current_streak = if verdict.good { self.current_streak + 1 } else { 0 };
         self.best_streak = self.best_streak.max(self.current_streak);
-        self.runs.push(RunRecord { build_id, good: verdict.good, flaky_tests: verdict.flaky_tests });
+        let run = RunRecord { build_id, good: verdict.good, flaky_tests: verdict.flaky_tests };
+        if self.first.is_none() {
+            self.first = Some(run);
+        } else {
+            self.more.push(run);
+        }
     }
 
     /// Once good, a pair stays good: a known-good pair is not unproven by a later failure.
@@ -181,8 +251,9 @@ impl PairRecord {
         }
     }
 
-    pub fn runs(&self) -> &[RunRecord] {
-        &self.runs
+    /// In the order they were added.
+    pub fn runs(&self) -> impl Iterator<Item = &RunRecord> {
+        self.first.iter().chain(&self.more)
     }
 }
 
@@ -234,11 +305,16 @@ mod tests {
     fn judge(policy: &ProviderPolicy, tests: &[(&str, TestStatus)]) -> (bool, Vec<String>) {
         let mut catalog = TestCatalog::new();
         let judge = Judge::new(policy, &mut catalog);
-        let results: Vec<_> = tests.iter().map(|(name, status)| (catalog.intern(name), *status)).collect();
+        let results: Vec<_> =
+            tests.iter().map(|(name, status)| CompactResult::new(catalog.intern(name), *status)).collect();
         let mut scratch = Scratch::default();
         // Judged twice with one scratch: the second must not see the first's tests.
-        judge.judge(&results, catalog.len(), &mut scratch).unwrap();
-        let verdict = judge.judge(&results, catalog.len(), &mut scratch).unwrap();
+        judge.judge_any_order(&results, catalog.len(), &mut scratch).unwrap();
+        let verdict = judge.judge_any_order(&results, catalog.len(), &mut scratch).unwrap();
+        // The one-pass path, where it applies, agrees.
+        if let Some(sorted) = judge.judge_sorted(&results, catalog.len()).unwrap() {
+            assert_eq!(sorted, verdict, "{tests:?}");
+        }
         let names = verdict.flaky_tests.iter().map(|id| catalog.name(*id).unwrap().to_owned()).collect();
         (verdict.good, names)
     }
@@ -275,8 +351,11 @@ mod tests {
     fn an_id_outside_the_catalog_is_returned() {
         let mut catalog = TestCatalog::new();
         let judge = Judge::new(&requiring(&["a"]), &mut catalog);
-        let results = [(TestId(0), TestStatus::Pass), (TestId(7), TestStatus::Pass)];
-        assert_eq!(judge.judge(&results, catalog.len(), &mut Scratch::default()), Err(TestId(7)));
+        let sorted = [CompactResult::new(TestId(0), TestStatus::Pass), CompactResult::new(TestId(7), TestStatus::Pass)];
+        assert_eq!(judge.judge(&sorted, catalog.len(), &mut Scratch::default()), Err(TestId(7)));
+        let unsorted =
+            [CompactResult::new(TestId(7), TestStatus::Pass), CompactResult::new(TestId(0), TestStatus::Pass)];
+        assert_eq!(judge.judge(&unsorted, catalog.len(), &mut Scratch::default()), Err(TestId(7)));
     }
 
     #[test]
@@ -300,6 +379,6 @@ mod tests {
         assert_eq!(pair.verdict(two), Verdict::Good);
         pair.push("5".into(), good(false));
         assert_eq!(pair.verdict(two), Verdict::Good);
-        assert_eq!(pair.runs().len(), 5);
+        assert_eq!(pair.runs().map(|run| &*run.build_id).collect::<Vec<_>>(), ["1", "2", "3", "4", "5"]);
     }
 }
