@@ -17,7 +17,9 @@
 //! with test names ([`Run`]) or with ids interned in a [`TestCatalog`] ([`CompactRun`], what large
 //! recomputations take). A run naming a commit or tag that is not in its history is listed in its
 //! provider's report and takes no part in any ordering.
-
+//!
+//! The commit histories come from [`sources`] (feature `sources`, on by default): a local git
+//! repository or GitHub.
 
 mod catalog;
 mod compute;
@@ -30,6 +32,8 @@ mod model;
 mod report;
 mod verdict;
 
+#[cfg(feature = "sources")]
+pub mod sources;
 #[cfg(test)]
 mod tests;
 
