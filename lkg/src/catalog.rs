@@ -1,16 +1,15 @@
 //! Test names interned to dense ids, so runs with hundreds of tests are judged without comparing
 //! names.
 
-use std::collections::HashMap;
-
 use crate::TestId;
+use crate::fast_hash::FastMap;
 
 /// Every test name the algorithm has seen, each with its [`TestId`]. Interning only appends, so
 /// ids handed out stay valid.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TestCatalog {
     names: Vec<String>,
-    ids: HashMap<String, TestId>,
+    ids: FastMap<String, TestId>,
 }
 
 impl TestCatalog {

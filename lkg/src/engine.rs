@@ -30,6 +30,8 @@ pub struct Engine {
     good_pairs: BTreeMap<String, BTreeSet<PairKey>>,
     /// Per Kubernetes ordinal, how many version-set providers have a good pair there.
     good_providers: BTreeMap<usize, usize>,
+    /// The Kubernetes ordinals good with every version-set provider.
+    good_with_all: BTreeSet<usize>,
     version_set_size: usize,
 }
 
@@ -46,6 +48,7 @@ impl Engine {
             ledger: Ledger::new(kubernetes, providers, catalog),
             good_pairs,
             good_providers: BTreeMap::new(),
+            good_with_all: BTreeSet::new(),
             version_set_size,
         }
     }
@@ -117,7 +120,7 @@ impl Engine {
         if self.version_set_size == 0 {
             return None;
         }
-        let (&kubernetes, _) = self.good_providers.iter().rev().find(|(_, good)| **good == self.version_set_size)?;
+        let &kubernetes = self.good_with_all.last()?;
         let chosen = self
             .ledger
             .version_set_providers()
@@ -144,7 +147,11 @@ impl Engine {
         let (oldest, newest) = PairKey::bounds_at(key.kubernetes);
         let first_at_commit = good.range(oldest..=newest).next().is_none();
         if good.insert(key) && first_at_commit && self.ledger.providers[provider].spec.policy.in_version_set {
-            *self.good_providers.entry(key.kubernetes).or_default() += 1;
+            let good = self.good_providers.entry(key.kubernetes).or_default();
+            *good += 1;
+            if *good == self.version_set_size {
+                self.good_with_all.insert(key.kubernetes);
+            }
         }
     }
 

@@ -78,6 +78,8 @@ pub(crate) struct Ledger {
     pub providers: BTreeMap<String, ProviderLedger>,
     pub catalog: TestCatalog,
     scratch: Scratch,
+    /// The Kubernetes revision the last run named, and its ordinal.
+    last_kubernetes: Option<(String, usize)>,
     /// The tests of a named run, interned; kept to reuse its allocation.
     interned: Vec<CompactResult>,
 }
@@ -98,7 +100,14 @@ impl Ledger {
                 (name, ledger)
             })
             .collect();
-        Self { kubernetes, providers, catalog, scratch: Scratch::default(), interned: Vec::new() }
+        Self {
+            kubernetes,
+            providers,
+            catalog,
+            scratch: Scratch::default(),
+            last_kubernetes: None,
+            interned: Vec::new(),
+        }
     }
 
     /// Records a run; a refused run leaves the ledger unchanged.
@@ -127,7 +136,17 @@ impl Ledger {
         if !provider.builds.insert(build.clone()) {
             return Ok(Recorded::Duplicate);
         }
-        let kubernetes = ordinal(&self.kubernetes, "kubernetes", kubernetes_version);
+        // Runs come in rounds against one Kubernetes commit: the last one found is tried first.
+        let kubernetes = match &self.last_kubernetes {
+            Some((revision, ordinal)) if revision == kubernetes_version => Ok(*ordinal),
+            _ => {
+                let found = ordinal(&self.kubernetes, "kubernetes", kubernetes_version);
+                if let Ok(found) = found {
+                    self.last_kubernetes = Some((kubernetes_version.clone(), found));
+                }
+                found
+            }
+        };
         let provider_ordinal = ordinal(&provider.spec.history, provider_name, provider_version);
         let key = match (kubernetes, provider_ordinal) {
             (Ok(kubernetes), Ok(provider)) => PairKey { kubernetes, provider },

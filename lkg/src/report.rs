@@ -140,7 +140,7 @@ pub(crate) fn version_set(ledger: &Ledger, kubernetes: usize, chosen: &BTreeMap<
 }
 
 fn build_ids(record: &PairRecord, good: bool) -> Vec<String> {
-    record.runs().filter(|run| run.good == good).map(|run| run.build_id.to_string()).collect()
+    record.runs().filter(|run| run.good == good).map(|run| String::from(&*run.build_id)).collect()
 }
 
 fn flaky_tests(record: &PairRecord, catalog: &TestCatalog) -> Vec<FlakyTest> {
@@ -151,7 +151,7 @@ fn flaky_tests(record: &PairRecord, catalog: &TestCatalog) -> Vec<FlakyTest> {
     for run in record.runs() {
         for test in &run.flaky_tests {
             let name = catalog.name(*test).expect("flaky test ids come from the catalog");
-            builds_by_test.entry(name).or_default().push(run.build_id.to_string());
+            builds_by_test.entry(name).or_default().push(String::from(&*run.build_id));
         }
     }
     builds_by_test.into_iter().map(|(name, builds)| FlakyTest { name: name.into(), builds }).collect()

@@ -129,7 +129,7 @@ impl Judge {
             let (id, status) = (result.bits() >> 2, result.bits() & 3);
             sorted &= id >= next;
             next = id.wrapping_add(1);
-            let required = table.get(id as usize).copied().unwrap_or(0) as u32;
+            let required = u32::from(table.get(id as usize).copied().unwrap_or(0) & 1);
             lanes += counts[(required << 2 | status) as usize];
         }
         let lane = |shift: u32| (lanes >> shift & 0xffff) as usize;
