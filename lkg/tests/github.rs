@@ -11,7 +11,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use lkg::sources::{GitHub, GitHubConfig, HistorySource, MemoryCache, SourceError, Walk, history_of};
+use lkg::sources::{GitHub, GitHubConfig, HistorySource, MemoryCache, SourceError, Walk, fetch_history, history_of};
 
 const V1_30: [(&str, &str); 6] = [
     ("v1.30.5", "74e84a90c725047b1328ff3d589fedb1cb7a120e"),
@@ -361,4 +361,26 @@ async fn a_tag_resolves_to_its_commit_and_an_unknown_one_is_a_clear_error() {
         error.to_string().contains("(404 Not Found): check the owner, repository, branch and tag names"),
         "{error}"
     );
+}
+
+#[tokio::test]
+async fn a_history_from_github_orders_runs_by_release_tags() {
+    let (base, _) = serve().await;
+    let history = fetch_history(&kubernetes(&base), "release-1.30", &Walk::limit(100), &["v1.30.0"]).await.unwrap();
+    assert_eq!(history.resolve("v1.30.0"), Some(sha("v1.30.0")));
+    let provider =
+        lkg::ProviderSpec { history: lkg::History::new(["p2", "p1"]).unwrap(), policy: lkg::ProviderPolicy::default() };
+    let mut engine = lkg::Engine::new(history, [("local".to_string(), provider)].into());
+    let run = |build: &str, kubernetes: &str, attempt: lkg::Attempt| lkg::Run {
+        build_id: build.into(),
+        provider: "local".into(),
+        kubernetes_version: kubernetes.into(),
+        provider_version: "p1".into(),
+        tests: vec![lkg::TestResult { name: "conformance".into(), attempts: vec![attempt] }],
+    };
+    engine.add_run(&run("1", "v1.30.0", lkg::Attempt::Pass)).unwrap();
+    engine.add_run(&run("2", sha("v1.30.3"), lkg::Attempt::Fail)).unwrap();
+    assert_eq!(engine.lkg("local").unwrap().unwrap().kubernetes_commit, sha("v1.30.0"));
+    let culprit = engine.culprit("local").unwrap().unwrap().kubernetes.unwrap();
+    assert_eq!(culprit.commits, [sha("v1.30.3"), sha("v1.30.2"), sha("v1.30.1")]);
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use lkg::sources::{HistorySource, LocalGit, SourceError, Walk, history_of};
+use lkg::sources::{HistorySource, LocalGit, SourceError, Walk, fetch_history, history_of};
 
 fn git(repo: &Path, args: &[&str], seconds: u64) -> String {
     let date = format!("{} +0000", 1_700_000_000 + seconds * 60);
@@ -118,4 +118,25 @@ async fn unknown_revisions_and_missing_repositories_are_clear_errors() {
 
     let error = LocalGit::new(&repo.path).with_git("/nonexistent/git").resolve("main").await.unwrap_err();
     assert!(error.to_string().contains("install git or put it on PATH"), "{error}");
+}
+
+#[tokio::test]
+async fn a_fetched_history_carries_its_release_tags_and_orders_runs() {
+    let repo = repo();
+    let [c1, c2, _, c3, m] = &repo.commits;
+    let source = LocalGit::new(&repo.path);
+    let history = fetch_history(&source, "main", &Walk::limit(100), &["v1"]).await.unwrap();
+    assert_eq!(history.resolve("v1"), Some(c2.as_str()));
+    assert_eq!([c1, c2, c3, m].map(|c| history.ordinal(c)), [Some(0), Some(1), Some(2), Some(3)]);
+
+    // A tag older than the commits fetched cannot be placed: the error says so.
+    let error = fetch_history(&source, "main", &Walk::limit(2), &["v1"]).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "the history fetched from {} cannot be used: tag \"v1\" points to \"{c2}\", which is not in the history: \
+             fetch a history that reaches it",
+            repo.path.display()
+        )
+    );
 }

@@ -25,6 +25,8 @@ pub enum SourceError {
     Transport { url: String, message: String },
     #[error("GitHub's answer to {url} is not what the REST API v3 returns: {message}")]
     Decode { url: String, message: String },
+    #[error("the history fetched from {repo} cannot be used: {message}")]
+    History { repo: String, message: String },
     #[error("the GitHub client could not be set up for {base_url}: {message}")]
     Client { base_url: String, message: String },
 }

@@ -81,3 +81,20 @@ pub trait HistorySource: Send + Sync {
 pub fn history_of(newest_first: &[Commit]) -> Result<History, LkgError> {
     History::new(newest_first.iter().map(|commit| commit.sha.clone()))
 }
+
+/// The first-parent history of `branch` as the algorithm takes it, with `tags` (release tags such as
+/// `v1.36.3`) resolved through the source and attached as aliases of their commits.
+pub async fn fetch_history(
+    source: &dyn HistorySource,
+    branch: &str,
+    walk: &Walk,
+    tags: &[&str],
+) -> Result<History, SourceError> {
+    let invalid = |error: LkgError| SourceError::History { repo: source.describe(), message: error.to_string() };
+    let commits = source.first_parent_commits(branch, walk).await?;
+    let mut resolved = Vec::with_capacity(tags.len());
+    for tag in tags {
+        resolved.push((tag.to_string(), source.resolve(tag).await?));
+    }
+    history_of(&commits).and_then(|history| history.with_tags(resolved)).map_err(invalid)
+}
