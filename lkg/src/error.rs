@@ -10,7 +10,9 @@ pub enum LkgError {
     DanglingTag { tag: String, commit: String },
     #[error("unknown provider {provider:?}: it has no history or policy; add it to the providers first")]
     UnknownProvider { provider: String },
-    #[error("{revision:?} is neither a commit nor a tag of the {repo} history")]
+    #[error(
+        "{revision:?} is neither a commit nor a tag of the {repo} history (fetch a newer history, or check the version)"
+    )]
     UnknownRevision { repo: String, revision: String },
     #[error("test id {id} is not in the test catalog ({catalog_len} tests): intern test names in the engine's catalog")]
     UnknownTestId { id: u32, catalog_len: usize },

@@ -351,13 +351,23 @@ fn a_commit_not_in_the_history_is_reported_and_ignored_for_ordering() {
     assert_eq!(
         unplaced,
         [
-            ("7", vec![r#""deadbeef" is neither a commit nor a tag of the kubernetes history"#]),
-            ("8", vec![r#""v9.9.9" is neither a commit nor a tag of the aws history"#]),
+            (
+                "7",
+                vec![
+                    r#""deadbeef" is neither a commit nor a tag of the kubernetes history (fetch a newer history, or check the version)"#
+                ]
+            ),
+            (
+                "8",
+                vec![
+                    r#""v9.9.9" is neither a commit nor a tag of the aws history (fetch a newer history, or check the version)"#
+                ]
+            ),
             (
                 "9",
                 vec![
-                    r#""nope" is neither a commit nor a tag of the kubernetes history"#,
-                    r#""nada" is neither a commit nor a tag of the aws history"#,
+                    r#""nope" is neither a commit nor a tag of the kubernetes history (fetch a newer history, or check the version)"#,
+                    r#""nada" is neither a commit nor a tag of the aws history (fetch a newer history, or check the version)"#,
                 ]
             ),
         ]
@@ -368,7 +378,7 @@ fn a_commit_not_in_the_history_is_reported_and_ignored_for_ordering() {
             build_id: "7".into(),
             kubernetes_version: "deadbeef".into(),
             provider_version: "a1".into(),
-            problems: vec![r#""deadbeef" is neither a commit nor a tag of the kubernetes history"#.into()],
+            problems: vec![r#""deadbeef" is neither a commit nor a tag of the kubernetes history (fetch a newer history, or check the version)"#.into()],
         }
     );
     let runs = [green("1", "aws", "k3", "a1"), red("2", "aws", "k4", "a1"), green("7", "aws", "deadbeef", "a1")];
