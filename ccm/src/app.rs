@@ -19,6 +19,7 @@ use axum::routing::get;
 use clap::{ArgAction, Parser, Subcommand};
 use ipnet::IpNet;
 
+use crate::bugs::{Bug, Bugs};
 use crate::cloud::CloudProvider;
 use crate::controllers::{self, Context, Settings};
 use crate::metrics::Metrics;
@@ -75,6 +76,10 @@ pub struct Options {
     pub configure_cloud_routes: bool,
     #[arg(long, default_value_t = 1)]
     pub concurrent_service_syncs: u16,
+    /// Deliberate bugs to run with, comma separated; hidden. They exist only so tests can prove the
+    /// cloud-e2e suite catches a broken CCM.
+    #[arg(long, hide = true, value_enum, value_delimiter = ',')]
+    pub testing_bugs: Vec<Bug>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -110,6 +115,11 @@ pub async fn run(options: Options) -> Result<()> {
         // Upstream runs the route controller only when both are set.
         enabled.retain(|c| *c != controllers::ROUTE);
     }
+    let bugs: Bugs = options.testing_bugs.iter().copied().collect();
+    if !bugs.is_empty() {
+        let names: Vec<&str> = bugs.iter().map(|bug| bug.name()).collect();
+        tracing::warn!(bugs = %names.join(","), "running with deliberate testing bugs: this CCM is broken on purpose");
+    }
     let cloud = cloud_provider(&options)?;
     let client = client(&options).await?;
     let metrics = Arc::new(Metrics::default());
@@ -120,6 +130,7 @@ pub async fn run(options: Options) -> Result<()> {
         node_status_update_frequency: options.node_status_update_frequency,
         route_reconciliation_period: options.route_reconciliation_period,
         concurrent_service_syncs: options.concurrent_service_syncs.max(1),
+        bugs,
     };
     let ctx = Arc::new(Context::new(client.clone(), cloud, settings, metrics));
     let leading = Arc::new(AtomicBool::new(!options.leader_elect));
@@ -294,6 +305,29 @@ mod tests {
         assert_eq!(enabled_controllers(&flags(&["service", "-service"])).unwrap(), Vec::<&str>::new());
         let err = enabled_controllers(&flags(&["*", "nodeipam"])).unwrap_err().to_string();
         assert!(err.contains("unknown controller 'nodeipam'"), "{err}");
+    }
+
+    fn parse(args: &[&str]) -> Result<Options, clap::Error> {
+        Options::try_parse_from(std::iter::once("reference-ccm").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn testing_bugs_parse_as_a_comma_separated_list() {
+        let options = parse(&["--testing-bugs", "keep-shutdown-taint,leak-load-balancers"]).unwrap();
+        assert_eq!(options.testing_bugs, [Bug::KeepShutdownTaint, Bug::LeakLoadBalancers]);
+        assert!(parse(&[]).unwrap().testing_bugs.is_empty());
+        let error = parse(&["--testing-bugs", "keep-shutdown-taint,lose-routes"]).unwrap_err();
+        assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue, "{error}");
+        assert!(error.to_string().contains("lose-routes"), "{error}");
+    }
+
+    #[test]
+    fn testing_bugs_stay_out_of_the_help() {
+        use clap::CommandFactory;
+        let mut command = Options::command();
+        let help = format!("{}\n{}", command.render_help(), command.render_long_help());
+        assert!(help.contains("--concurrent-service-syncs"), "{help}");
+        assert!(!help.contains("testing-bugs") && !help.contains("keep-shutdown-taint"), "{help}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! local simulated cloud; a provider can fork it as a starting point.
 
 pub mod app;
+pub mod bugs;
 pub mod cloud;
 pub mod controllers;
 pub mod local_cloud;

@@ -4,7 +4,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use ccm::cloud::{CloudError, CloudProvider, InstancesV2, LoadBalancer, Route, Routes};
-use ccm::local_cloud::api::{Address, AddressType, CreateInstance, FaultMode, FaultSpec, InstanceState};
+use ccm::local_cloud::api::{
+    Address, AddressType, CreateInstance, ErrorBody, FaultMode, FaultSpec, InstanceState,
+    LoadBalancer as LoadBalancerBody,
+};
+use ccm::local_cloud::client::SOURCE_RANGES_ANNOTATION;
 use ccm::local_cloud::{
     ADDRESS_FILE, ClientConfig, IpPool, LocalCloud, LocalCloudServer, STATE_FILE, ServeError, ServerConfig, StoreError,
     url_from_state_dir,
@@ -242,6 +246,79 @@ async fn load_balancers_get_distinct_ips_new_backends_and_free_their_ip_on_delet
     // The lowest free address is handed out first, so the freed one comes back.
     let third = cloud.ensure_load_balancer(CLUSTER, &service("cccc-3333", 80), &[]).await.unwrap();
     assert_eq!(ingress_ip(&third), first_ip);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn source_ranges_round_trip_survive_a_backend_update_and_must_be_cidrs() {
+    let Cloud { server, cloud, dir: _dir } = cloud().await;
+    let url = format!("{}/v1/loadbalancers/{CLUSTER}/lb-1", server.url());
+    let body = serde_json::json!({
+        "service": "default/web",
+        "ports": [{"protocol": "TCP", "port": 80, "node_port": 30080}],
+        "backends": ["n1"],
+        "source_ranges": ["10.0.0.0/8", "fd00::/64"],
+    });
+
+    let put = http().put(&url).json(&body).send().await.unwrap();
+
+    assert_eq!(put.status(), 200);
+    let created: LoadBalancerBody = put.json().await.unwrap();
+    assert_eq!(created.source_ranges, ["10.0.0.0/8", "fd00::/64"]);
+    let got: LoadBalancerBody = http().get(&url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(got, created);
+    // PATCH replaces the backends only.
+    let patched = http().patch(&url).json(&serde_json::json!({"backends": ["n2"]})).send().await.unwrap();
+    let patched: LoadBalancerBody = patched.json().await.unwrap();
+    assert_eq!(
+        (patched.backends.as_slice(), patched.source_ranges.as_slice()),
+        (&["n2".to_string()][..], &created.source_ranges[..])
+    );
+    let listed = cloud.list_load_balancers().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].source_ranges, created.source_ranges);
+
+    let invalid = serde_json::json!({"backends": ["n1"], "source_ranges": ["10.0.0.0/8", "10.0.0.0/40"]});
+    let refused = http().put(&url).json(&invalid).send().await.unwrap();
+
+    assert_eq!(refused.status(), 400);
+    let error: ErrorBody = refused.json().await.unwrap();
+    assert!(error.error.contains("source_ranges") && error.error.contains("10.0.0.0/40"), "{}", error.error);
+    let kept: LoadBalancerBody = http().get(&url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(kept, patched);
+    // A PUT without ranges replaces them with none.
+    let bare = http().put(&url).json(&serde_json::json!({"backends": ["n1"]})).send().await.unwrap();
+    assert!(bare.json::<LoadBalancerBody>().await.unwrap().source_ranges.is_empty());
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_provider_sends_the_services_source_ranges_and_refuses_bad_ones() {
+    let Cloud { server, cloud, dir: _dir } = cloud().await;
+    let mut annotated = service("aaaa", 80);
+    annotated.metadata.annotations =
+        Some([(SOURCE_RANGES_ANNOTATION.to_string(), "10.1.2.3/16, 192.168.0.0/24".to_string())].into());
+
+    cloud.ensure_load_balancer(CLUSTER, &annotated, &[node("n1")]).await.unwrap();
+
+    let listed = cloud.list_load_balancers().await.unwrap();
+    assert_eq!(listed[0].source_ranges, ["10.1.0.0/16", "192.168.0.0/24"]);
+    let plain = service("bbbb", 80);
+    cloud.ensure_load_balancer(CLUSTER, &plain, &[]).await.unwrap();
+    let name = cloud.get_load_balancer_name(CLUSTER, &plain);
+    let listed = cloud.list_load_balancers().await.unwrap();
+    assert_eq!(listed.iter().find(|b| b.name == name).unwrap().source_ranges, ["0.0.0.0/0"]);
+
+    annotated.metadata.annotations =
+        Some([(SOURCE_RANGES_ANNOTATION.to_string(), "10.0.0.0/8,bogus".to_string())].into());
+    let message = api_message(cloud.ensure_load_balancer(CLUSTER, &annotated, &[]).await.unwrap_err());
+
+    assert!(message.contains("default/svc-aaaa") && message.contains(SOURCE_RANGES_ANNOTATION), "{message}");
+    assert!(message.contains("bogus"), "{message}");
+    // Nothing reached the cloud: the load balancer keeps its ranges.
+    let listed = cloud.list_load_balancers().await.unwrap();
+    let kept = listed.iter().find(|b| b.service == "default/svc-aaaa").unwrap();
+    assert_eq!(kept.source_ranges, ["10.1.0.0/16", "192.168.0.0/24"]);
     server.shutdown().await.unwrap();
 }
 

@@ -7,6 +7,7 @@ use crate::{cluster, toolchain};
 
 mod results;
 mod run;
+mod suite;
 
 #[derive(Debug, Parser)]
 #[command(name = "harness", version, about = "Conformance and last-known-good testing for Kubernetes cloud providers")]
@@ -29,6 +30,9 @@ pub enum Command {
     /// Run one provider × Kubernetes version end to end, as a CI job does: build the CCM, bring a
     /// cluster up, deploy the CCM, run the suites, bring the cluster down, publish the results.
     Run(run::RunArgs),
+    /// Run one built-in suite against a cluster that is already up (`harness suite cloud-e2e`).
+    #[command(subcommand)]
+    Suite(suite::SuiteCommand),
     /// Run the matrix of providers.yaml (provider × Kubernetes version), one cluster per cell.
     Matrix(run::MatrixArgs),
     /// Upload a build directory to the store in the Prow layout TestGrid reads, and index it.
@@ -174,6 +178,21 @@ pub enum ClusterCommand {
         #[command(flatten)]
         name: NameArg,
     },
+    /// Shut down, start or terminate the machine of a node of a cluster with `--cloud local`: its
+    /// cloud instance and its simulated kubelet together (the `local` provider's cloud-e2e hooks).
+    Instance {
+        #[command(flatten)]
+        name: NameArg,
+        #[arg(value_enum)]
+        action: cluster::machines::MachineAction,
+        /// The node (= instance) name.
+        node: String,
+    },
+    /// Print the load balancers of a cluster's local cloud as JSON.
+    LoadBalancers {
+        #[command(flatten)]
+        name: NameArg,
+    },
 }
 
 /// Runs a parsed command line.
@@ -183,6 +202,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Cluster(command) => run_cluster(command).await,
         Command::Run(args) => run::run_one(args).await,
         Command::Matrix(args) => run::run_matrix(args).await,
+        Command::Suite(command) => suite::run_suite(command).await,
         Command::Publish(args) => results::run_publish(args).await,
         Command::Index(args) => results::run_index(args).await,
         Command::ProwConfig(args) => {
@@ -295,6 +315,14 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
             }
         }
         ClusterCommand::Kubeconfig { name } => println!("{}", cluster::kubeconfig_path(&name.name)?.display()),
+        ClusterCommand::Instance { name, action, node } => {
+            let instance = cluster::machines::act(&name.name, &node, action).await?;
+            println!("instance {} of node {node}: {:?}", instance.id, instance.state);
+        }
+        ClusterCommand::LoadBalancers { name } => {
+            let balancers = cluster::machines::load_balancers(&name.name).await?;
+            println!("{}", serde_json::to_string_pretty(&balancers)?);
+        }
     }
     Ok(())
 }

@@ -11,8 +11,9 @@ use harness::results::junit::{self, ReadOptions, Status};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-/// The bundled providers.yaml, with its suites list extended and two more providers: `fixture`
-/// (the local one with a quick exec suite) and `broken` (a CCM that exits at once).
+/// The bundled providers.yaml, with its suites list extended and three more providers: `fixture`
+/// (the local one with a quick exec suite), `broken` (a CCM that exits at once) and `buggy` (the
+/// reference CCM with two deliberate bugs, running cloud-e2e).
 fn providers_yaml(dir: &Path) -> PathBuf {
     let bundled = harness::config::BUNDLED;
     let broken_ccm = dir.join("broken-ccm");
@@ -43,8 +44,25 @@ suites:
             broken_ccm.display()
         ),
     );
+    let buggy = local_entry
+        .replacen("- name: local", "- name: buggy", 1)
+        .replacen(
+            "          - --route-reconciliation-period=5s\n",
+            "          - --route-reconciliation-period=5s\n          - --testing-bugs=keep-shutdown-taint,leak-load-balancers\n",
+            1,
+        )
+        .replace(
+            "suites: [cloud-e2e, conformance-quick]\n    required:\n      suites: [cloud-e2e, conformance-quick]",
+            "suites: [cloud-e2e]\n    required:\n      suites: [cloud-e2e]",
+        );
     assert!(fixture.contains("suites: [smoke]") && broken.contains("kind: command"), "the fixture edits applied");
-    let text = format!("{bundled}\n{}\n{}\n{extra}", indent_providers(&fixture), indent_providers(&broken));
+    assert!(buggy.contains("--testing-bugs") && buggy.contains("suites: [cloud-e2e]\n"), "the buggy edits applied");
+    let text = format!(
+        "{bundled}\n{}\n{}\n{}\n{extra}",
+        indent_providers(&fixture),
+        indent_providers(&broken),
+        indent_providers(&buggy)
+    );
     let path = dir.join("providers.yaml");
     std::fs::write(&path, text).unwrap();
     path
@@ -278,5 +296,164 @@ fn the_matrix_runs_each_kubernetes_version_on_its_own_cluster() {
         let builds: Vec<_> = std::fs::read_dir(&published).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
         assert_eq!(builds.len(), 1, "{}", published.display());
     }
+    env.assert_nothing_left();
+}
+
+/// The cases of `artifacts/junit_cloud-e2e.xml` by status: (passed, failed with message, skipped).
+fn cloud_e2e_results(env: &Env) -> (Vec<String>, Vec<(String, String)>, Vec<String>) {
+    let file = env.artifacts().join("artifacts/junit_cloud-e2e.xml");
+    let report = junit::read_file(&file, &ReadOptions::default()).unwrap();
+    let (mut passed, mut failed, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+    for (suite, case) in report.cases() {
+        assert_eq!(suite.name, "cloud-e2e");
+        match case.status() {
+            Status::Passed => passed.push(case.name.clone()),
+            Status::Skipped => skipped.push(case.name.clone()),
+            _ => failed.push((case.name.clone(), case.failure().and_then(|f| f.message.clone()).unwrap_or_default())),
+        }
+    }
+    (passed, failed, skipped)
+}
+
+#[test]
+fn cloud_e2e_passes_every_test_against_the_reference_ccm_and_skips_none() {
+    let env = Env::new();
+    let output = env.harness(&["--provider", "local", "--suites", "cloud-e2e", "--build-id", "201"]).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let (passed, failed, skipped) = cloud_e2e_results(&env);
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(skipped.is_empty(), "`local` declares every capability and hook: {skipped:#?}");
+    let all = harness::suites::cloud_e2e::tests();
+    assert_eq!(passed.len(), all.len(), "{passed:#?}");
+    env.assert_nothing_left();
+}
+
+#[test]
+fn cloud_e2e_fails_exactly_the_tests_of_the_bugs_a_ccm_has() {
+    let env = Env::new();
+    let output = env.harness(&["--provider", "buggy", "--build-id", "202"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let (passed, failed, skipped) = cloud_e2e_results(&env);
+    assert!(skipped.is_empty(), "{skipped:#?}");
+    let failed_names: Vec<&str> = failed.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        failed_names,
+        [
+            "[cloud-e2e] [Feature:LoadBalancer] Service of type LoadBalancer should have its load balancer deleted and its finalizer removed when deleted",
+            "[cloud-e2e] [Feature:LoadBalancer] Service changed from LoadBalancer to ClusterIP should have its load balancer deleted",
+            "[cloud-e2e] [Feature:NodeShutdown] Node whose instance is shut down should get the shutdown taint and lose it once the instance is started again",
+        ],
+        "passed: {passed:#?}"
+    );
+    // Each message says what was awaited and what was seen instead.
+    let [(_, deleted), (_, to_cluster_ip), (_, shutdown)] = &failed[..] else { unreachable!() };
+    for leak in [deleted, to_cluster_ip] {
+        assert!(
+            leak.starts_with(
+                "timed out after 1m waiting for the cloud to stop listing the load balancer of service cloud-e2e-"
+            ),
+            "{leak}"
+        );
+        assert!(leak.contains("last seen: the cloud still lists {"), "{leak}");
+    }
+    assert!(
+        shutdown.contains("waiting for node ")
+            && shutdown.contains("to be Ready without node.cloudprovider.kubernetes.io/shutdown"),
+        "{shutdown}"
+    );
+    assert!(
+        shutdown.contains("last seen: Ready=True, taints [\"node.cloudprovider.kubernetes.io/shutdown:NoSchedule\"]"),
+        "{shutdown}"
+    );
+    let finished = env.finished();
+    assert_eq!((finished["passed"].as_bool(), finished["result"].as_str()), (Some(false), Some("FAILURE")));
+    env.assert_nothing_left();
+}
+
+#[test]
+fn a_missing_or_hanging_hook_fails_only_the_test_that_calls_it() {
+    let env = Env::new();
+    let bundled = harness::config::BUNDLED;
+    let local_entry = &bundled[bundled.find("  - name: local").unwrap()..];
+    let hooked = local_entry
+        .replacen("- name: local", "- name: hooked", 1)
+        .replacen(
+            r#"command: ["{harness}", cluster, instance, --name, "{cluster}", shutdown, "{node}"]"#,
+            r#"command: [sh, -c, "sleep 600", "{node}"]"#,
+            1,
+        )
+        .replacen(
+            r#"command: ["{harness}", cluster, instance, --name, "{cluster}", terminate, "{node}"]"#,
+            r#"command: [/nonexistent/terminate-instance, "{node}"]"#,
+            1,
+        )
+        .replacen("timeout: 30s", "timeout: 2s", 2);
+    assert!(hooked.contains("sleep 600") && hooked.contains("/nonexistent/"), "the hook edits applied");
+    let config = env.root.join("hooked.yaml");
+    std::fs::write(&config, format!("{bundled}\n{}\n", hooked.trim_end())).unwrap();
+
+    let mut up = env.command("cluster");
+    let up = up.args(["up", "--name", "hooks", "--nodes", "2", "--cloud", "local"]).output().unwrap();
+    assert!(up.status.success(), "{}", text(&up));
+    let mut suite = env.command("suite");
+    suite.args([
+        "cloud-e2e",
+        "--provider",
+        "hooked",
+        "--cluster",
+        "hooks",
+        "--focus",
+        r"NodeShutdown|NodeDeletion|Feature:CCM\] The CCM should answer",
+    ]);
+    let started = Instant::now();
+    let output =
+        suite.arg("--config").arg(&config).arg("--artifacts").arg(env.artifacts().join("artifacts")).output().unwrap();
+    let took = started.elapsed();
+    let mut down = env.command("cluster");
+    assert!(down.args(["down", "--name", "hooks"]).output().unwrap().status.success());
+
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(env.artifacts().join("artifacts/junit_cloud-e2e.xml").is_file(), "{}", text(&output));
+    let (passed, failed, skipped) = cloud_e2e_results(&env);
+    assert_eq!(passed, ["[cloud-e2e] [Feature:CCM] The CCM should answer /healthz with 200"], "{failed:#?}");
+    assert!(skipped.is_empty(), "{skipped:#?}");
+    let messages: Vec<&str> = failed.iter().map(|(_, m)| m.as_str()).collect();
+    assert_eq!(messages.len(), 2, "{failed:#?}");
+    assert!(
+        messages[0].starts_with(
+            "hook shutdown_instance (`sh -c sleep 600 hooks-worker-1`) did not finish within 2s; it was killed"
+        ),
+        "{}",
+        messages[0]
+    );
+    assert_eq!(
+        messages[1],
+        "hook terminate_instance: cannot start `/nonexistent/terminate-instance`: not found (no such file, and not on PATH)"
+    );
+    assert!(took < Duration::from_secs(60), "the hang was bounded by the hook's timeout: {took:?}");
+    env.assert_nothing_left();
+    assert!(!process_running(b"sleep\x00600\x00"), "the hanging hook was killed");
+}
+
+#[test]
+fn a_run_whose_cluster_name_is_taken_leaves_that_cluster_running() {
+    let env = Env::new();
+    let mut up = env.command("cluster");
+    let up = up.args(["up", "--name", "taken", "--nodes", "1"]).output().unwrap();
+    assert!(up.status.success(), "{}", text(&up));
+
+    let output =
+        env.harness(&["--provider", "fixture", "--cluster-name", "taken", "--build-id", "301"]).output().unwrap();
+    let mut list = env.command("cluster");
+    let listed = String::from_utf8_lossy(&list.arg("list").output().unwrap().stdout).into_owned();
+    let mut down = env.command("cluster");
+    assert!(down.args(["down", "--name", "taken"]).output().unwrap().status.success());
+
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let steps = env.runner_steps();
+    assert_eq!(steps[1], ("Up".to_owned(), Status::Failed), "{steps:?}");
+    assert!(error_line(&output).contains("cluster 'taken' already exists and is running"), "{}", text(&output));
+    // The other cluster was not this run's to bring down.
+    assert!(listed.lines().any(|l| l.starts_with("taken\trunning")), "{listed}");
     env.assert_nothing_left();
 }

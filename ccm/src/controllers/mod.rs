@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
+use crate::bugs::Bugs;
 use crate::cloud::{CloudError, CloudProvider};
 use crate::metrics::Metrics;
 use crate::node::NodeInitError;
@@ -37,6 +38,9 @@ pub struct Settings {
     pub node_status_update_frequency: Duration,
     pub route_reconciliation_period: Duration,
     pub concurrent_service_syncs: u16,
+    /// Deliberate bugs (`--testing-bugs`), only so tests can prove the cloud-e2e suite catches a
+    /// broken CCM; empty otherwise.
+    pub bugs: Bugs,
 }
 
 /// What every reconciler gets.

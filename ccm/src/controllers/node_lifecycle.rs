@@ -12,6 +12,7 @@ use kube::runtime::events::EventType;
 use serde_json::json;
 
 use super::{CLOUD_NODE_LIFECYCLE, Context, Error, cloud, is_ready, name_of};
+use crate::bugs::{Bug, Bugs};
 use crate::cloud::InstancesV2;
 
 pub const SHUTDOWN_TAINT_KEY: &str = "node.cloudprovider.kubernetes.io/shutdown";
@@ -34,6 +35,15 @@ pub fn decide(ready: bool, tainted: bool, shutdown: Option<bool>, exists: Option
         (false, Some(true), _) => Verdict::Nothing,
         (false, _, Some(false)) => Verdict::Delete,
         _ => Verdict::Nothing,
+    }
+}
+
+/// The verdict as a CCM running with `bugs` acts on it: with [`Bug::KeepShutdownTaint`] the shutdown
+/// taint is never removed (it is still added).
+pub fn with_bugs(verdict: Verdict, bugs: &Bugs) -> Verdict {
+    match verdict {
+        Verdict::RemoveShutdownTaint if bugs.contains(&Bug::KeepShutdownTaint) => Verdict::Nothing,
+        verdict => verdict,
     }
 }
 
@@ -69,7 +79,7 @@ async fn monitor_node(api: &Api<Node>, node: &Node, instances: &dyn InstancesV2,
     let tainted = has_shutdown_taint(node);
     let (shutdown, exists) = if ready { (None, None) } else { ask_cloud(node, instances).await? };
     let name = name_of(node);
-    match decide(ready, tainted, shutdown, exists) {
+    match with_bugs(decide(ready, tainted, shutdown, exists), &ctx.settings.bugs) {
         Verdict::Nothing => {}
         Verdict::AddShutdownTaint => {
             set_shutdown_taint(api, node, true).await?;
@@ -151,5 +161,17 @@ mod tests {
         // The cloud could not be asked: never delete.
         assert_eq!(decide(false, false, None, None), Verdict::Nothing);
         assert_eq!(decide(false, false, Some(false), None), Verdict::Nothing);
+    }
+
+    #[test]
+    fn keep_shutdown_taint_only_stops_the_removal() {
+        let bugs = Bugs::from([Bug::KeepShutdownTaint]);
+        assert_eq!(with_bugs(decide(true, true, None, None), &bugs), Verdict::Nothing);
+        assert_eq!(with_bugs(decide(false, false, Some(true), None), &bugs), Verdict::AddShutdownTaint);
+        assert_eq!(with_bugs(decide(false, false, Some(false), Some(false)), &bugs), Verdict::Delete);
+        // Another bug, or none, leaves the decision alone.
+        let other = Bugs::from([Bug::LeakLoadBalancers]);
+        assert_eq!(with_bugs(decide(true, true, None, None), &other), Verdict::RemoveShutdownTaint);
+        assert_eq!(with_bugs(decide(true, true, None, None), &Bugs::new()), Verdict::RemoveShutdownTaint);
     }
 }

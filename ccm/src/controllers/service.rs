@@ -24,6 +24,7 @@ use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use serde_json::json;
 
 use super::{Context, Error, SERVICE, cloud};
+use crate::bugs::Bug;
 use crate::cloud::LoadBalancer;
 
 pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
@@ -192,9 +193,13 @@ async fn ensure(api: &Api<Service>, service: &Service, lb: &dyn LoadBalancer, ct
 
 async fn delete_load_balancer(service: &Service, lb: &dyn LoadBalancer, ctx: &Context) -> Result<(), Error> {
     ctx.event(service, EventType::Normal, "DeletingLoadBalancer", "Deleting load balancer".into()).await;
-    lb.ensure_load_balancer_deleted(&ctx.settings.cluster_name, service)
-        .await
-        .map_err(cloud("ensure_load_balancer_deleted"))?;
+    if ctx.settings.bugs.contains(&Bug::LeakLoadBalancers) {
+        tracing::warn!(service = %key(service), "testing bug {}: not deleting the load balancer", Bug::LeakLoadBalancers);
+    } else {
+        lb.ensure_load_balancer_deleted(&ctx.settings.cluster_name, service)
+            .await
+            .map_err(cloud("ensure_load_balancer_deleted"))?;
+    }
     ctx.event(service, EventType::Normal, "DeletedLoadBalancer", "Deleted load balancer".into()).await;
     ctx.synced.lock().expect("synced lock").remove(&uid(service));
     Ok(())
@@ -241,15 +246,17 @@ async fn patch_status(api: &Api<Service>, service: &Service, status: Option<&Loa
     Ok(())
 }
 
-/// What the controller last synced for a service: its spec and its backend node names.
+/// What the controller last synced for a service: its spec and annotations, and its backend node names.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Synced {
     spec: String,
     backends: BTreeSet<String>,
 }
 
+/// The spec and the annotations: like upstream's `needsUpdate`, a change of either (e.g. of the
+/// source ranges annotation) ensures the load balancer again.
 fn spec_of(service: &Service) -> String {
-    serde_json::to_string(&service.spec).unwrap_or_default()
+    serde_json::to_string(&(&service.spec, &service.metadata.annotations)).unwrap_or_default()
 }
 
 fn spec_changed(service: &Service, ctx: &Context) -> bool {

@@ -121,6 +121,10 @@ pub struct LoadBalancerSpec {
     /// The names of the nodes it sends traffic to.
     #[serde(default)]
     pub backends: Vec<String>,
+    /// The client CIDRs allowed to reach it, as the CCM computed them from the service
+    /// (`spec.loadBalancerSourceRanges`, else the source ranges annotation, else `0.0.0.0/0`).
+    #[serde(default)]
+    pub source_ranges: Vec<String>,
 }
 
 /// The body of `PATCH /v1/loadbalancers/{cluster}/{name}`: a new backend set.
@@ -145,6 +149,10 @@ pub struct LoadBalancer {
     pub ports: Vec<LoadBalancerPort>,
     /// The names of the nodes it sends traffic to.
     pub backends: Vec<String>,
+    /// The client CIDRs allowed to reach it, as the CCM computed them from the service; empty for
+    /// load balancers saved before the cloud kept them.
+    #[serde(default)]
+    pub source_ranges: Vec<String>,
 }
 
 /// The body of `POST /v1/routes/{cluster}`.

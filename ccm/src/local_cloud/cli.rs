@@ -282,6 +282,7 @@ fn instance_row(instance: &Instance) -> Vec<String> {
     ]
 }
 
+/// Name, service, ingress IPs, ports, backends, source ranges.
 fn load_balancer_row(balancer: &LoadBalancer) -> Vec<String> {
     let ports: Vec<_> = balancer.ports.iter().map(|port| format!("{}/{}", port.port, port.protocol)).collect();
     vec![
@@ -290,6 +291,7 @@ fn load_balancer_row(balancer: &LoadBalancer) -> Vec<String> {
         balancer.ingress_ips.join(","),
         ports.join(","),
         balancer.backends.join(","),
+        balancer.source_ranges.join(","),
     ]
 }
 
@@ -372,6 +374,24 @@ mod tests {
             ]
         );
         assert_eq!(command.url.as_deref(), Some("http://127.0.0.1:1"));
+    }
+
+    #[test]
+    fn load_balancer_rows_end_with_the_source_ranges() {
+        let balancer = LoadBalancer {
+            cluster: "c".into(),
+            name: "a1".into(),
+            service: "default/web".into(),
+            ingress_ips: vec!["127.200.0.1".into()],
+            ports: vec![],
+            backends: vec!["n1".into(), "n2".into()],
+            source_ranges: vec!["10.0.0.0/8".into(), "192.168.0.0/16".into()],
+        };
+
+        let row = load_balancer_row(&balancer);
+
+        assert_eq!(row.len(), 6);
+        assert_eq!((row[4].as_str(), row[5].as_str()), ("n1,n2", "10.0.0.0/8,192.168.0.0/16"));
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use backon::{ExponentialBuilder, Retryable};
+use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, Service};
 use reqwest::{Method, StatusCode, Url};
 use serde::Serialize;
@@ -353,7 +354,7 @@ impl LoadBalancer for LocalCloud {
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, CloudError> {
         let name = self.get_load_balancer_name(cluster_name, service);
-        let spec = load_balancer_spec(service, nodes);
+        let spec = load_balancer_spec(service, nodes)?;
         let segments = ["v1", "loadbalancers", cluster_name, &name];
         let balancer: api::LoadBalancer =
             self.call_required("ensure_load_balancer", Method::PUT, &segments, Some(&spec)).await?;
@@ -389,7 +390,8 @@ fn status_of(balancer: &api::LoadBalancer) -> LoadBalancerStatus {
     LoadBalancerStatus { ingress: Some(ingress) }
 }
 
-fn load_balancer_spec(service: &Service, nodes: &[Node]) -> LoadBalancerSpec {
+fn load_balancer_spec(service: &Service, nodes: &[Node]) -> Result<LoadBalancerSpec, CloudError> {
+    let source_ranges = load_balancer_source_ranges(service)?;
     let namespace = service.metadata.namespace.as_deref().unwrap_or("default");
     let name = service.metadata.name.as_deref().unwrap_or_default();
     let ports = service.spec.iter().flat_map(|spec| spec.ports.iter().flatten());
@@ -401,7 +403,48 @@ fn load_balancer_spec(service: &Service, nodes: &[Node]) -> LoadBalancerSpec {
             node_port: port.node_port.unwrap_or_default(),
         })
         .collect();
-    LoadBalancerSpec { service: format!("{namespace}/{name}"), ports, backends: node_names(nodes) }
+    Ok(LoadBalancerSpec { service: format!("{namespace}/{name}"), ports, backends: node_names(nodes), source_ranges })
+}
+
+/// The annotation that lists a load balancer's allowed client CIDRs, comma separated, when
+/// `spec.loadBalancerSourceRanges` is empty.
+pub const SOURCE_RANGES_ANNOTATION: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
+
+/// The source range when neither the spec nor the annotation gives one: everyone.
+pub const DEFAULT_SOURCE_RANGE: &str = "0.0.0.0/0";
+
+/// The client CIDRs allowed to reach the service's load balancer, as upstream's
+/// `k8s.io/cloud-provider/service/helpers.GetLoadBalancerSourceRanges` computes them:
+/// `spec.loadBalancerSourceRanges` when it is not empty, else [`SOURCE_RANGES_ANNOTATION`], else
+/// [`DEFAULT_SOURCE_RANGE`]. Each item is trimmed; empty items of the annotation are skipped (upstream
+/// refuses them). Like upstream, each range is normalised to its network (`10.0.0.1/8` becomes
+/// `10.0.0.0/8`) and duplicates are dropped; the first occurrence keeps its place. A range that is not a
+/// CIDR is an error naming the service, where the range came from and the bad value.
+pub fn load_balancer_source_ranges(service: &Service) -> Result<Vec<String>, CloudError> {
+    let from_spec = service.spec.as_ref().and_then(|spec| spec.load_balancer_source_ranges.as_ref());
+    let (source, items): (&str, Vec<&str>) = match from_spec.filter(|ranges| !ranges.is_empty()) {
+        Some(ranges) => ("spec.loadBalancerSourceRanges", ranges.iter().map(|range| range.trim()).collect()),
+        None => {
+            let annotations = service.metadata.annotations.as_ref();
+            let value = annotations.and_then(|annotations| annotations.get(SOURCE_RANGES_ANNOTATION));
+            let items = value.iter().flat_map(|value| value.split(',')).map(str::trim).filter(|item| !item.is_empty());
+            (SOURCE_RANGES_ANNOTATION, items.collect())
+        }
+    };
+    let items = if items.is_empty() { vec![DEFAULT_SOURCE_RANGE] } else { items };
+    let mut ranges: Vec<String> = Vec::with_capacity(items.len());
+    for item in items {
+        let range = item.parse::<IpNet>().map_err(|_| {
+            let namespace = service.metadata.namespace.as_deref().unwrap_or("default");
+            let name = service.metadata.name.as_deref().unwrap_or_default();
+            CloudError::Api(format!("service {namespace}/{name}: {source}: {item:?} is not a CIDR like 10.0.0.0/24"))
+        })?;
+        let range = range.trunc().to_string();
+        if !ranges.contains(&range) {
+            ranges.push(range);
+        }
+    }
+    Ok(ranges)
 }
 
 fn node_names(nodes: &[Node]) -> Vec<String> {
@@ -560,6 +603,61 @@ mod tests {
         let cloud = LocalCloud::new(ClientConfig::new("http://127.0.0.1:1/")).unwrap();
 
         assert_eq!(cloud.url_for(&["v1", "routes", "a b/c"]).as_str(), "http://127.0.0.1:1/v1/routes/a%20b%2Fc");
+    }
+
+    fn service(ranges: Option<&[&str]>, annotation: Option<&str>) -> Service {
+        let mut service = serde_json::json!({
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "nodePort": 30080}]},
+        });
+        if let Some(ranges) = ranges {
+            service["spec"]["loadBalancerSourceRanges"] = serde_json::json!(ranges);
+        }
+        if let Some(annotation) = annotation {
+            service["metadata"]["annotations"] = serde_json::json!({ SOURCE_RANGES_ANNOTATION: annotation });
+        }
+        serde_json::from_value(service).unwrap()
+    }
+
+    #[test]
+    fn source_ranges_of_the_spec_win_over_the_annotation() {
+        let spec_and_annotation = service(Some(&[" 10.0.0.0/8", "192.168.1.7/24 "]), Some("172.16.0.0/12"));
+
+        assert_eq!(load_balancer_source_ranges(&spec_and_annotation).unwrap(), ["10.0.0.0/8", "192.168.1.0/24"]);
+        // An empty list in the spec counts as none.
+        assert_eq!(load_balancer_source_ranges(&service(Some(&[]), Some("172.16.0.0/12"))).unwrap(), ["172.16.0.0/12"]);
+    }
+
+    #[test]
+    fn the_source_ranges_annotation_is_comma_separated_trimmed_and_normalised() {
+        let annotated = service(None, Some(" 10.1.2.3/16 , ,fd00::1/64,10.1.0.0/16, "));
+
+        assert_eq!(load_balancer_source_ranges(&annotated).unwrap(), ["10.1.0.0/16", "fd00::/64"]);
+    }
+
+    #[test]
+    fn without_spec_or_annotation_everyone_may_connect() {
+        for plain in [service(None, None), service(None, Some("  ")), service(None, Some(","))] {
+            assert_eq!(load_balancer_source_ranges(&plain).unwrap(), [DEFAULT_SOURCE_RANGE]);
+        }
+    }
+
+    #[test]
+    fn an_invalid_source_range_fails_naming_service_annotation_and_value() {
+        let bad = service(None, Some("10.0.0.0/8,10.0.0.300/24"));
+
+        let message = match load_balancer_source_ranges(&bad) {
+            Err(CloudError::Api(message)) => message,
+            other => panic!("expected CloudError::Api, got {other:?}"),
+        };
+        for part in ["shop/web", SOURCE_RANGES_ANNOTATION, "10.0.0.300/24"] {
+            assert!(message.contains(part), "{part} not in {message}");
+        }
+        let spec = load_balancer_source_ranges(&service(Some(&["nope"]), None)).unwrap_err();
+        assert!(spec.to_string().contains("spec.loadBalancerSourceRanges"), "{spec}");
+        // The spec the provider would send fails the same way, so nothing reaches the cloud.
+        assert!(matches!(load_balancer_spec(&bad, &[]), Err(CloudError::Api(_))));
+        assert_eq!(load_balancer_spec(&service(None, None), &[]).unwrap().source_ranges, [DEFAULT_SOURCE_RANGE]);
     }
 
     #[test]

@@ -333,7 +333,14 @@ async fn ensure_load_balancer(
     Json(spec): Json<LoadBalancerSpec>,
 ) -> ApiResult<LoadBalancer> {
     let balancer = app.store.update(|state| state.ensure_load_balancer(&cluster, &name, spec, &app.pool))?;
-    tracing::info!(cluster, name, ips = ?balancer.ingress_ips, backends = balancer.backends.len(), "load balancer ensured");
+    tracing::info!(
+        cluster,
+        name,
+        ips = ?balancer.ingress_ips,
+        backends = balancer.backends.len(),
+        source_ranges = ?balancer.source_ranges,
+        "load balancer ensured"
+    );
     Ok(Json(balancer))
 }
 

@@ -155,7 +155,9 @@ impl State {
         self.load_balancers.get(cluster)?.get(name).cloned()
     }
 
-    /// Creates the load balancer with an ingress IP from `pool`, or updates it keeping its IPs.
+    /// Creates the load balancer with an ingress IP from `pool`, or updates it keeping its IPs; the
+    /// spec replaces everything else, source ranges included. A source range that is not a CIDR is
+    /// invalid (kept as written otherwise).
     pub fn ensure_load_balancer(
         &mut self,
         cluster: &str,
@@ -163,14 +165,24 @@ impl State {
         spec: LoadBalancerSpec,
         pool: &IpPool,
     ) -> Result<LoadBalancer, StateError> {
+        if let Some(bad) = spec.source_ranges.iter().find(|range| range.parse::<IpNet>().is_err()) {
+            return Err(StateError::Invalid(format!("source_ranges: {bad:?} is not a CIDR (like 10.0.0.0/24)")));
+        }
         let ingress_ips = match self.load_balancer(cluster, name) {
             Some(existing) => existing.ingress_ips,
             None => vec![self.allocate_ip(pool)?.to_string()],
         };
         let (cluster, name) = (cluster.to_owned(), name.to_owned());
-        let LoadBalancerSpec { service, ports, backends } = spec;
-        let balancer =
-            LoadBalancer { cluster: cluster.clone(), name: name.clone(), service, ingress_ips, ports, backends };
+        let LoadBalancerSpec { service, ports, backends, source_ranges } = spec;
+        let balancer = LoadBalancer {
+            cluster: cluster.clone(),
+            name: name.clone(),
+            service,
+            ingress_ips,
+            ports,
+            backends,
+            source_ranges,
+        };
         self.load_balancers.entry(cluster).or_default().insert(name, balancer.clone());
         Ok(balancer)
     }
@@ -426,6 +438,40 @@ mod tests {
         let second = state.ensure_load_balancer("c", "b", LoadBalancerSpec::default(), &pool);
 
         assert!(matches!(second, Err(StateError::Conflict(message)) if message.contains("exhausted")));
+    }
+
+    #[test]
+    fn load_balancers_keep_valid_source_ranges_and_refuse_others() {
+        let mut state = State::default();
+        let pool: IpPool = "127.0.0.0/29".parse().unwrap();
+        let spec = |ranges: &[&str]| LoadBalancerSpec {
+            source_ranges: ranges.iter().map(|r| r.to_string()).collect(),
+            ..LoadBalancerSpec::default()
+        };
+        state.ensure_load_balancer("c", "a", spec(&["10.0.0.0/8", "fd00::/64"]), &pool).unwrap();
+        state.update_backends("c", "a", vec!["n1".into()]).unwrap();
+        assert_eq!(state.load_balancer("c", "a").unwrap().source_ranges, ["10.0.0.0/8", "fd00::/64"]);
+
+        let bad = state.ensure_load_balancer("c", "a", spec(&["10.0.0.0/8", "10.0.0.0/33"]), &pool);
+
+        assert!(
+            matches!(&bad, Err(StateError::Invalid(m)) if m.contains("source_ranges") && m.contains("/33")),
+            "{bad:?}"
+        );
+        assert_eq!(state.load_balancer("c", "a").unwrap().source_ranges, ["10.0.0.0/8", "fd00::/64"]);
+        assert!(state.ensure_load_balancer("c", "b", spec(&["nope"]), &pool).is_err());
+        assert!(state.load_balancer("c", "b").is_none());
+    }
+
+    #[test]
+    fn state_saved_before_source_ranges_still_loads() {
+        let old = r#"{"load_balancers": {"c": {"a": {"cluster": "c", "name": "a", "service": "default/s",
+            "ingress_ips": ["127.0.0.1"], "ports": [], "backends": ["n1"]}}}}"#;
+
+        let state: State = serde_json::from_str(old).unwrap();
+
+        let balancer = state.load_balancer("c", "a").unwrap();
+        assert_eq!((balancer.backends.as_slice(), balancer.source_ranges.len()), (&["n1".to_string()][..], 0));
     }
 
     #[test]

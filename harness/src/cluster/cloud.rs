@@ -117,6 +117,7 @@ pub fn instance_for(cluster: &str, index: u32) -> CreateInstance {
         region: Some(REGION.into()),
         addresses: vec![
             Address { kind: AddressType::InternalIP, address: nodes::node_ip(index).to_string() },
+            Address { kind: AddressType::InternalIP, address: nodes::node_ipv6(index).to_string() },
             Address { kind: AddressType::Hostname, address: name },
         ],
     }

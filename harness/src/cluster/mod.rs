@@ -11,6 +11,7 @@
 //! `pki/`, `etcd/`, `logs/<component>.log`. `down` stops the processes and removes it.
 
 pub mod cloud;
+pub mod machines;
 pub mod nodes;
 pub mod pki;
 pub mod process;
@@ -97,6 +98,11 @@ const CLOUD_CONFIG: &str = "cloud-config.yaml";
 
 fn cluster_dir(name: &str) -> PathBuf {
     state_root().join("clusters").join(name)
+}
+
+/// The local cloud's state directory of cluster `name` (clusters with a cloud).
+pub fn cloud_state_dir(name: &str) -> PathBuf {
+    cluster_dir(name).join("cloud")
 }
 
 /// What `cluster.json` records of a cluster.
@@ -462,7 +468,7 @@ fn check_alive(state: &ClusterState) -> Result<()> {
     }
 }
 
-async fn client_for(state: &ClusterState) -> Result<Client> {
+pub(crate) async fn client_for(state: &ClusterState) -> Result<Client> {
     let bad_kubeconfig = |e: kube::config::KubeconfigError| ClusterError::BadState {
         name: state.name.clone(),
         path: state.kubeconfig.clone(),

@@ -3,10 +3,12 @@
 //! `spec.providerID` (the CCM sets it), its node IP in `alpha.kubernetes.io/provided-node-ip`.
 //! kwok (annotation `kwok.x-k8s.io/node: fake`) then keeps each node Ready and runs its pods.
 //!
-//! Every address is on the loopback network: node IPs in 127.1.0.0/16, pod CIDRs in
-//! 127.128.0.0/10, so nothing the cluster advertises can send traffic off this machine.
+//! Every IPv4 address is on the loopback network: node IPs in 127.1.0.0/16, pod CIDRs in
+//! 127.128.0.0/10, so nothing the cluster advertises can send traffic off this machine. Nodes are
+//! dual-stack (`--node-ip=<IPv4>,<IPv6>`): each also has an IPv6 address in the unique-local
+//! [`NODE_IPV6_PREFIX`], which no route leads off this machine either.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
@@ -22,6 +24,9 @@ pub const PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
 /// stopped; remove it and the node is Ready again.
 pub const KUBELET_STOPPED: &str = "harness.cloud-provider.dev/kubelet";
 
+/// The /64 the nodes' IPv6 addresses are in (unique-local, RFC 4193).
+pub const NODE_IPV6_PREFIX: &str = "fd00:127:1::/64";
+
 /// The name of node `index` of `cluster`, as kind names its workers.
 pub fn node_name(cluster: &str, index: u32) -> String {
     format!("{cluster}-worker-{index}")
@@ -33,13 +38,19 @@ pub fn node_ip(index: u32) -> Ipv4Addr {
     Ipv4Addr::new(127, 1, (n >> 8) as u8, (n & 0xff) as u8)
 }
 
+/// Node `index`'s IPv6 address: fd00:127:1::1, fd00:127:1::2, ...
+pub fn node_ipv6(index: u32) -> Ipv6Addr {
+    let n = index + 1;
+    Ipv6Addr::new(0xfd00, 0x127, 0x1, 0, 0, 0, (n >> 16) as u16, (n & 0xffff) as u16)
+}
+
 /// Node `index`'s pod CIDR: a /24 of [`CLUSTER_CIDR`].
 pub fn pod_cidr(index: u32) -> String {
     assert!(index < MAX_NODES, "node index {index} outside {CLUSTER_CIDR}");
     format!("127.{}.{}.0/24", 128 + (index >> 8), index & 0xff)
 }
 
-/// The Node object a kubelet with `--cloud-provider=external --node-ip=<ip>` would register.
+/// The Node object a kubelet with `--cloud-provider=external --node-ip=<ipv4>,<ipv6>` would register.
 pub fn manifest(cluster: &str, index: u32, kubelet_version: &str) -> Node {
     let name = node_name(cluster, index);
     let ip = node_ip(index).to_string();
@@ -58,7 +69,7 @@ pub fn manifest(cluster: &str, index: u32, kubelet_version: &str) -> Node {
             "annotations": {
                 "kwok.x-k8s.io/node": "fake",
                 "node.alpha.kubernetes.io/ttl": "0",
-                PROVIDED_NODE_IP: ip,
+                PROVIDED_NODE_IP: format!("{ip},{}", node_ipv6(index)),
             },
         },
         "spec": {
@@ -116,7 +127,7 @@ mod tests {
             (UNINITIALIZED_TAINT, Some("true"), "NoSchedule")
         );
         assert_eq!(spec.pod_cidrs.as_deref(), Some(&["127.128.2.0/24".to_string()][..]));
-        assert_eq!(node.metadata.annotations.as_ref().unwrap()[PROVIDED_NODE_IP], "127.1.0.3");
+        assert_eq!(node.metadata.annotations.as_ref().unwrap()[PROVIDED_NODE_IP], "127.1.0.3,fd00:127:1::3");
         assert!(!is_ready(&node), "kwok, not the registration, makes a node Ready");
     }
 

@@ -180,7 +180,7 @@ impl Suite {
         };
         vec![
             suite("cloud-e2e", SuiteKind::CloudE2e { focus: None, skip: None }, 30),
-            suite("conformance", ginkgo(CONFORMANCE_FOCUS, None, 1), 180),
+            suite("conformance", ginkgo(CONFORMANCE_FOCUS, None, 4), 180),
             suite("conformance-quick", ginkgo(CONFORMANCE_FOCUS, Some(QUICK_SKIP), 4), 60),
         ]
     }

@@ -34,10 +34,12 @@ pub enum Placeholder {
     CloudStateDir,
     /// `local` deployer: the pod CIDR the nodes' pod CIDRs are cut from.
     ClusterCidr,
+    /// The running `harness` binary (the `local` provider's hooks call `{harness} cluster instance`).
+    Harness,
 }
 
 impl Placeholder {
-    pub const ALL: [Placeholder; 12] = [
+    pub const ALL: [Placeholder; 13] = [
         Placeholder::Node,
         Placeholder::Cluster,
         Placeholder::Kubeconfig,
@@ -50,6 +52,7 @@ impl Placeholder {
         Placeholder::CloudConfig,
         Placeholder::CloudStateDir,
         Placeholder::ClusterCidr,
+        Placeholder::Harness,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +69,7 @@ impl Placeholder {
             Placeholder::CloudConfig => "cloud_config",
             Placeholder::CloudStateDir => "cloud_state_dir",
             Placeholder::ClusterCidr => "cluster_cidr",
+            Placeholder::Harness => "harness",
         }
     }
 

@@ -80,27 +80,24 @@ fn the_repository_providers_yaml_is_valid_and_describes_the_local_reference_prov
 }
 
 #[test]
-fn the_local_hooks_are_real_local_cloud_commands() {
+fn the_local_hooks_are_real_harness_commands() {
     let config = ProvidersConfig::bundled();
     let hooks = &config.provider("local").unwrap().hooks;
     let vars: Vars = [
-        (Placeholder::CcmBinary, "/bin/reference-ccm".to_owned()),
-        (Placeholder::CloudStateDir, "/state/cloud".to_owned()),
-        (Placeholder::Node, "harness-node-1".to_owned()),
+        (Placeholder::Harness, "/bin/harness".to_owned()),
+        (Placeholder::Cluster, "c1".to_owned()),
+        (Placeholder::Node, "c1-worker-1".to_owned()),
     ]
     .into();
     let (argv, _) = hooks.terminate_instance.as_ref().unwrap().command.render(&vars).unwrap();
-    assert_eq!(
-        argv,
-        ["/bin/reference-ccm", "local-cloud", "--state-dir", "/state/cloud", "instance", "terminate", "harness-node-1"]
-    );
-    // The same argv parses as the reference CCM's CLI.
+    assert_eq!(argv, ["/bin/harness", "cluster", "instance", "--name", "c1", "terminate", "c1-worker-1"]);
+    // Each argv parses as the harness's own command line.
     use clap::Parser;
-    let options = ccm::app::Options::try_parse_from(&argv).unwrap();
-    assert!(matches!(options.command, Some(ccm::app::Command::LocalCloud(_))));
-    for hook in [&hooks.shutdown_instance, &hooks.start_instance, &hooks.list_load_balancers] {
+    for hook in [&hooks.terminate_instance, &hooks.shutdown_instance, &hooks.start_instance, &hooks.list_load_balancers]
+    {
         let (argv, _) = hook.as_ref().unwrap().command.render(&vars).unwrap();
-        ccm::app::Options::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        let cli = crate::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        assert!(matches!(cli.command, crate::cli::Command::Cluster(_)), "{argv:?}");
     }
 }
 

@@ -18,6 +18,9 @@ const NAME: &str = "local";
 pub struct LocalDeployer {
     options: UpOptions,
     cluster: Option<LocalCluster>,
+    /// `up` got past the check that no cluster of that name runs: the name is this run's to tear
+    /// down. Until then it may be another run's cluster, which `down` must leave alone.
+    owns_name: bool,
 }
 
 impl LocalDeployer {
@@ -27,7 +30,7 @@ impl LocalDeployer {
         let mut options = UpOptions::new(name, release);
         options.nodes = nodes;
         options.cloud = Some(CloudOptions { ccm_binary: cloud_binary, start_ccm: false });
-        LocalDeployer { options, cluster: None }
+        LocalDeployer { options, cluster: None, owns_name: false }
     }
 
     /// The running cluster, after `up`.
@@ -47,16 +50,28 @@ impl Deployer for LocalDeployer {
     }
 
     async fn up(&mut self) -> Result<(), DeployError> {
-        let cluster = cluster::up(self.options.clone())
-            .await
-            .map_err(|e| DeployError::Up { deployer: NAME.into(), message: e.to_string() })?;
+        let cluster = match cluster::up(self.options.clone()).await {
+            Ok(cluster) => cluster,
+            // Someone else's cluster: not ours to bring down.
+            Err(e @ cluster::ClusterError::AlreadyRunning { .. }) => {
+                return Err(DeployError::Up { deployer: NAME.into(), message: e.to_string() });
+            }
+            Err(e) => {
+                self.owns_name = true;
+                return Err(DeployError::Up { deployer: NAME.into(), message: e.to_string() });
+            }
+        };
+        self.owns_name = true;
         self.cluster = Some(cluster);
         Ok(())
     }
 
     async fn down(&mut self) -> Result<(), DeployError> {
-        // By name, so a cluster whose `up` was cut short (and left state behind) also goes.
         self.cluster = None;
+        if !self.owns_name {
+            return Ok(());
+        }
+        // By name, so a cluster whose `up` failed half way (and left state behind) also goes.
         let name = self.options.name.clone();
         tokio::task::spawn_blocking(move || cluster::down(&name))
             .await

@@ -351,17 +351,25 @@ fn runner(suite: &config::Suite, provider: &Provider, opts: &RunOptions) -> Resu
             let dir = command.dir.as_ref().map(|d| opts.provider_dir.join(d)).or(Some(opts.provider_dir.clone()));
             Ok(Box::new(crate::suites::exec::ExecSuite::new(&suite.name, command.clone(), dir)))
         }
-        SuiteKind::Ginkgo { focus, skip, parallel, args } => Ok(Box::new(crate::suites::ginkgo::GinkgoSuite::new(
-            &suite.name,
-            focus.clone(),
-            skip.clone(),
-            *parallel,
-            args.clone(),
-        ))),
-        SuiteKind::CloudE2e { .. } => Err(format!(
-            "suite {}: the built-in cloud-e2e suite is not available in this build of the harness (provider {})",
-            suite.name, provider.name
-        )),
+        SuiteKind::Ginkgo { focus, skip, parallel, args } => {
+            // The built-in conformance suites leave out what kwok's simulated pods cannot do.
+            let skip = match (&provider.deployer, suite.builtin) {
+                (config::Deployer::Local { .. }, true) => crate::suites::local_skips::with_local_skips(skip.as_deref()),
+                _ => skip.clone(),
+            };
+            Ok(Box::new(crate::suites::ginkgo::GinkgoSuite::new(
+                &suite.name,
+                focus.clone(),
+                skip,
+                *parallel,
+                args.clone(),
+            )))
+        }
+        SuiteKind::CloudE2e { focus, skip } => {
+            crate::suites::cloud_e2e::CloudE2eSuite::new(&suite.name, provider, focus.as_deref(), skip.as_deref())
+                .map(|suite| Box::new(suite) as Box<dyn SuiteRunner>)
+                .map_err(|e| e.to_string())
+        }
     }
 }
 
@@ -409,6 +417,9 @@ fn base_vars(plan: &Plan<'_>, opts: &RunOptions, artifacts: &Path) -> Vars {
     vars.insert(Placeholder::KubernetesVersion, plan.version.to_string());
     vars.insert(Placeholder::ProviderVersion, opts.provider_version.clone().unwrap_or_else(|| "unknown".into()));
     vars.insert(Placeholder::Cluster, opts.cluster_name.clone());
+    if let Ok(exe) = std::env::current_exe() {
+        vars.insert(Placeholder::Harness, exe.display().to_string());
+    }
     vars
 }
 

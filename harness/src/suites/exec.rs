@@ -207,7 +207,7 @@ pub(crate) fn go_exit_text(status: ExitStatus) -> String {
 
 /// Kills the process group when dropped while armed: the suite's future was dropped (the run
 /// was interrupted) or panicked with the command still running.
-struct GroupGuard(Option<Pid>);
+pub(crate) struct GroupGuard(pub(crate) Option<Pid>);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {

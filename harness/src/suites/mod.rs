@@ -3,7 +3,7 @@
 //! - `exec` ([`exec`]): any command, output captured; a failing command becomes a JUnit failure,
 //!   as kubetest2's exec tester does;
 //! - `ginkgo` ([`ginkgo`]): upstream `e2e.test` of the cluster's Kubernetes version under ginkgo;
-//! - `cloud-e2e`: the harness's built-in cloud-provider suite.
+//! - `cloud-e2e` ([`cloud_e2e`]): the harness's built-in cloud-provider suite.
 //!
 //! A test failing is not an error here: it is in the JUnit, and [`SuiteOutcome::passed`] says so.
 //! [`SuiteError`] is for a suite that could not run at all (a missing binary, a bad template).
@@ -15,8 +15,10 @@ use async_trait::async_trait;
 
 use crate::config::template::Vars;
 
+pub mod cloud_e2e;
 pub mod exec;
 pub mod ginkgo;
+pub mod local_skips;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {

@@ -1,0 +1,120 @@
+//! `harness suite`: run one built-in suite against a cluster that is already up.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+
+use super::ConfigArg;
+use crate::cluster;
+use crate::config::template::{Placeholder, Vars};
+use crate::suites::cloud_e2e::CloudE2eSuite;
+use crate::suites::{SuiteContext, SuiteRunner};
+
+#[derive(Debug, Subcommand)]
+pub enum SuiteCommand {
+    /// The provider-agnostic CCM tests, for the provider's capabilities and hooks of providers.yaml;
+    /// JUnit goes to <artifacts>/junit_cloud-e2e.xml. Exits 1 when a test failed.
+    CloudE2e(CloudE2eArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CloudE2eArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The provider whose capabilities and hooks apply.
+    #[arg(long, default_value = "local")]
+    pub provider: String,
+    /// The cluster's kubeconfig [default: $KUBECONFIG, else ~/.kube/config].
+    #[arg(long, conflicts_with = "cluster")]
+    pub kubeconfig: Option<PathBuf>,
+    /// A local cluster (`harness cluster up --cloud local`): its kubeconfig, CCM and cloud fill in
+    /// the hooks' placeholders.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Where the JUnit file goes.
+    #[arg(long, env = "ARTIFACTS", default_value = "./_artifacts")]
+    pub artifacts: PathBuf,
+    /// Run only the tests whose names match this regex.
+    #[arg(long)]
+    pub focus: Option<String>,
+    /// Skip the tests whose names match this regex.
+    #[arg(long)]
+    pub skip: Option<String>,
+    /// The CCM's /healthz when it runs outside the cluster (a CCM pod is found through its Lease).
+    #[arg(long)]
+    pub ccm_healthz_url: Option<String>,
+    /// A placeholder value for the hooks, NAME=VALUE (e.g. --var cluster=prod-1); repeatable.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    pub vars: Vec<(Placeholder, String)>,
+    /// Time for the whole suite.
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+fn parse_var(text: &str) -> Result<(Placeholder, String), String> {
+    let (name, value) = text.split_once('=').ok_or_else(|| format!("{text:?} is not NAME=VALUE"))?;
+    let placeholder = Placeholder::from_name(name)
+        .ok_or_else(|| format!("unknown placeholder {name:?}; the placeholders are {}", Placeholder::list()))?;
+    Ok((placeholder, value.to_owned()))
+}
+
+pub async fn run_suite(command: SuiteCommand) -> Result<()> {
+    let SuiteCommand::CloudE2e(args) = command;
+    let config = args.config.load()?;
+    let Some(provider) = config.provider(&args.provider) else {
+        let known: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
+        bail!("unknown provider {:?}: providers.yaml defines {}", args.provider, known.join(", "));
+    };
+    let mut vars = Vars::new();
+    vars.insert(Placeholder::Artifacts, args.artifacts.display().to_string());
+    if let Ok(exe) = std::env::current_exe() {
+        vars.insert(Placeholder::Harness, exe.display().to_string());
+    }
+    let mut healthz = args.ccm_healthz_url.clone();
+    let kubeconfig = match &args.cluster {
+        Some(name) => {
+            let state = cluster::load_state(name)?;
+            vars.insert(Placeholder::Cluster, state.name.clone());
+            vars.insert(Placeholder::ClusterCidr, cluster::nodes::CLUSTER_CIDR.into());
+            vars.insert(Placeholder::CloudStateDir, cluster::cloud_state_dir(name).display().to_string());
+            if let Some(port) = state.ccm_port {
+                vars.insert(Placeholder::SecurePort, port.to_string());
+            }
+            healthz = healthz.or(state.ccm_url.as_ref().map(|url| format!("{url}/healthz")));
+            state.kubeconfig
+        }
+        None => args
+            .kubeconfig
+            .clone()
+            .or_else(default_kubeconfig)
+            .context("no --kubeconfig, $KUBECONFIG or ~/.kube/config")?,
+    };
+    vars.insert(Placeholder::Kubeconfig, kubeconfig.display().to_string());
+    vars.extend(args.vars.iter().cloned());
+
+    let suite = CloudE2eSuite::new("cloud-e2e", provider, args.focus.as_deref(), args.skip.as_deref())?
+        .with_ccm_healthz_url(healthz);
+    let ctx = SuiteContext {
+        kubeconfig,
+        artifacts: args.artifacts.clone(),
+        provider: provider.name.clone(),
+        kubernetes_version: String::new(),
+        vars,
+        timeout: args.timeout,
+    };
+    let outcome = super::until_interrupted(suite.run(&ctx)).await??;
+    println!("cloud-e2e: {}", outcome.summary);
+    for file in &outcome.junit {
+        println!("  junit: {}", file.display());
+    }
+    if !outcome.passed {
+        bail!("cloud-e2e failed: {}", outcome.summary);
+    }
+    Ok(())
+}
+
+fn default_kubeconfig() -> Option<PathBuf> {
+    std::env::var_os("KUBECONFIG").map(PathBuf::from).or_else(|| dirs::home_dir().map(|h| h.join(".kube/config")))
+}

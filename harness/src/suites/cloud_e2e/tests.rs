@@ -1,0 +1,118 @@
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::config::{CommandSpec, Hook, ProvidersConfig};
+
+fn local_provider() -> Provider {
+    let config = ProvidersConfig::bundled();
+    config.providers.into_iter().find(|p| p.name == "local").expect("the built-in file has `local`")
+}
+
+#[test]
+fn names_are_unique_e2e_style_and_cover_every_capability() {
+    let all = tests();
+    let names: BTreeSet<&str> = all.iter().map(|t| t.name).collect();
+    assert_eq!(names.len(), all.len(), "duplicate test names");
+    for test in &all {
+        assert!(test.name.starts_with("[cloud-e2e] [Feature:"), "{}", test.name);
+    }
+    let covered: BTreeSet<Capability> = all.iter().flat_map(|t| t.needs.iter().copied()).collect();
+    assert_eq!(covered, Capability::ALL.into_iter().collect(), "a capability no test exercises");
+    assert!(all.last().unwrap().name.contains("terminated"), "node deletion destroys a node: it runs last");
+}
+
+#[test]
+fn the_local_provider_declares_everything_the_suite_needs() {
+    let local = local_provider();
+    let suite = CloudE2eSuite::new("cloud-e2e", &local, None, None).unwrap();
+    let hooks = HookRunner::new(local.hooks.clone(), Default::default());
+    for test in tests() {
+        assert_eq!(suite.skip_reason(&test, &hooks), None, "{}", test.name);
+    }
+}
+
+#[test]
+fn a_missing_capability_or_hook_is_a_skip_that_says_which() {
+    let mut provider = local_provider();
+    provider.capabilities.remove(&Capability::LoadBalancerSourceRanges);
+    provider.hooks.start_instance = None;
+    let suite = CloudE2eSuite::new("cloud-e2e", &provider, None, None).unwrap();
+    let hooks = HookRunner::new(provider.hooks.clone(), Default::default());
+    let reasons: Vec<(&str, String)> =
+        tests().iter().filter_map(|t| suite.skip_reason(t, &hooks).map(|r| (t.name, r))).collect();
+    assert_eq!(reasons.len(), 2, "{reasons:#?}");
+    assert!(reasons[0].0.contains("loadBalancerSourceRanges"));
+    assert_eq!(
+        reasons[0].1,
+        "the provider does not declare the capability `load-balancer-source-ranges` (providers.yaml capabilities)"
+    );
+    assert!(reasons[1].0.contains("shut down"));
+    assert_eq!(reasons[1].1, "the provider declares no `start_instance` hook (providers.yaml hooks)");
+}
+
+#[test]
+fn focus_and_skip_select_by_name_and_a_bad_regex_is_an_error() {
+    let local = local_provider();
+    let suite = CloudE2eSuite::new("cloud-e2e", &local, Some(r"\[Feature:LoadBalancer"), Some("UDP")).unwrap();
+    let selected: Vec<&str> = tests().iter().map(|t| t.name).filter(|n| suite.selected(n)).collect();
+    assert!(!selected.is_empty());
+    assert!(selected.iter().all(|n| n.contains("[Feature:LoadBalancer") && !n.contains("UDP")), "{selected:#?}");
+    let err = CloudE2eSuite::new("cloud-e2e", &local, Some("("), None).unwrap_err().to_string();
+    assert!(err.starts_with("suite cloud-e2e: focus \"(\" is not a regular expression"), "{err}");
+}
+
+#[test]
+fn verdicts_become_junit_cases_that_read_back() {
+    let cases = vec![
+        case("a", Ok(()), Duration::from_millis(1500)),
+        case("b", fail("expected x, saw y"), Duration::from_secs(2)),
+        case("c", Err(Verdict::Skipped("no hook".into())), Duration::ZERO),
+    ];
+    let xml = junit::to_string(&report(cases, Duration::from_secs(4)));
+    let back = junit::read_from(xml.as_bytes(), Path::new("junit_cloud-e2e.xml"), &Default::default()).unwrap();
+    let read: Vec<(String, junit::Status, Option<String>)> = back
+        .cases()
+        .map(|(s, c)| {
+            assert_eq!(s.name, SUITE);
+            (c.name.clone(), c.status(), c.attempts[0].detail.as_ref().and_then(|d| d.message.clone()))
+        })
+        .collect();
+    assert_eq!(
+        read,
+        [
+            ("a".into(), junit::Status::Passed, None),
+            ("b".into(), junit::Status::Failed, Some("expected x, saw y".into())),
+            ("c".into(), junit::Status::Skipped, Some("no hook".into())),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_api_server_is_a_suite_that_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    // A port nothing listens on: bind one, then let it go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n\
+             users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    let err = client(&kubeconfig).await.err().expect("no API server");
+    assert!(err.starts_with(&format!("the API server http://127.0.0.1:{port}/ of kubeconfig")), "{err}");
+    let missing = client(&dir.path().join("nope")).await.err().expect("no kubeconfig");
+    assert!(missing.starts_with("cannot read kubeconfig"), "{missing}");
+}
+
+#[test]
+fn hooks_are_rendered_with_the_node() {
+    let hook = Hook {
+        command: CommandSpec { argv: vec!["x".into(), "{node}".into()], ..CommandSpec::default() },
+        timeout: Duration::from_secs(1),
+    };
+    let hooks = Hooks { terminate_instance: Some(hook), ..Hooks::default() };
+    assert!(HookRunner::new(hooks, Default::default()).has(HookKind::TerminateInstance));
+}
