@@ -161,8 +161,10 @@ pub const BUILTIN_SUITES: [&str; 3] = ["cloud-e2e", "conformance", "conformance-
 
 /// Upstream's conformance tests, for ginkgo's `--focus`.
 pub const CONFORMANCE_FOCUS: &str = r"\[Conformance\]";
-/// What `conformance-quick` leaves out.
-pub const QUICK_SKIP: &str = r"\[Serial\]|\[Slow\]|\[Disruptive\]";
+/// What `conformance-quick` leaves out: the slow and disruptive tests, and the node's own
+/// (`[NodeConformance]`: the kubelet and container runtime), so what stays exercises the API
+/// server, the scheduler and the controllers.
+pub const QUICK_SKIP: &str = r"\[Serial\]|\[Slow\]|\[Disruptive\]|\[NodeConformance\]";
 
 impl Suite {
     pub fn builtins() -> Vec<Suite> {
@@ -181,7 +183,7 @@ impl Suite {
         vec![
             suite("cloud-e2e", SuiteKind::CloudE2e { focus: None, skip: None }, 30),
             suite("conformance", ginkgo(CONFORMANCE_FOCUS, None, 4), 180),
-            suite("conformance-quick", ginkgo(CONFORMANCE_FOCUS, Some(QUICK_SKIP), 4), 60),
+            suite("conformance-quick", ginkgo(CONFORMANCE_FOCUS, Some(QUICK_SKIP), 8), 60),
         ]
     }
 }
