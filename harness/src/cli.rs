@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::{cluster, toolchain};
 
+mod lkg;
 mod results;
 mod run;
 mod suite;
@@ -39,6 +40,13 @@ pub enum Command {
     Publish(results::PublishArgs),
     /// Rebuild the SQL index from the store (the store is the source of truth).
     Index(results::IndexArgs),
+    /// Last known good: which Kubernetes commit each provider last passed with, the version set
+    /// good with all of them, and culprit ranges (computed from the SQL index).
+    #[command(subcommand)]
+    Lkg(lkg::LkgCommand),
+    /// Serve the LKG API (`/api/v1/lkg`, documented in lkg/openapi.yaml), `/healthz` and
+    /// `/metrics`, reloading from the SQL index as builds are published.
+    Serve(ServeArgs),
     /// Print the Prow periodic jobs (with TestGrid annotations) for every provider × Kubernetes
     /// version of providers.yaml, so the matrix runs on Prow.
     ProwConfig(ProwArgs),
@@ -75,6 +83,18 @@ pub struct ProwArgs {
     /// Write it to this file instead of stdout.
     #[arg(long, short)]
     pub output: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0: a free one, printed on the first line).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: std::net::SocketAddr,
+    /// How often to reload the LKG from the index.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub refresh: std::time::Duration,
+    #[command(flatten)]
+    pub source: lkg::SourceArgs,
 }
 
 #[derive(Debug, Args)]
@@ -205,6 +225,16 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Suite(command) => suite::run_suite(command).await,
         Command::Publish(args) => results::run_publish(args).await,
         Command::Index(args) => results::run_index(args).await,
+        Command::Lkg(command) => lkg::run_lkg(command).await,
+        Command::Serve(args) => {
+            let options = crate::serve::ServeOptions {
+                listen: args.listen,
+                refresh: args.refresh,
+                config: args.source.config.load()?,
+                lkg: args.source.options(),
+            };
+            crate::serve::serve(options).await
+        }
         Command::ProwConfig(args) => {
             let options = crate::config::prow::ProwOptions {
                 image: args.image,

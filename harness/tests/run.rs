@@ -30,6 +30,10 @@ suites:
     kind: exec
     command: [sleep, "317"]
     timeout: 10m
+  - name: gate
+    kind: exec
+    command: [sh, -c, 'if test "{kubernetes_version}" = v1.37.1; then echo "fixture: broken on {kubernetes_version}" >&2; exit 1; fi']
+    timeout: 1m
 "#,
     );
     let local_entry = &bundled[bundled.find("  - name: local").expect("the bundled file has `local`")..];
@@ -44,6 +48,11 @@ suites:
             broken_ccm.display()
         ),
     );
+    // Passes on Kubernetes v1.36.4 and fails on v1.37.1: a regression for LKG to find.
+    let gated = fixture.replacen("- name: fixture", "- name: gated", 1).replace(
+        "suites: [smoke]\n    required:\n      suites: [smoke]",
+        "suites: [smoke, gate]\n    required:\n      suites: [smoke, gate]",
+    );
     let buggy = local_entry
         .replacen("- name: local", "- name: buggy", 1)
         .replacen(
@@ -57,11 +66,13 @@ suites:
         );
     assert!(fixture.contains("suites: [smoke]") && broken.contains("kind: command"), "the fixture edits applied");
     assert!(buggy.contains("--testing-bugs") && buggy.contains("suites: [cloud-e2e]\n"), "the buggy edits applied");
+    assert!(gated.contains("suites: [smoke, gate]"), "the gated edits applied");
     let text = format!(
-        "{bundled}\n{}\n{}\n{}\n{extra}",
+        "{bundled}\n{}\n{}\n{}\n{}\n{extra}",
         indent_providers(&fixture),
         indent_providers(&broken),
-        indent_providers(&buggy)
+        indent_providers(&buggy),
+        indent_providers(&gated)
     );
     let path = dir.join("providers.yaml");
     std::fs::write(&path, text).unwrap();
@@ -455,5 +466,97 @@ fn a_run_whose_cluster_name_is_taken_leaves_that_cluster_running() {
     assert!(error_line(&output).contains("cluster 'taken' already exists and is running"), "{}", text(&output));
     // The other cluster was not this run's to bring down.
     assert!(listed.lines().any(|l| l.starts_with("taken\trunning")), "{listed}");
+    env.assert_nothing_left();
+}
+
+/// `harness lkg ARGS --config <fixture> --output json` as JSON.
+fn lkg_json(env: &Env, args: &[&str]) -> (bool, serde_json::Value) {
+    let mut cmd = env.command("lkg");
+    cmd.args(args).arg("--config").arg(&env.config).args(["--output", "json"]);
+    let output = cmd.output().unwrap();
+    let json = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&output)));
+    (output.status.success(), json)
+}
+
+/// An HTTP/1.0 GET on 127.0.0.1: (status, body).
+fn http_get(address: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.split(' ').nth(1).unwrap().parse().unwrap(), body.to_owned())
+}
+
+#[test]
+fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through_the_cli_and_the_api() {
+    let env = Env::new();
+    for (kubernetes, passes) in [("1.36", true), ("1.37", false)] {
+        let output = env.harness(&["--provider", "gated", "--kubernetes", kubernetes]).output().unwrap();
+        assert_eq!(output.status.success(), passes, "Kubernetes {kubernetes}: {}", text(&output));
+    }
+    let provider_version = env.finished()["metadata"]["provider-version"].as_str().unwrap().to_owned();
+
+    let (ok, report) = lkg_json(&env, &["show", "gated"]);
+    assert!(ok, "{report}");
+    assert_eq!(report["lkg"]["kubernetes_commit"], "v1.36.4", "{report:#}");
+    assert_eq!(report["lkg"]["provider_commit"], provider_version.as_str());
+    assert_eq!(
+        (&report["newest"]["kubernetes_commit"], &report["newest"]["verdict"]),
+        (&"v1.37.1".into(), &"bad".into())
+    );
+    let range = &report["culprit"]["kubernetes"];
+    assert_eq!((&range["last_good"], &range["first_bad"]), (&"v1.36.4".into(), &"v1.37.1".into()), "{report:#}");
+    assert_eq!(range["commits"], serde_json::json!(["v1.37.1"]));
+    let evidence = report["lkg"]["evidence"][0].as_str().unwrap();
+    assert!(report["builds"][evidence]["artifacts_url"].as_str().unwrap().starts_with("file://"), "{report:#}");
+
+    let (good, check) = lkg_json(
+        &env,
+        &["check", "--provider", "gated", "--provider-version", &provider_version, "--kubernetes", "v1.36.4"],
+    );
+    assert!(good && check["verdict"] == "good", "{check}");
+    let (good, check) = lkg_json(
+        &env,
+        &["check", "--provider", "gated", "--provider-version", &provider_version, "--kubernetes", "v1.37.1"],
+    );
+    assert!(!good && check["verdict"] == "bad", "a bad pair exits non-zero: {check}");
+
+    let output =
+        env.command("lkg").args(["export", "--provider", "gated", "--config"]).arg(&env.config).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let info = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(info.lines().next(), Some("v1.36.4"), "{info}");
+    assert!(info.contains(&format!("# provider-commit: {provider_version}")), "{info}");
+
+    // The same answers over HTTP.
+    let mut serve = env.command("serve");
+    serve.args(["--listen", "127.0.0.1:0", "--config"]).arg(&env.config).stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut server = serve.spawn().unwrap();
+    let mut first_line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut first_line).unwrap();
+    let address =
+        first_line.trim().strip_prefix("serving on http://").unwrap_or_else(|| panic!("{first_line:?}")).to_owned();
+    let (status, body) = http_get(&address, "/api/v1/lkg");
+    let global: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, &global["providers"]["gated"]["kubernetes_commit"]), (200, &"v1.36.4".into()), "{body}");
+    let (status, body) = http_get(&address, "/api/v1/culprits/gated");
+    let culprits: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, &culprits["culprit"]["kubernetes"]["first_bad"]), (200, &"v1.37.1".into()), "{body}");
+    let (status, body) = http_get(
+        &address,
+        &format!("/api/v1/lkg/check?provider=gated&provider_version={provider_version}&kubernetes=v1.37.1"),
+    );
+    assert!(status == 200 && body.contains(r#""verdict":"bad""#), "{status} {body}");
+    let (status, body) = http_get(&address, "/api/v1/lkg/nosuch");
+    assert!(status == 404 && body.contains("unknown provider"), "{status} {body}");
+    let (status, body) = http_get(&address, "/api/v1/lkg/check?provider=gated");
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(http_get(&address, "/healthz"), (200, "ok".to_owned()));
+    let (_, metrics) = http_get(&address, "/metrics");
+    assert!(metrics.contains("harness_lkg_builds 2"), "{metrics}");
+    kill(Pid::from_raw(server.id() as i32), Signal::SIGTERM).unwrap();
+    assert!(server.wait().unwrap().success(), "serve exits cleanly on SIGTERM");
     env.assert_nothing_left();
 }

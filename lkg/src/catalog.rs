@@ -38,6 +38,11 @@ impl TestCatalog {
         self.names.get(id.index()).map(String::as_str)
     }
 
+    /// Every name, in id order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(String::as_str)
+    }
+
     pub fn len(&self) -> usize {
         self.names.len()
     }

@@ -32,6 +32,8 @@ mod model;
 mod report;
 mod verdict;
 
+#[cfg(feature = "api")]
+pub mod api;
 #[cfg(feature = "sources")]
 pub mod sources;
 #[cfg(test)]

@@ -98,6 +98,29 @@ pub struct Snapshot {
     pub problems: Vec<(String, String, Problem)>,
 }
 
+/// What the LKG computation reads from the index (see [`Index::lkg_rows`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LkgRows {
+    pub builds: Vec<LkgBuild>,
+    /// `(test row id, test name)`.
+    pub tests: Vec<(i64, String)>,
+    /// `(build row id, test row id, status)`, in insertion order within each build.
+    pub results: Vec<(i64, i64, TestStatus)>,
+}
+
+/// A finished build as the LKG computation takes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LkgBuild {
+    pub row: i64,
+    pub job: String,
+    pub build: String,
+    pub provider: String,
+    pub kubernetes_version: String,
+    pub provider_version: String,
+    pub artifacts_url: String,
+    pub started_at: i64,
+}
+
 /// The index: a pool on one database.
 #[derive(Debug, Clone)]
 pub struct Index {
@@ -530,6 +553,91 @@ impl Index {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Snapshot { builds, results, problems })
+    }
+
+    /// What the LKG computation reads: every finished build that names its provider and both
+    /// versions, in the order they started, with each test result as (build row, test row, status).
+    pub async fn lkg_rows(&self) -> Result<LkgRows> {
+        let rows = sqlx::query(
+            "SELECT b.id, j.name, b.build, p.name, b.kubernetes_version, b.provider_version, b.artifacts_url, \
+             b.started_at FROM builds b JOIN jobs j ON j.id = b.job_id JOIN providers p ON p.id = j.provider_id \
+             WHERE b.state = 'finished' AND b.kubernetes_version IS NOT NULL AND b.provider_version IS NOT NULL \
+             ORDER BY b.started_at, b.id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.err("list finished builds"))?;
+        let builds = rows
+            .iter()
+            .map(|r| {
+                self.decode(|| {
+                    Ok(LkgBuild {
+                        row: r.try_get(0)?,
+                        job: r.try_get(1)?,
+                        build: r.try_get(2)?,
+                        provider: r.try_get(3)?,
+                        kubernetes_version: r.try_get(4)?,
+                        provider_version: r.try_get(5)?,
+                        artifacts_url: r.try_get(6)?,
+                        started_at: r.try_get(7)?,
+                    })
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let rows = sqlx::query("SELECT id, name FROM tests ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("list tests"))?;
+        let tests = rows.iter().map(|r| self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?)))).collect::<Result<_>>()?;
+        let rows = sqlx::query("SELECT build_id, test_id, status FROM test_results ORDER BY build_id, id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("list test results"))?;
+        let results = rows
+            .iter()
+            .map(|r| {
+                let (build, test, status): (i64, i64, String) =
+                    self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))?;
+                let status = TestStatus::parse(&status).ok_or_else(|| self.bad_value("test_results.status", status))?;
+                Ok((build, test, status))
+            })
+            .collect::<Result<_>>()?;
+        Ok(LkgRows { builds, tests, results })
+    }
+
+    /// A cached answer of a commit history source: `(etag, next page URL, body, fetched_at)`.
+    pub async fn cached_history(&self, key: &str) -> Result<Option<(Option<String>, Option<String>, String, i64)>> {
+        let row = sqlx::query("SELECT etag, next_url, body, fetched_at FROM history_cache WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(self.err("read the history cache"))?;
+        row.map(|r| self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?)))).transpose()
+    }
+
+    /// Keeps (or replaces) a commit history source's answer.
+    pub async fn cache_history(
+        &self,
+        key: &str,
+        etag: Option<&str>,
+        next_url: Option<&str>,
+        body: &str,
+        fetched_at: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO history_cache (key, etag, next_url, body, fetched_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (key) DO UPDATE SET etag = excluded.etag, next_url = excluded.next_url, \
+             body = excluded.body, fetched_at = excluded.fetched_at",
+        )
+        .bind(key)
+        .bind(etag)
+        .bind(next_url)
+        .bind(body)
+        .bind(fetched_at)
+        .execute(&self.pool)
+        .await
+        .map_err(self.err("write the history cache"))?;
+        Ok(())
     }
 
     /// Counts of rows: builds, test results.

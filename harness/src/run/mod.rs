@@ -129,6 +129,8 @@ struct Plan<'a> {
     version: &'a KubernetesVersion,
     suites: Vec<&'a config::Suite>,
     job: String,
+    /// `--provider-version`, else the commit the bundled CCM is built from, else `unknown`.
+    provider_version: String,
 }
 
 fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, RunError> {
@@ -153,7 +155,22 @@ fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, 
         })
         .collect::<Result<_, _>>()?;
     let job = opts.job.clone().unwrap_or_else(|| config::jobs::job_name(&provider.name, None, version));
-    Ok(Plan { provider, version, suites, job })
+    let provider_version = opts.provider_version.clone().unwrap_or_else(|| default_provider_version(provider));
+    Ok(Plan { provider, version, suites, job, provider_version })
+}
+
+/// The commit of this workspace when the provider's CCM is the bundled one built from it (so LKG
+/// can order its runs); `unknown` otherwise, or when the workspace is not a git checkout.
+fn default_provider_version(provider: &Provider) -> String {
+    let bundled = matches!(provider.ccm.build, config::CcmBuild::Cargo { .. });
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let head = || {
+        let output =
+            std::process::Command::new("git").arg("-C").arg(&workspace).args(["rev-parse", "HEAD"]).output().ok()?;
+        let commit = String::from_utf8(output.stdout).ok()?.trim().to_owned();
+        (output.status.success() && !commit.is_empty()).then_some(commit)
+    };
+    bundled.then(head).flatten().unwrap_or_else(|| "unknown".into())
 }
 
 /// Runs one build end to end (see the module doc). `Err` only for what is checked before anything
@@ -172,11 +189,7 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     let mut steps = Steps::default();
     steps.note(format!(
         "harness run: provider {} at {}, Kubernetes {}, job {} build {}",
-        plan.provider.name,
-        opts.provider_version.as_deref().unwrap_or("unknown"),
-        plan.version,
-        plan.job,
-        opts.build_id
+        plan.provider.name, plan.provider_version, plan.version, plan.job, opts.build_id
     ));
     let mut deployer: Option<Box<dyn Deployer>> = None;
     let mut ccm_version = None;
@@ -209,7 +222,7 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     let versions = Versions {
         kubernetes_version: Some(plan.version.to_string()),
         provider: Some(plan.provider.name.clone()),
-        provider_version: Some(opts.provider_version.clone().unwrap_or_else(|| "unknown".into())),
+        provider_version: Some(plan.provider_version.clone()),
         ccm_version,
         job_version: Some(plan.version.to_string()),
         ..Versions::default()
@@ -415,7 +428,7 @@ fn base_vars(plan: &Plan<'_>, opts: &RunOptions, artifacts: &Path) -> Vars {
     vars.insert(Placeholder::Artifacts, artifacts.display().to_string());
     vars.insert(Placeholder::RepoDir, opts.provider_dir.display().to_string());
     vars.insert(Placeholder::KubernetesVersion, plan.version.to_string());
-    vars.insert(Placeholder::ProviderVersion, opts.provider_version.clone().unwrap_or_else(|| "unknown".into()));
+    vars.insert(Placeholder::ProviderVersion, plan.provider_version.clone());
     vars.insert(Placeholder::Cluster, opts.cluster_name.clone());
     if let Ok(exe) = std::env::current_exe() {
         vars.insert(Placeholder::Harness, exe.display().to_string());

@@ -257,3 +257,43 @@ fn sqlite_urls_create_their_file() {
     assert_eq!(url, "sqlite://rel.db?mode=ro");
     assert_eq!(normalise_url("postgresql://h/db").unwrap().0, Backend::Postgres);
 }
+
+#[tokio::test]
+async fn lkg_rows_hold_the_finished_builds_with_versions_in_start_order_on_both_databases() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        let late = record("ci-a", "2", 200, vec![result("t1", TestStatus::Fail), result("t2", TestStatus::Flaky)]);
+        let early = record("ci-a", "1", 100, vec![result("t1", TestStatus::Pass)]);
+        let mut running = record("ci-a", "3", 300, vec![result("t1", TestStatus::Pass)]);
+        running.info.state = State::Running;
+        let mut unversioned = record("ci-a", "4", 400, vec![]);
+        unversioned.info.versions.provider_version = None;
+        for rec in [&late, &early, &running, &unversioned] {
+            index.index_build(rec).await.unwrap();
+        }
+        let rows = index.lkg_rows().await.unwrap();
+        let builds: Vec<(&str, &str, &str)> =
+            rows.builds.iter().map(|b| (b.build.as_str(), b.provider.as_str(), b.provider_version.as_str())).collect();
+        assert_eq!(builds, [("1", "local", "abc123"), ("2", "local", "abc123")], "{}", index.name());
+        let name = |test: i64| rows.tests.iter().find(|(id, _)| *id == test).map(|(_, n)| n.as_str()).unwrap();
+        let of = |build: i64| -> Vec<(&str, TestStatus)> {
+            rows.results.iter().filter(|(b, _, _)| *b == build).map(|(_, t, s)| (name(*t), *s)).collect()
+        };
+        assert_eq!(of(rows.builds[1].row), [("t1", TestStatus::Fail), ("t2", TestStatus::Flaky)], "{}", index.name());
+        assert_eq!(of(rows.builds[0].row), [("t1", TestStatus::Pass)]);
+        assert_eq!(rows.builds[0].artifacts_url, "file:///store/logs/ci-a/1");
+    }
+}
+
+#[tokio::test]
+async fn the_history_cache_keeps_the_latest_answer_per_request_on_both_databases() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        let key = "https://api.github.com/repos/kubernetes/kubernetes/commits?sha=master";
+        assert_eq!(index.cached_history(key).await.unwrap(), None, "{}", index.name());
+        index.cache_history(key, Some("\"e1\""), Some("https://next"), "[1]", 10).await.unwrap();
+        index.cache_history(key, None, None, "[2]", 20).await.unwrap();
+        let cached = index.cached_history(key).await.unwrap();
+        assert_eq!(cached, Some((None, None, "[2]".to_string(), 20)), "{}", index.name());
+    }
+}

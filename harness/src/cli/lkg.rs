@@ -1,0 +1,355 @@
+//! `harness lkg show|check|culprits|export`: the LKG API's answers on the command line.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use lkg::api::{self, CheckVerdict, CulpritView, LkgView, ProviderView, Snapshot};
+use lkg::{CommitRange, PairReport};
+
+use super::ConfigArg;
+use crate::lkg::{HistorySpec, LkgOptions};
+use crate::results::default_database_url;
+
+#[derive(Debug, Subcommand)]
+pub enum LkgCommand {
+    /// The LKG version set and each provider's LKG; with a provider, its LKG, newest pair, culprit
+    /// range and every pair.
+    Show {
+        provider: Option<String>,
+        #[command(flatten)]
+        source: SourceArgs,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Is this provider version good with this Kubernetes version? Exits 0 only when it is.
+    Check {
+        #[arg(long)]
+        provider: String,
+        /// A commit id or tag of the provider's history.
+        #[arg(long)]
+        provider_version: String,
+        /// A commit id or tag of the Kubernetes history.
+        #[arg(long)]
+        kubernetes: String,
+        #[command(flatten)]
+        source: SourceArgs,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Where the change that broke a provider must be: the commits after its LKG up to the first
+    /// bad pair, on the Kubernetes side and on the provider side.
+    Culprits {
+        provider: String,
+        #[command(flatten)]
+        source: SourceArgs,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Write a file a provider repository can commit, naming the Kubernetes commit it last passed with.
+    Export {
+        #[arg(long)]
+        provider: String,
+        #[arg(long, value_enum, default_value_t = ExportFormat::KubernetesLkgInfo)]
+        format: ExportFormat,
+        /// Write it here instead of stdout (a provider repo keeps it as KUBERNETES_LKG_INFO).
+        #[arg(long, value_name = "FILE")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        source: SourceArgs,
+    },
+}
+
+/// Where the runs and the commit histories come from.
+#[derive(Debug, Args)]
+pub struct SourceArgs {
+    /// The SQL index the builds were published to [default: the local SQLite index of `harness run`].
+    #[arg(long, env = "HARNESS_DATABASE")]
+    pub database: Option<String>,
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The kubernetes/kubernetes history: `tested` (the versions the index has runs of, ordered as
+    /// releases), `git:PATH[@BRANCH]` or `github:OWNER/REPO[@BRANCH]` (branch default: master).
+    #[arg(long, default_value = "tested", value_name = "SOURCE")]
+    pub kubernetes_history: HistorySpec,
+    /// A provider's history, as NAME=SOURCE (sources as above; branch default: the provider's
+    /// `branch`); repeatable. Providers not named use `tested`.
+    #[arg(long = "provider-history", value_name = "NAME=SOURCE", value_parser = parse_provider_history)]
+    pub provider_histories: Vec<(String, HistorySpec)>,
+    /// Commits fetched at most per history.
+    #[arg(long, default_value_t = 5000)]
+    pub history_depth: usize,
+    /// The GitHub API for `github:` histories (a token in GITHUB_TOKEN raises the rate limit).
+    #[arg(long, env = "HARNESS_GITHUB_API", default_value = "https://api.github.com")]
+    pub github_api: String,
+}
+
+impl SourceArgs {
+    pub fn options(&self) -> LkgOptions {
+        LkgOptions {
+            database: self.database.clone().unwrap_or_else(default_database_url),
+            kubernetes_history: self.kubernetes_history.clone(),
+            provider_histories: self.provider_histories.iter().cloned().collect(),
+            depth: self.history_depth,
+            github_api: self.github_api.clone(),
+        }
+    }
+
+    async fn snapshot(&self) -> Result<Snapshot> {
+        let config = self.config.load()?;
+        crate::lkg::load(&config, &self.options()).await
+    }
+}
+
+fn parse_provider_history(text: &str) -> Result<(String, HistorySpec), String> {
+    let (name, spec) = text.split_once('=').ok_or_else(|| format!("{text:?}: expected NAME=SOURCE"))?;
+    Ok((name.to_owned(), spec.parse()?))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// The k/k commit on the first line (as cloud-provider-gcp's KUBERNETES_LKG_INFO), then `#`
+    /// lines with the provider commit and the evidence builds.
+    KubernetesLkgInfo,
+}
+
+pub async fn run_lkg(command: LkgCommand) -> Result<()> {
+    match command {
+        LkgCommand::Show { provider: None, source, output } => {
+            let snapshot = source.snapshot().await?;
+            let view = api::lkg(&snapshot);
+            let providers =
+                view.providers.keys().map(|name| api::provider(&snapshot, name)).collect::<Result<Vec<_>, _>>()?;
+            print(output, &view, || lkg_table(&view, &providers))
+        }
+        LkgCommand::Show { provider: Some(name), source, output } => {
+            let view = api::provider(&source.snapshot().await?, &name)?;
+            print(output, &view, || provider_table(&view))
+        }
+        LkgCommand::Check { provider, provider_version, kubernetes, source, output } => {
+            let view = api::check(&source.snapshot().await?, &provider, &provider_version, &kubernetes)?;
+            print(output, &view, || {
+                let verdict = serde_json::to_value(view.verdict).ok().and_then(|v| v.as_str().map(str::to_owned));
+                let verdict = verdict.unwrap_or_default();
+                let mut text = format!(
+                    "{provider} {provider_version} with Kubernetes {kubernetes}: {verdict} ({})\n",
+                    view.reason
+                );
+                if let Some(pair) = &view.pair {
+                    text += &evidence_lines(pair, &view.builds);
+                }
+                text
+            })?;
+            if view.verdict != CheckVerdict::Good {
+                bail!("{provider} {provider_version} is not known good with Kubernetes {kubernetes}: {}", view.reason);
+            }
+            Ok(())
+        }
+        LkgCommand::Culprits { provider, source, output } => {
+            let view = api::culprits(&source.snapshot().await?, &provider)?;
+            print(output, &view, || culprit_table(&view))
+        }
+        LkgCommand::Export { provider, format: ExportFormat::KubernetesLkgInfo, file, source } => {
+            let view = api::provider(&source.snapshot().await?, &provider)?;
+            let text = kubernetes_lkg_info(&view)?;
+            match file {
+                Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display())),
+                None => {
+                    print!("{text}");
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
+fn print<T: serde::Serialize>(output: Output, view: &T, table: impl FnOnce() -> String) -> Result<()> {
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(view)?),
+        Output::Table => print!("{}", table()),
+    }
+    Ok(())
+}
+
+/// A commit id shortened as git does; tags and short ids as they are.
+fn short(revision: &str) -> &str {
+    let is_sha = revision.len() == 40 && revision.bytes().all(|b| b.is_ascii_hexdigit());
+    if is_sha { &revision[..12] } else { revision }
+}
+
+fn pair_cells(pair: Option<&PairReport>) -> [String; 3] {
+    match pair {
+        Some(pair) => {
+            [short(&pair.kubernetes_commit).into(), short(&pair.provider_commit).into(), verdict(pair).into()]
+        }
+        None => ["-".into(), "-".into(), "-".into()],
+    }
+}
+
+fn verdict(pair: &PairReport) -> &'static str {
+    match pair.verdict {
+        lkg::Verdict::Good => "good",
+        lkg::Verdict::Pending => "pending",
+        lkg::Verdict::Bad => "bad",
+    }
+}
+
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut text = String::new();
+    for row in std::iter::once(header.iter().map(|h| h.to_string()).collect::<Vec<_>>()).chain(rows.iter().cloned()) {
+        let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+        text += cells.join("  ").trim_end();
+        text += "\n";
+    }
+    text
+}
+
+fn lkg_table(view: &LkgView, providers: &[ProviderView]) -> String {
+    let mut text = match &view.version_set {
+        Some(set) => format!("LKG version set: Kubernetes {}\n", short(&set.kubernetes_commit)),
+        None => "LKG version set: none (no Kubernetes commit is good with every provider yet)\n".to_string(),
+    };
+    if let Some(set) = &view.version_set {
+        for (name, pair) in &set.providers {
+            let _ = writeln!(text, "  {name} {}", short(&pair.provider_commit));
+        }
+    }
+    text += "\n";
+    let rows: Vec<Vec<String>> = providers
+        .iter()
+        .map(|p| {
+            let [lkg_k8s, lkg_provider, _] = pair_cells(p.report.lkg.as_ref());
+            let [new_k8s, new_provider, new_verdict] = pair_cells(p.report.newest.as_ref());
+            let culprit = p.report.culprit.as_ref().map(culprit_summary).unwrap_or_else(|| "-".into());
+            vec![p.provider.clone(), lkg_k8s, lkg_provider, new_k8s, new_provider, new_verdict, culprit]
+        })
+        .collect();
+    text + &table(
+        &["PROVIDER", "LKG KUBERNETES", "LKG PROVIDER", "NEWEST KUBERNETES", "NEWEST PROVIDER", "NEWEST", "CULPRIT"],
+        &rows,
+    )
+}
+
+fn culprit_summary(culprit: &lkg::Culprit) -> String {
+    let side = |name: &str, range: &Option<CommitRange>| {
+        range.as_ref().map(|r| {
+            format!("{name} ({}, {}]: {} commit(s)", short(&r.last_good), short(&r.first_bad), r.commits.len())
+        })
+    };
+    [side("kubernetes", &culprit.kubernetes), side("provider", &culprit.provider)]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn provider_table(view: &ProviderView) -> String {
+    let mut text = String::new();
+    let describe = |pair: Option<&PairReport>| match pair {
+        Some(pair) => format!(
+            "Kubernetes {} with {} {}",
+            short(&pair.kubernetes_commit),
+            view.provider,
+            short(&pair.provider_commit)
+        ),
+        None => "none".into(),
+    };
+    let _ = writeln!(text, "LKG:     {}", describe(view.report.lkg.as_ref()));
+    let newest = view.report.newest.as_ref();
+    let _ = writeln!(
+        text,
+        "Newest:  {}{}",
+        describe(newest),
+        newest.map(|p| format!(" ({})", verdict(p))).unwrap_or_default()
+    );
+    if let Some(culprit) = &view.report.culprit {
+        let _ = writeln!(text, "Culprit: {}", culprit_summary(culprit));
+    }
+    text += "\n";
+    let rows: Vec<Vec<String>> = view
+        .report
+        .pairs
+        .iter()
+        .map(|pair| {
+            let [k8s, provider, verdict] = pair_cells(Some(pair));
+            let builds = pair.evidence.iter().chain(&pair.bad_runs).cloned().collect::<Vec<_>>().join(" ");
+            vec![k8s, provider, verdict, builds]
+        })
+        .collect();
+    text += &table(&["KUBERNETES", "PROVIDER", "VERDICT", "BUILDS"], &rows);
+    for run in &view.report.unplaced {
+        let _ = writeln!(text, "unplaced: {} ({})", run.build_id, run.problems.join("; "));
+    }
+    text
+}
+
+fn culprit_table(view: &CulpritView) -> String {
+    let Some(culprit) = &view.culprit else {
+        return match (&view.lkg, &view.newest) {
+            (_, None) => format!("{}: no runs yet\n", view.provider),
+            (None, Some(_)) => format!("{}: never good, so there is no range to bisect from\n", view.provider),
+            (Some(_), Some(_)) => format!("{}: its newest pair is good\n", view.provider),
+        };
+    };
+    let mut text = String::new();
+    for (side, range) in [("Kubernetes", &culprit.kubernetes), ("Provider", &culprit.provider)] {
+        if let Some(range) = range {
+            let _ = writeln!(
+                text,
+                "{side}: after {} up to {} ({} commit(s), newest first):",
+                short(&range.last_good),
+                short(&range.first_bad),
+                range.commits.len()
+            );
+            for commit in &range.commits {
+                let _ = writeln!(text, "  {commit}");
+            }
+        }
+    }
+    text
+}
+
+fn evidence_lines(pair: &PairReport, builds: &BTreeMap<String, api::BuildLink>) -> String {
+    let mut text = String::new();
+    for (kind, ids) in [("evidence", &pair.evidence), ("bad run", &pair.bad_runs)] {
+        for id in ids {
+            let url = builds.get(id).map(|b| b.artifacts_url.as_str()).unwrap_or("-");
+            let _ = writeln!(text, "  {kind}: {id} {url}");
+        }
+    }
+    text
+}
+
+/// The k/k commit on the first line, so `$(head -1 KUBERNETES_LKG_INFO)` is the hash.
+fn kubernetes_lkg_info(view: &ProviderView) -> Result<String> {
+    let Some(lkg) = &view.report.lkg else {
+        bail!("provider {} has no good run yet: there is no LKG to export", view.provider);
+    };
+    let mut text = format!("{}\n", lkg.kubernetes_commit);
+    let _ = writeln!(
+        text,
+        "# The newest kubernetes/kubernetes commit {} passed with (cloud-provider-harness).",
+        view.provider
+    );
+    let _ = writeln!(text, "# provider: {}", view.provider);
+    let _ = writeln!(text, "# provider-commit: {}", lkg.provider_commit);
+    for id in &lkg.evidence {
+        let url = view.builds.get(id).map(|b| b.artifacts_url.as_str()).unwrap_or("-");
+        let _ = writeln!(text, "# evidence: {id} {url}");
+    }
+    Ok(text)
+}

@@ -1,0 +1,268 @@
+//! Where a commit history comes from: `tested` (the versions the index has runs of), a local git
+//! repository, or GitHub.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use lkg::History;
+use lkg::sources::{GitHub, GitHubConfig, HistoryCache, HistorySource, LocalGit, Walk, history_of};
+
+use super::LkgOptions;
+
+/// How to get one repository's first-parent history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HistorySpec {
+    /// No repository: the versions the index has runs of, ordered as releases when every one is a
+    /// version such as `v1.36.4`, else by when each was first tested.
+    Tested,
+    /// `git:PATH[@BRANCH]`: `git rev-list --first-parent` of a local clone.
+    Git { path: PathBuf, branch: Option<String> },
+    /// `github:OWNER/REPO[@BRANCH]`: the REST API.
+    GitHub { owner: String, repo: String, branch: Option<String> },
+}
+
+impl FromStr for HistorySpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let usage = "use tested, git:PATH[@BRANCH] or github:OWNER/REPO[@BRANCH]";
+        let split_branch = |rest: &str| match rest.rsplit_once('@') {
+            Some((what, branch)) if !branch.is_empty() => (what.to_owned(), Some(branch.to_owned())),
+            _ => (rest.to_owned(), None),
+        };
+        if text == "tested" {
+            return Ok(Self::Tested);
+        }
+        if let Some(rest) = text.strip_prefix("git:") {
+            let (path, branch) = split_branch(rest);
+            if path.is_empty() {
+                return Err(format!("{text:?} names no repository: {usage}"));
+            }
+            return Ok(Self::Git { path: path.into(), branch });
+        }
+        if let Some(rest) = text.strip_prefix("github:") {
+            let (full, branch) = split_branch(rest);
+            return match full.split_once('/') {
+                Some((owner, repo)) if !owner.is_empty() && !repo.is_empty() && !repo.contains('/') => {
+                    Ok(Self::GitHub { owner: owner.into(), repo: repo.into(), branch })
+                }
+                _ => Err(format!("{text:?}: expected github:OWNER/REPO; {usage}")),
+            };
+        }
+        Err(format!("{text:?} is not a history source: {usage}"))
+    }
+}
+
+impl HistorySpec {
+    /// The history of `name` (for messages), on `default_branch` unless the spec names one, taking
+    /// in `revisions` (each version the runs name, with when it was first tested). GitHub's answers
+    /// go through `cache`.
+    pub async fn history(
+        &self,
+        name: &str,
+        default_branch: &str,
+        revisions: &BTreeMap<String, i64>,
+        options: &LkgOptions,
+        cache: &Arc<dyn HistoryCache>,
+    ) -> Result<History> {
+        match self {
+            Self::Tested => tested(revisions).with_context(|| format!("ordering the tested versions of {name}")),
+            Self::Git { path, branch } => {
+                let source = LocalGit::new(path);
+                fetched(&source, branch.as_deref().unwrap_or(default_branch), revisions, options.depth).await
+            }
+            Self::GitHub { owner, repo, branch } => {
+                let config = GitHubConfig {
+                    base_url: options.github_api.clone(),
+                    token: std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty()),
+                    ..GitHubConfig::default()
+                };
+                let source = GitHub::with_cache(owner, repo, config, cache.clone())?;
+                fetched(&source, branch.as_deref().unwrap_or(default_branch), revisions, options.depth).await
+            }
+        }
+    }
+}
+
+/// The first-parent history of `branch`, with every revision the runs name that the source
+/// resolves into it (a tag or an abbreviated commit id) as an alias. A revision it cannot place is
+/// left for the engine to report as unplaced.
+async fn fetched(
+    source: &dyn HistorySource,
+    branch: &str,
+    revisions: &BTreeMap<String, i64>,
+    depth: usize,
+) -> Result<History> {
+    let commits = source.first_parent_commits(branch, &Walk::limit(depth)).await?;
+    let history = history_of(&commits)?;
+    let mut aliases = Vec::new();
+    for revision in revisions.keys().filter(|revision| history.ordinal(revision).is_none()) {
+        match source.resolve(revision).await {
+            Ok(commit) if history.ordinal(&commit).is_some() => aliases.push((revision.clone(), commit)),
+            Ok(commit) => tracing::warn!(
+                "{revision} is {commit} in {}, which is not among the {} newest commits of {branch}",
+                source.describe(),
+                commits.len()
+            ),
+            Err(error) => tracing::warn!("{revision}: {error}"),
+        }
+    }
+    Ok(history.with_tags(aliases)?)
+}
+
+/// The tested versions, newest first: as releases when all are versions, else by first test.
+fn tested(revisions: &BTreeMap<String, i64>) -> Result<History> {
+    let mut ordered: Vec<(&String, i64)> = revisions.iter().map(|(revision, at)| (revision, *at)).collect();
+    let releases: Option<Vec<Release>> = ordered.iter().map(|(revision, _)| Release::parse(revision)).collect();
+    match releases {
+        Some(_) => ordered.sort_by_key(|(revision, _)| Release::parse(revision)),
+        None => ordered.sort_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0))),
+    }
+    if ordered.iter().any(|(revision, _)| revision.is_empty()) {
+        bail!("a build names an empty version");
+    }
+    Ok(History::new(ordered.into_iter().rev().map(|(revision, _)| revision.clone()))?)
+}
+
+/// `v1.36.4`, `1.37.0-rc.1`: ordered by number, a pre-release before its release.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Release {
+    numbers: (u64, u64, u64),
+    /// `None` (the release) sorts after any pre-release.
+    final_release: bool,
+    pre: String,
+}
+
+impl Release {
+    fn parse(text: &str) -> Option<Release> {
+        let text = text.strip_prefix('v').unwrap_or(text);
+        let (core, pre) = match text.split_once(['-', '+']) {
+            Some((core, pre)) => (core, pre.to_owned()),
+            None => (text, String::new()),
+        };
+        let mut parts = core.split('.').map(|part| part.parse::<u64>().ok());
+        let numbers = (parts.next()??, parts.next()??, parts.next()??);
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Release { numbers, final_release: pre.is_empty(), pre })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn revisions(list: &[(&str, i64)]) -> BTreeMap<String, i64> {
+        list.iter().map(|(r, at)| (r.to_string(), *at)).collect()
+    }
+
+    fn newest_first(history: &History) -> Vec<&str> {
+        history.newest_first().collect()
+    }
+
+    #[test]
+    fn release_versions_are_ordered_as_releases_whenever_they_were_tested() {
+        let history =
+            tested(&revisions(&[("v1.37.1", 1), ("v1.36.4", 5), ("v1.37.0-rc.1", 9), ("v1.100.0", 2)])).unwrap();
+        assert_eq!(newest_first(&history), ["v1.100.0", "v1.37.1", "v1.37.0-rc.1", "v1.36.4"]);
+    }
+
+    #[test]
+    fn commit_ids_are_ordered_by_when_they_were_first_tested() {
+        let history = tested(&revisions(&[("aaa", 30), ("bbb", 10), ("v1.2.3", 20)])).unwrap();
+        assert_eq!(newest_first(&history), ["aaa", "v1.2.3", "bbb"]);
+    }
+
+    #[test]
+    fn history_specs_parse_and_bad_ones_say_what_is_expected() {
+        assert_eq!("tested".parse(), Ok(HistorySpec::Tested));
+        assert_eq!(
+            "git:/src/k8s@release-1.36".parse(),
+            Ok(HistorySpec::Git { path: "/src/k8s".into(), branch: Some("release-1.36".into()) })
+        );
+        assert_eq!(
+            "github:kubernetes/cloud-provider-gcp".parse(),
+            Ok(HistorySpec::GitHub { owner: "kubernetes".into(), repo: "cloud-provider-gcp".into(), branch: None })
+        );
+        for bad in ["svn:/x", "github:kubernetes", "git:", ""] {
+            let error = bad.parse::<HistorySpec>().unwrap_err();
+            assert!(error.contains("git:PATH[@BRANCH]"), "{bad}: {error}");
+        }
+    }
+
+    /// A GitHub that lists two commits with an ETag, answers 304 to a matching `If-None-Match`,
+    /// and 500 to everything once `failing` is set; it records the status of each answer.
+    mod fake_github {
+        use std::sync::{Arc, Mutex};
+
+        use axum::http::{HeaderMap, StatusCode, header};
+        use axum::response::{IntoResponse, Response};
+
+        #[derive(Default)]
+        pub struct GitHub {
+            pub failing: Mutex<bool>,
+            pub answers: Mutex<Vec<u16>>,
+        }
+
+        pub async fn serve() -> (String, Arc<GitHub>) {
+            let github = Arc::new(GitHub::default());
+            let state = github.clone();
+            let app = axum::Router::new().route(
+                "/repos/kubernetes/kubernetes/commits",
+                axum::routing::get(move |headers: HeaderMap| answer(state.clone(), headers)),
+            );
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let base = format!("http://{}", listener.local_addr().unwrap());
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+            (base, github)
+        }
+
+        async fn answer(github: Arc<GitHub>, headers: HeaderMap) -> Response {
+            let response = if *github.failing.lock().unwrap() {
+                StatusCode::INTERNAL_SERVER_ERROR.into_response()
+            } else if headers.get(header::IF_NONE_MATCH).is_some_and(|etag| etag == "\"v1\"") {
+                StatusCode::NOT_MODIFIED.into_response()
+            } else {
+                let commit = |sha: &str, parent: &str| {
+                    serde_json::json!({"sha": sha, "commit": {"message": sha, "author": {"date": "2026-11-01T00:00:00Z"}},
+                                       "parents": [{"sha": parent}], "html_url": null})
+                };
+                let body = serde_json::json!([commit("bbb", "aaa"), commit("aaa", "000")]).to_string();
+                ([(header::ETAG, "\"v1\""), (header::CONTENT_TYPE, "application/json")], body).into_response()
+            };
+            github.answers.lock().unwrap().push(response.status().as_u16());
+            response
+        }
+    }
+
+    #[tokio::test]
+    async fn github_histories_are_cached_in_the_index_across_processes_and_served_while_github_fails() {
+        let (base, github) = fake_github::serve().await;
+        let dir = tempfile::tempdir().unwrap();
+        let database = format!("sqlite://{}", dir.path().join("index.sqlite").display());
+        let options = LkgOptions {
+            database: database.clone(),
+            kubernetes_history: HistorySpec::Tested,
+            provider_histories: BTreeMap::new(),
+            depth: 100,
+            github_api: base,
+        };
+        let spec: HistorySpec = "github:kubernetes/kubernetes".parse().unwrap();
+        // Each load opens the index anew, as each `harness lkg` process does.
+        let load = || async {
+            let index = crate::results::index::Index::open(&database).await.unwrap();
+            let cache: Arc<dyn HistoryCache> = Arc::new(super::super::cache::IndexCache(index));
+            spec.history("kubernetes", "master", &BTreeMap::new(), &options, &cache).await
+        };
+        assert_eq!(newest_first(&load().await.unwrap()), ["bbb", "aaa"]);
+        assert_eq!(newest_first(&load().await.unwrap()), ["bbb", "aaa"]);
+        assert_eq!(*github.answers.lock().unwrap(), [200, 304], "the second load was a conditional request");
+        *github.failing.lock().unwrap() = true;
+        assert_eq!(newest_first(&load().await.unwrap()), ["bbb", "aaa"], "the cached history while GitHub fails");
+        assert!(github.answers.lock().unwrap()[2..].iter().all(|status| *status == 500));
+    }
+}

@@ -1,0 +1,172 @@
+//! Last known good from the SQL index: loads every finished build's test results, orders them by
+//! the commit histories (a local git repository, GitHub, or the versions the index has runs of) and
+//! hands them to the `lkg` engine. `harness lkg` prints the answers, `harness serve` serves them.
+
+mod cache;
+mod histories;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use lkg::api::{BuildLink, Snapshot};
+use lkg::sources::HistoryCache;
+use lkg::{CompactResult, CompactRun, Engine, ProviderPolicy, ProviderSpec, RunAdded, TestCatalog, TestId, TestStatus};
+use tracing::{info, warn};
+
+pub use histories::HistorySpec;
+
+use crate::config::{ProvidersConfig, TestMatcher};
+use crate::results::index::{Index, LkgBuild, LkgRows};
+use crate::results::record;
+
+/// Where the runs and the histories come from.
+#[derive(Debug, Clone)]
+pub struct LkgOptions {
+    /// The SQL index (`sqlite://...` or `postgres://...`).
+    pub database: String,
+    pub kubernetes_history: HistorySpec,
+    /// Per provider; a provider not named here uses [`HistorySpec::Tested`].
+    pub provider_histories: BTreeMap<String, HistorySpec>,
+    /// Commits fetched at most per history.
+    pub depth: usize,
+    /// The GitHub API (`https://api.github.com`, or an Enterprise or test server).
+    pub github_api: String,
+}
+
+/// The LKG of everything the index holds, as of now.
+pub async fn load(config: &ProvidersConfig, options: &LkgOptions) -> Result<Snapshot> {
+    let index = Index::open(&options.database).await?;
+    let cache: Arc<dyn HistoryCache> = Arc::new(cache::IndexCache(index.clone()));
+    let snapshot = match index.lkg_rows().await {
+        Ok(rows) => snapshot(config, options, rows, &cache).await,
+        Err(error) => Err(error.into()),
+    };
+    drop(cache);
+    index.close().await;
+    snapshot
+}
+
+async fn snapshot(
+    config: &ProvidersConfig,
+    options: &LkgOptions,
+    rows: LkgRows,
+    cache: &Arc<dyn HistoryCache>,
+) -> Result<Snapshot> {
+    let LkgRows { builds, tests, results } = rows;
+    let mut catalog = TestCatalog::new();
+    let test_ids: HashMap<i64, TestId> = tests.iter().map(|(row, name)| (*row, catalog.intern(name))).collect();
+
+    let known: BTreeSet<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
+    let (builds, foreign): (Vec<LkgBuild>, Vec<LkgBuild>) =
+        builds.into_iter().partition(|build| known.contains(build.provider.as_str()));
+    if !foreign.is_empty() {
+        let names: BTreeSet<&str> = foreign.iter().map(|b| b.provider.as_str()).collect();
+        warn!(
+            "{} build(s) of providers not in {} left out: {}",
+            foreign.len(),
+            config.source.display(),
+            names.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    }
+
+    let kubernetes_revisions = revisions(&builds, |b| &b.kubernetes_version);
+    let kubernetes = options
+        .kubernetes_history
+        .history("kubernetes", "master", &kubernetes_revisions, options, cache)
+        .await
+        .context("the Kubernetes history")?;
+    let mut providers = BTreeMap::new();
+    for provider in &config.providers {
+        let spec = options.provider_histories.get(&provider.name).unwrap_or(&HistorySpec::Tested);
+        let own: Vec<LkgBuild> = builds.iter().filter(|b| b.provider == provider.name).cloned().collect();
+        let history = spec
+            .history(&provider.name, &provider.branch, &revisions(&own, |b| &b.provider_version), options, cache)
+            .await
+            .with_context(|| format!("the history of provider {}", provider.name))?;
+        let policy =
+            ProviderPolicy { required_tests: required_tests(&provider.required.tests, &catalog), ..Default::default() };
+        providers.insert(provider.name.clone(), ProviderSpec { history, policy });
+    }
+
+    let mut engine = Engine::with_catalog(kubernetes, providers, catalog);
+    let mut by_build: HashMap<i64, Vec<CompactResult>> = HashMap::new();
+    for (build, test, status) in results {
+        if let Some(id) = test_ids.get(&test) {
+            by_build.entry(build).or_default().push(CompactResult::new(*id, lkg_status(status)));
+        }
+    }
+    let mut links = BTreeMap::new();
+    let mut unplaced = 0;
+    for build in &builds {
+        let id = format!("{}/{}", build.job, build.build);
+        let run = CompactRun {
+            build_id: id.clone(),
+            provider: build.provider.clone(),
+            kubernetes_version: build.kubernetes_version.clone(),
+            provider_version: build.provider_version.clone(),
+            results: by_build.remove(&build.row).unwrap_or_default(),
+        };
+        match engine.add_compact_run(&run) {
+            Ok(RunAdded::Unplaced) => unplaced += 1,
+            Ok(_) => {}
+            Err(error) => warn!("build {id} left out of the LKG: {error}"),
+        }
+        links.insert(
+            id,
+            BuildLink {
+                artifacts_url: build.artifacts_url.clone(),
+                started_at: build.started_at,
+                kubernetes_version: build.kubernetes_version.clone(),
+                provider_version: build.provider_version.clone(),
+            },
+        );
+    }
+    if unplaced > 0 {
+        warn!(
+            "{unplaced} build(s) name a version that is not in its history: listed as unplaced, left out of the ordering"
+        );
+    }
+    info!("LKG over {} build(s) of {} provider(s)", builds.len(), config.providers.len());
+    Ok(Snapshot { engine, builds: links, loaded_at: now() })
+}
+
+/// Each version the builds name, with when it was first tested.
+fn revisions(builds: &[LkgBuild], version: impl Fn(&LkgBuild) -> &String) -> BTreeMap<String, i64> {
+    let mut first_tested = BTreeMap::new();
+    for build in builds {
+        let at = first_tested.entry(version(build).clone()).or_insert(build.started_at);
+        *at = (*at).min(build.started_at);
+    }
+    first_tested
+}
+
+/// `required.tests` as names: exact names as given, patterns as every indexed test they match.
+/// Empty means every test that ran must pass.
+fn required_tests(matchers: &[TestMatcher], catalog: &TestCatalog) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for matcher in matchers {
+        match matcher {
+            TestMatcher::Name(name) => {
+                names.insert(name.clone());
+            }
+            TestMatcher::Regex(_) => {
+                names.extend(catalog.names().filter(|name| matcher.matches(name)).map(str::to_owned));
+            }
+        }
+    }
+    names
+}
+
+fn lkg_status(status: record::TestStatus) -> TestStatus {
+    match status {
+        record::TestStatus::Pass => TestStatus::Pass,
+        record::TestStatus::Fail => TestStatus::Fail,
+        record::TestStatus::Skip => TestStatus::Skip,
+        record::TestStatus::Flaky => TestStatus::Flaky,
+    }
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default()
+}
