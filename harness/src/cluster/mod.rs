@@ -410,6 +410,9 @@ impl ComponentArgs<'_> {
                 "--leader-elect=false".into(),
                 // kwok renews node Leases every 10 s; a node silent for two renewals is NotReady.
                 "--node-monitor-grace-period=20s".into(),
+                // The quota controller re-checks every quota this often; at the default 5m, the
+                // conformance test that waits for it to repair a quota's status waits up to 3 minutes.
+                "--resource-quota-sync-period=15s".into(),
                 format!("--service-account-private-key-file={}", path(&self.pki.service_account_key)),
                 format!("--root-ca-file={}", path(&self.pki.ca_cert)),
                 format!("--service-cluster-ip-range={SERVICE_CIDR}"),

@@ -56,26 +56,46 @@ async fn snapshot(
     let LkgRows { builds, tests, results } = rows;
     let mut catalog = TestCatalog::new();
     let test_ids: HashMap<i64, TestId> = tests.iter().map(|(row, name)| (*row, catalog.intern(name))).collect();
+    let builds = of_known_providers(config, builds);
+    let kubernetes = options
+        .kubernetes_history
+        .history("kubernetes", "master", &revisions(&builds, |b| &b.kubernetes_version), options, cache)
+        .await
+        .context("the Kubernetes history")?;
+    let providers = provider_specs(config, options, &builds, &catalog, cache).await?;
+    let mut engine = Engine::with_catalog(kubernetes, providers, catalog);
+    let mut by_build: HashMap<i64, Vec<CompactResult>> = HashMap::new();
+    for (build, test, status) in results {
+        if let Some(id) = test_ids.get(&test) {
+            by_build.entry(build).or_default().push(CompactResult::new(*id, lkg_status(status)));
+        }
+    }
+    let links = add_builds(&mut engine, &builds, by_build);
+    info!("LKG over {} build(s) of {} provider(s)", builds.len(), config.providers.len());
+    Ok(Snapshot { engine, builds: links, loaded_at: now() })
+}
 
+/// The builds of providers in providers.yaml; the others are left out, with a warning.
+fn of_known_providers(config: &ProvidersConfig, builds: Vec<LkgBuild>) -> Vec<LkgBuild> {
     let known: BTreeSet<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
     let (builds, foreign): (Vec<LkgBuild>, Vec<LkgBuild>) =
         builds.into_iter().partition(|build| known.contains(build.provider.as_str()));
     if !foreign.is_empty() {
         let names: BTreeSet<&str> = foreign.iter().map(|b| b.provider.as_str()).collect();
-        warn!(
-            "{} build(s) of providers not in {} left out: {}",
-            foreign.len(),
-            config.source.display(),
-            names.into_iter().collect::<Vec<_>>().join(", ")
-        );
+        let names = names.into_iter().collect::<Vec<_>>().join(", ");
+        warn!("{} build(s) of providers not in {} left out: {names}", foreign.len(), config.source.display());
     }
+    builds
+}
 
-    let kubernetes_revisions = revisions(&builds, |b| &b.kubernetes_version);
-    let kubernetes = options
-        .kubernetes_history
-        .history("kubernetes", "master", &kubernetes_revisions, options, cache)
-        .await
-        .context("the Kubernetes history")?;
+/// Each provider's history (holding the versions its builds name) and policy.
+async fn provider_specs(
+    config: &ProvidersConfig,
+    options: &LkgOptions,
+    builds: &[LkgBuild],
+    catalog: &TestCatalog,
+    cache: &Arc<dyn HistoryCache>,
+) -> Result<BTreeMap<String, ProviderSpec>> {
     let mut providers = BTreeMap::new();
     for provider in &config.providers {
         let spec = options.provider_histories.get(&provider.name).unwrap_or(&HistorySpec::Tested);
@@ -85,50 +105,46 @@ async fn snapshot(
             .await
             .with_context(|| format!("the history of provider {}", provider.name))?;
         let policy =
-            ProviderPolicy { required_tests: required_tests(&provider.required.tests, &catalog), ..Default::default() };
+            ProviderPolicy { required_tests: required_tests(&provider.required.tests, catalog), ..Default::default() };
         providers.insert(provider.name.clone(), ProviderSpec { history, policy });
     }
+    Ok(providers)
+}
 
-    let mut engine = Engine::with_catalog(kubernetes, providers, catalog);
-    let mut by_build: HashMap<i64, Vec<CompactResult>> = HashMap::new();
-    for (build, test, status) in results {
-        if let Some(id) = test_ids.get(&test) {
-            by_build.entry(build).or_default().push(CompactResult::new(*id, lkg_status(status)));
-        }
-    }
+/// Adds every build as a run (ids `job/build`), and returns where each one's artifacts are.
+fn add_builds(
+    engine: &mut Engine,
+    builds: &[LkgBuild],
+    mut results: HashMap<i64, Vec<CompactResult>>,
+) -> BTreeMap<String, BuildLink> {
     let mut links = BTreeMap::new();
     let mut unplaced = 0;
-    for build in &builds {
+    for build in builds {
         let id = format!("{}/{}", build.job, build.build);
         let run = CompactRun {
             build_id: id.clone(),
             provider: build.provider.clone(),
             kubernetes_version: build.kubernetes_version.clone(),
             provider_version: build.provider_version.clone(),
-            results: by_build.remove(&build.row).unwrap_or_default(),
+            results: results.remove(&build.row).unwrap_or_default(),
         };
         match engine.add_compact_run(&run) {
             Ok(RunAdded::Unplaced) => unplaced += 1,
             Ok(_) => {}
             Err(error) => warn!("build {id} left out of the LKG: {error}"),
         }
-        links.insert(
-            id,
-            BuildLink {
-                artifacts_url: build.artifacts_url.clone(),
-                started_at: build.started_at,
-                kubernetes_version: build.kubernetes_version.clone(),
-                provider_version: build.provider_version.clone(),
-            },
-        );
+        let link = BuildLink {
+            artifacts_url: build.artifacts_url.clone(),
+            started_at: build.started_at,
+            kubernetes_version: build.kubernetes_version.clone(),
+            provider_version: build.provider_version.clone(),
+        };
+        links.insert(id, link);
     }
     if unplaced > 0 {
-        warn!(
-            "{unplaced} build(s) name a version that is not in its history: listed as unplaced, left out of the ordering"
-        );
+        warn!("{unplaced} build(s) name a version not in its history: listed as unplaced, left out of the ordering");
     }
-    info!("LKG over {} build(s) of {} provider(s)", builds.len(), config.providers.len());
-    Ok(Snapshot { engine, builds: links, loaded_at: now() })
+    links
 }
 
 /// Each version the builds name, with when it was first tested.

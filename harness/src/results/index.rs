@@ -537,40 +537,28 @@ impl Index {
                 Ok((job, build, self.test_result(r, 2)?))
             })
             .collect::<Result<Vec<_>>>()?;
-        let rows = sqlx::query(
-            "SELECT j.name, b.build, pr.file, pr.message FROM build_problems pr JOIN builds b ON b.id = pr.build_id \
-             JOIN jobs j ON j.id = b.job_id ORDER BY j.name, b.build, pr.id",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.err("list problems"))?;
-        let problems = rows
-            .iter()
-            .map(|r| {
-                self.decode(|| {
-                    Ok((r.try_get(0)?, r.try_get(1)?, Problem { file: r.try_get(2)?, message: r.try_get(3)? }))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let problems = self
+            .fetch_rows(
+                "SELECT j.name, b.build, pr.file, pr.message FROM build_problems pr JOIN builds b ON b.id = pr.build_id \
+                 JOIN jobs j ON j.id = b.job_id ORDER BY j.name, b.build, pr.id",
+                "list problems",
+                |r| Ok((r.try_get(0)?, r.try_get(1)?, Problem { file: r.try_get(2)?, message: r.try_get(3)? })),
+            )
+            .await?;
         Ok(Snapshot { builds, results, problems })
     }
 
     /// What the LKG computation reads: every finished build that names its provider and both
     /// versions, in the order they started, with each test result as (build row, test row, status).
     pub async fn lkg_rows(&self) -> Result<LkgRows> {
-        let rows = sqlx::query(
-            "SELECT b.id, j.name, b.build, p.name, b.kubernetes_version, b.provider_version, b.artifacts_url, \
-             b.started_at FROM builds b JOIN jobs j ON j.id = b.job_id JOIN providers p ON p.id = j.provider_id \
-             WHERE b.state = 'finished' AND b.kubernetes_version IS NOT NULL AND b.provider_version IS NOT NULL \
-             ORDER BY b.started_at, b.id",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.err("list finished builds"))?;
-        let builds = rows
-            .iter()
-            .map(|r| {
-                self.decode(|| {
+        let builds = self
+            .fetch_rows(
+                "SELECT b.id, j.name, b.build, p.name, b.kubernetes_version, b.provider_version, b.artifacts_url, \
+                 b.started_at FROM builds b JOIN jobs j ON j.id = b.job_id JOIN providers p ON p.id = j.provider_id \
+                 WHERE b.state = 'finished' AND b.kubernetes_version IS NOT NULL AND b.provider_version IS NOT NULL \
+                 ORDER BY b.started_at, b.id",
+                "list finished builds",
+                |r| {
                     Ok(LkgBuild {
                         row: r.try_get(0)?,
                         job: r.try_get(1)?,
@@ -581,28 +569,38 @@ impl Index {
                         artifacts_url: r.try_get(6)?,
                         started_at: r.try_get(7)?,
                     })
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let rows = sqlx::query("SELECT id, name FROM tests ORDER BY id")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(self.err("list tests"))?;
-        let tests = rows.iter().map(|r| self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?)))).collect::<Result<_>>()?;
-        let rows = sqlx::query("SELECT build_id, test_id, status FROM test_results ORDER BY build_id, id")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(self.err("list test results"))?;
-        let results = rows
-            .iter()
-            .map(|r| {
-                let (build, test, status): (i64, i64, String) =
-                    self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))?;
-                let status = TestStatus::parse(&status).ok_or_else(|| self.bad_value("test_results.status", status))?;
-                Ok((build, test, status))
+                },
+            )
+            .await?;
+        let tests = self
+            .fetch_rows("SELECT id, name FROM tests ORDER BY id", "list tests", |r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .await?;
+        let results: Vec<(i64, i64, String)> = self
+            .fetch_rows(
+                "SELECT build_id, test_id, status FROM test_results ORDER BY build_id, id",
+                "list test results",
+                |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)),
+            )
+            .await?;
+        let results = results
+            .into_iter()
+            .map(|(build, test, status)| match TestStatus::parse(&status) {
+                Some(status) => Ok((build, test, status)),
+                None => Err(self.bad_value("test_results.status", status)),
             })
             .collect::<Result<_>>()?;
         Ok(LkgRows { builds, tests, results })
+    }
+
+    /// Every row of a static query, each decoded by `decode`.
+    async fn fetch_rows<T>(
+        &self,
+        sql: &'static str,
+        action: &'static str,
+        decode: impl Fn(&AnyRow) -> std::result::Result<T, sqlx::Error>,
+    ) -> Result<Vec<T>> {
+        let rows = sqlx::query(sql).fetch_all(&self.pool).await.map_err(self.err(action))?;
+        rows.iter().map(|r| self.decode(|| decode(r))).collect()
     }
 
     /// A cached answer of a commit history source: `(etag, next page URL, body, fetched_at)`.
