@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod dashboard;
 pub mod deploy;
 pub mod lkg;
 pub mod progress;

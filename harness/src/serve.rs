@@ -22,6 +22,7 @@ use tracing::{info, warn};
 
 use crate::config::ProvidersConfig;
 use crate::lkg::LkgOptions;
+use crate::results::index::Index;
 
 pub struct ServeOptions {
     pub listen: SocketAddr,
@@ -79,8 +80,10 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     metrics.loaded(&first);
     let (snapshots, receiver) = watch::channel(Arc::new(first));
 
+    let index = Index::open(&options.lkg.database).await?;
+    let source = Arc::new(crate::dashboard::IndexSource(index));
     let refresher = tokio::spawn(refresh(options.config, options.lkg, options.refresh, snapshots, metrics.clone()));
-    let app = router(receiver, metrics);
+    let app = router(receiver, metrics, source.0.clone()).merge(dashboards::web::router(source));
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}: pass a free address with --listen", options.listen))?;
@@ -93,9 +96,18 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     served.context("serving HTTP")
 }
 
-fn router(snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>, metrics: Arc<Metrics>) -> Router {
+fn router(snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>, metrics: Arc<Metrics>, index: Index) -> Router {
     lkg::api::router(snapshots)
-        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/healthz",
+            // Healthy while the SQL index answers: the dashboard reads it on every request.
+            get(move || async move {
+                match index.ping().await {
+                    Ok(()) => (StatusCode::OK, "ok".to_owned()),
+                    Err(error) => (StatusCode::SERVICE_UNAVAILABLE, format!("unhealthy: {error}")),
+                }
+            }),
+        )
         .route(
             "/metrics",
             get(move || async move {

@@ -139,6 +139,13 @@ impl Env {
         serde_json::from_slice(&std::fs::read(self.artifacts().join("finished.json")).unwrap()).unwrap()
     }
 
+    /// The build id in `started.json`'s build directory (the last run's).
+    fn finished_build_id(&self) -> String {
+        let log = std::fs::read_to_string(self.artifacts().join("build-log.txt")).unwrap();
+        let line = log.lines().find(|l| l.contains(" build ")).unwrap_or_else(|| panic!("no build line:\n{log}"));
+        line.rsplit(" build ").next().unwrap().trim().to_owned()
+    }
+
     fn runner_steps(&self) -> Vec<(String, Status)> {
         let file = self.artifacts().join("artifacts/junit_runner.xml");
         let report = junit::read_file(&file, &ReadOptions::default()).unwrap();
@@ -478,11 +485,26 @@ fn lkg_json(env: &Env, args: &[&str]) -> (bool, serde_json::Value) {
     (output.status.success(), json)
 }
 
+/// `harness serve --listen 127.0.0.1:0 --config <fixture> ARGS`, and the address it printed.
+fn start_serve(env: &Env, args: &[&str]) -> (std::process::Child, String) {
+    let mut serve = env.command("serve");
+    serve.args(["--listen", "127.0.0.1:0", "--config"]).arg(&env.config).args(args);
+    let mut server = serve.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut first_line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut first_line).unwrap();
+    let address = first_line.trim().strip_prefix("serving on http://").unwrap_or_else(|| panic!("{first_line:?}"));
+    (server, address.to_owned())
+}
+
 /// An HTTP/1.0 GET on 127.0.0.1: (status, body).
 fn http_get(address: &str, path: &str) -> (u16, String) {
+    http_get_accepting(address, path, "*/*")
+}
+
+fn http_get_accepting(address: &str, path: &str, accept: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(address).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: {accept}\r\n\r\n").unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
@@ -531,13 +553,7 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
     assert!(info.contains(&format!("# provider-commit: {provider_version}")), "{info}");
 
     // The same answers over HTTP.
-    let mut serve = env.command("serve");
-    serve.args(["--listen", "127.0.0.1:0", "--config"]).arg(&env.config).stdout(Stdio::piped()).stderr(Stdio::null());
-    let mut server = serve.spawn().unwrap();
-    let mut first_line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut first_line).unwrap();
-    let address =
-        first_line.trim().strip_prefix("serving on http://").unwrap_or_else(|| panic!("{first_line:?}")).to_owned();
+    let (mut server, address) = start_serve(&env, &[]);
     let (status, body) = http_get(&address, "/api/v1/lkg");
     let global: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!((status, &global["providers"]["gated"]["kubernetes_commit"]), (200, &"v1.36.4".into()), "{body}");
@@ -556,7 +572,63 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
     assert_eq!(http_get(&address, "/healthz"), (200, "ok".to_owned()));
     let (_, metrics) = http_get(&address, "/metrics");
     assert!(metrics.contains("harness_lkg_builds 2"), "{metrics}");
+
+    // The dashboard: the job list, the failing job's grid (HTML and JSON), a filter, bad input.
+    let failing_job = "ci-cloud-provider-gated-k8s-1.37";
+    let (status, home) = http_get(&address, "/");
+    assert!(status == 200 && home.contains(&format!("href=\"/job/{failing_job}\"")), "{status} {home}");
+    let (status, grid) = http_get(&address, &format!("/job/{failing_job}"));
+    assert_eq!(status, 200, "{grid}");
+    let build = env.finished_build_id();
+    let label = format!("gate in build {build}: fail");
+    assert!(grid.contains(&format!("<td class=\"fail\" title=\"{label}\" aria-label=\"{label}\">")), "{grid}");
+    assert!(grid.contains("failing since"), "{grid}");
+    let (_, json) =
+        http_get_accepting(&address, &format!("/job/{failing_job}?status=fail&test=^ga"), "application/json");
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["rows"].as_array().unwrap().len(), 1, "only the failing test named ^ga: {json:#}");
+    assert_eq!(
+        (&json["rows"][0]["test"], &json["columns"][0]["kubernetes_version"]),
+        (&"gate".into(), &"v1.37.1".into())
+    );
+    assert_eq!(http_get(&address, "/job/no-such-job").0, 404);
+    assert_eq!(http_get(&address, &format!("/job/{failing_job}?test=(")).0, 400);
     kill(Pid::from_raw(server.id() as i32), Signal::SIGTERM).unwrap();
     assert!(server.wait().unwrap().success(), "serve exits cleanly on SIGTERM");
     env.assert_nothing_left();
+}
+
+/// `harness serve` on a Postgres database that goes away and comes back: `/healthz` and the
+/// dashboard answer 503 while it is gone, and `/healthz` recovers when it returns.
+#[test]
+fn serve_reports_a_database_that_is_gone_and_recovers_when_it_returns() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let database = runtime.block_on(harness::testing::fresh_postgres_database());
+    let (server_url, name) = database.rsplit_once('/').unwrap();
+    let admin = format!("{server_url}/postgres");
+    let sql = |statement: String| {
+        runtime.block_on(async {
+            use sqlx::{Connection, Executor};
+            let mut connection = sqlx::AnyConnection::connect(&admin).await.unwrap();
+            connection.execute(sqlx::AssertSqlSafe(statement)).await.unwrap();
+        })
+    };
+    let env = Env::new();
+    let (mut server, address) = start_serve(&env, &["--database", &database]);
+    assert_eq!(http_get(&address, "/healthz"), (200, "ok".to_owned()));
+
+    sql(format!("DROP DATABASE {name} WITH (FORCE)"));
+    let (status, body) = http_get(&address, "/healthz");
+    assert!(status == 503 && body.contains("unhealthy"), "{status} {body}");
+    let (status, page) = http_get(&address, "/");
+    assert!(status == 503 && page.contains("the results database is unavailable"), "{status} {page}");
+
+    sql(format!("CREATE DATABASE {name}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http_get(&address, "/healthz").0 != 200 {
+        assert!(Instant::now() < deadline, "/healthz did not recover within 30 s of the database's return");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    kill(Pid::from_raw(server.id() as i32), Signal::SIGTERM).unwrap();
+    assert!(server.wait().unwrap().success());
 }

@@ -455,6 +455,38 @@ impl Index {
         rows.iter().map(|r| self.build_row(r)).collect()
     }
 
+    /// The results of a job's latest `limit` builds: `(build, test name, status)`.
+    pub async fn grid_results(&self, job: &str, limit: i64) -> Result<Vec<(String, String, TestStatus)>> {
+        let rows = sqlx::query(
+            "SELECT b.build, te.name, t.status FROM test_results t JOIN tests te ON te.id = t.test_id \
+             JOIN builds b ON b.id = t.build_id WHERE b.id IN (SELECT b2.id FROM builds b2 JOIN jobs j ON j.id = b2.job_id \
+             WHERE j.name = $1 ORDER BY b2.started_at DESC, b2.build DESC LIMIT $2) ORDER BY t.id",
+        )
+        .bind(job)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.err("list a job's latest results"))?;
+        rows.iter()
+            .map(|r| {
+                let (build, test, status): (String, String, String) =
+                    self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))?;
+                let status = TestStatus::parse(&status).ok_or_else(|| self.bad_value("test_results.status", status))?;
+                Ok((build, test, status))
+            })
+            .collect()
+    }
+
+    /// Every job with its provider, by name.
+    pub async fn jobs(&self) -> Result<Vec<(String, Option<String>)>> {
+        self.fetch_rows(
+            "SELECT j.name, p.name FROM jobs j LEFT JOIN providers p ON p.id = j.provider_id ORDER BY j.name",
+            "list jobs",
+            |r| Ok((r.try_get(0)?, r.try_get(1)?)),
+        )
+        .await
+    }
+
     /// One build, by job and build id.
     pub async fn build(&self, job: &str, build: &str) -> Result<Option<BuildInfo>> {
         let sql = format!("SELECT {BUILD_COLUMNS} FROM {BUILD_FROM} WHERE j.name = $1 AND b.build = $2");
@@ -635,6 +667,12 @@ impl Index {
         .execute(&self.pool)
         .await
         .map_err(self.err("write the history cache"))?;
+        Ok(())
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(self.err("reach the database"))?;
         Ok(())
     }
 

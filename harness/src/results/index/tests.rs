@@ -297,3 +297,23 @@ async fn the_history_cache_keeps_the_latest_answer_per_request_on_both_databases
         assert_eq!(cached, Some((None, None, "[2]".to_string(), 20)), "{}", index.name());
     }
 }
+
+#[tokio::test]
+async fn grid_results_hold_the_latest_builds_of_one_job_on_both_databases() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        for (build, started, status) in
+            [("1", 100, TestStatus::Fail), ("2", 200, TestStatus::Pass), ("3", 300, TestStatus::Flaky)]
+        {
+            index.index_build(&record("ci-a", build, started, vec![result("t", status)])).await.unwrap();
+        }
+        index.index_build(&record("ci-b", "9", 999, vec![result("t", TestStatus::Fail)])).await.unwrap();
+        let mut results = index.grid_results("ci-a", 2).await.unwrap();
+        results.sort();
+        let expected =
+            [("2".to_string(), "t".to_string(), TestStatus::Pass), ("3".into(), "t".into(), TestStatus::Flaky)];
+        assert_eq!(results, expected, "{}", index.name());
+        let jobs = index.jobs().await.unwrap();
+        assert_eq!(jobs, [("ci-a".to_string(), Some("local".to_string())), ("ci-b".into(), Some("local".into()))]);
+    }
+}
