@@ -200,7 +200,8 @@ pub fn render(grid: &Grid) -> Markup {
     }
 }
 
-fn column_class(column: &Column) -> &'static str {
+/// A build's colour: running, pass, fail, or none when its outcome is unknown.
+pub(crate) fn column_class(column: &Column) -> &'static str {
     match (column.state.as_str(), column.passed) {
         ("running", _) => "running",
         (_, Some(true)) => "pass",

@@ -29,13 +29,38 @@ pub trait Source: Send + Sync + 'static {
     async fn jobs(&self) -> Result<Vec<JobSummary>, String>;
     /// The job's latest `builds` builds (newest first) and their results; `None` for an unknown job.
     async fn grid(&self, job: &str, builds: usize) -> Result<Option<(Vec<Column>, Vec<ResultRow>)>, String>;
+    /// One build; `None` when the job has no such build.
+    async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, String>;
+}
+
+/// What a build page shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildView {
+    pub job: String,
+    #[serde(flatten)]
+    pub column: Column,
+    pub finished_at: Option<i64>,
+    /// SUCCESS, FAILURE, ABORTED ... as finished.json says.
+    pub result: Option<String>,
+    /// The build directory in the object store.
+    pub artifacts_url: String,
+    /// The runner's steps (Build, Up, Deploy, Test, Down) and how each went.
+    pub steps: Vec<(String, Cell)>,
+    /// Every other test that failed, with its message.
+    pub failures: Vec<(String, Option<String>)>,
+    /// Tests by state, steps left out.
+    pub counts: Vec<(Cell, usize)>,
 }
 
 /// How many builds a grid shows unless the query says otherwise.
 pub const DEFAULT_BUILDS: usize = 50;
 
 pub fn router(source: Arc<dyn Source>) -> Router {
-    Router::new().route("/", get(home)).route("/job/{job}", get(job_grid)).with_state(source)
+    Router::new()
+        .route("/", get(home))
+        .route("/job/{job}", get(job_grid))
+        .route("/job/{job}/build/{build}", get(build_page))
+        .with_state(source)
 }
 
 async fn home(State(source): State<Arc<dyn Source>>, headers: HeaderMap) -> Response {
@@ -81,6 +106,42 @@ async fn job_grid(
         }
         Ok(None) => error_page(StatusCode::NOT_FOUND, &format!("no job {job:?}: see the job list at /")),
         Err(error) => unavailable(&error),
+    }
+}
+
+async fn build_page(
+    State(source): State<Arc<dyn Source>>,
+    Path((job, build)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    match source.build(&job, &build).await {
+        Ok(Some(view)) if wants_json(&headers) => Json(view).into_response(),
+        Ok(Some(view)) => page(&format!("{job} {build}"), render_build(&view)),
+        Ok(None) => error_page(StatusCode::NOT_FOUND, &format!("job {job:?} has no build {build:?}: see /job/{job}")),
+        Err(error) => unavailable(&error),
+    }
+}
+
+fn render_build(view: &BuildView) -> Markup {
+    let column = &view.column;
+    html! {
+        h1 { a href={ "/job/" (view.job) } { (view.job) } " " (column.build) }
+        dl.meta {
+            dt { "result" } dd class=(grid::column_class(column)) { (view.result.as_deref().unwrap_or(&column.state)) }
+            dt { "Kubernetes" } dd { (column.kubernetes_version.as_deref().unwrap_or("?")) }
+            dt { "provider version" } dd { (column.provider_version.as_deref().unwrap_or("?")) }
+            dt { "started" } dd { (column.started_at) }
+            dt { "finished" } dd { (view.finished_at.map(|t| t.to_string()).unwrap_or_else(|| "-".into())) }
+            dt { "artifacts" } dd { a href=(view.artifacts_url) { (view.artifacts_url) } }
+        }
+        h2 { "Steps" }
+        ol.steps { @for (name, cell) in &view.steps { li class=(cell.as_str()) aria-label={ (name) ": " (cell.as_str()) } { (name) " " (cell.as_str()) } } }
+        h2 { "Tests" }
+        p.counts { @for (cell, count) in &view.counts { span class={ "cell " (cell.as_str()) } {} " " (count) " " (cell.as_str()) "  " } }
+        @if !view.failures.is_empty() {
+            h2 { "Failures" }
+            @for (test, message) in &view.failures { details.failure { summary { (test) } pre { (message.as_deref().unwrap_or("(no message)")) } } }
+        }
     }
 }
 
@@ -191,6 +252,21 @@ mod tests {
                 vec![row(0, "t", Cell::Fail), row(1, "t", Cell::Pass), row(0, "u", Cell::Pass)],
             )))
         }
+
+        async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, String> {
+            let Some((columns, _)) = self.grid(job, 2).await? else { return Ok(None) };
+            let Some(column) = columns.into_iter().find(|c| c.build == build) else { return Ok(None) };
+            Ok(Some(BuildView {
+                job: job.into(),
+                column,
+                finished_at: Some(60),
+                result: Some("FAILURE".into()),
+                artifacts_url: "file:///store/logs/ci-a/2".into(),
+                steps: vec![("Up".into(), Cell::Pass), ("Test".into(), Cell::Fail)],
+                failures: vec![("t".into(), Some("expected <3> nodes, saw <2>".into()))],
+                counts: vec![(Cell::Pass, 1), (Cell::Fail, 1)],
+            }))
+        }
     }
 
     async fn get(down: bool, uri: &str, accept: &str) -> (StatusCode, String) {
@@ -211,6 +287,18 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_build_page_shows_its_steps_and_failures_with_their_messages() {
+        let (status, html) = get(false, "/job/ci-a/build/2", "text/html").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(html.contains(r#"<li class="fail" aria-label="Test: fail">"#), "{html}");
+        assert!(html.contains("<summary>t</summary><pre>expected &lt;3&gt; nodes, saw &lt;2&gt;</pre>"), "{html}");
+        let (_, json) = get(false, "/job/ci-a/build/2", "application/json").await;
+        let view: BuildView = serde_json::from_str(&json).unwrap();
+        assert_eq!((view.column.build.as_str(), view.result.as_deref()), ("2", Some("FAILURE")));
+        assert_eq!(get(false, "/job/ci-a/build/9", "text/html").await.0, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
     async fn bad_input_gets_an_error_page_that_says_what_to_do() {
         let (status, page) = get(false, "/job/nope", "text/html").await;
         assert!(status == StatusCode::NOT_FOUND && page.contains("see the job list at /"), "{page}");
@@ -222,7 +310,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_database_that_is_down_is_a_503_page() {
-        for uri in ["/", "/job/ci-a"] {
+        for uri in ["/", "/job/ci-a", "/job/ci-a/build/2"] {
             let (status, page) = get(true, uri, "text/html").await;
             assert!(status == StatusCode::SERVICE_UNAVAILABLE && page.contains("connection refused"), "{uri}: {page}");
         }

@@ -591,6 +591,9 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
         (&json["rows"][0]["test"], &json["columns"][0]["kubernetes_version"]),
         (&"gate".into(), &"v1.37.1".into())
     );
+    let (status, page) = http_get(&address, &format!("/job/{failing_job}/build/{build}"));
+    assert!(status == 200 && page.contains(r#"aria-label="Test: fail""#), "{status} {page}");
+    assert!(page.contains("<summary>gate</summary>") && page.contains("<pre>exit status 1</pre>"), "{page}");
     assert_eq!(http_get(&address, "/job/no-such-job").0, 404);
     assert_eq!(http_get(&address, &format!("/job/{failing_job}?test=(")).0, 400);
     kill(Pid::from_raw(server.id() as i32), Signal::SIGTERM).unwrap();
