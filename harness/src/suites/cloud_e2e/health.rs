@@ -20,20 +20,12 @@ const CCM_SECURE_PORT: u16 = 10258;
 
 pub fn tests() -> Vec<Test> {
     vec![
-        Test {
-            name: "[cloud-e2e] [Feature:CCM] The CCM should hold and renew the leader Lease kube-system/cloud-controller-manager",
-            needs: &[],
-            hooks: &[],
-            serial: false,
-            run: |w| leader_lease(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:CCM] The CCM should answer /healthz with 200",
-            needs: &[],
-            hooks: &[],
-            serial: false,
-            run: |w| healthz(w).boxed(),
-        },
+        Test::new(
+            "[cloud-e2e] [Feature:CCM] The CCM should hold and renew the leader Lease kube-system/cloud-controller-manager",
+            &[],
+            |w| leader_lease(w).boxed(),
+        ),
+        Test::new("[cloud-e2e] [Feature:CCM] The CCM should answer /healthz with 200", &[], |w| healthz(w).boxed()),
     ]
 }
 

@@ -19,20 +19,20 @@ const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
 
 pub fn tests() -> Vec<Test> {
     vec![
-        Test {
-            name: "[cloud-e2e] [Feature:NodeShutdown] Node whose instance is shut down should get the shutdown taint and lose it once the instance is started again",
-            needs: &[Capability::Instances, Capability::NodeShutdown],
-            hooks: &[HookKind::ShutdownInstance, HookKind::StartInstance],
-            serial: true,
-            run: |w| shutdown_taint(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:NodeDeletion] Node whose instance is terminated should be deleted by the CCM",
-            needs: &[Capability::Instances, Capability::NodeDeletion],
-            hooks: &[HookKind::TerminateInstance],
-            serial: true,
-            run: |w| deleted_when_terminated(w).boxed(),
-        },
+        Test::new(
+            "[cloud-e2e] [Feature:NodeShutdown] Node whose instance is shut down should get the shutdown taint and lose it once the instance is started again",
+            &[Capability::Instances, Capability::NodeShutdown],
+            |w| shutdown_taint(w).boxed(),
+        )
+        .using(&[HookKind::ShutdownInstance, HookKind::StartInstance])
+        .serial(),
+        Test::new(
+            "[cloud-e2e] [Feature:NodeDeletion] Node whose instance is terminated should be deleted by the CCM",
+            &[Capability::Instances, Capability::NodeDeletion],
+            |w| deleted_when_terminated(w).boxed(),
+        )
+        .using(&[HookKind::TerminateInstance])
+        .serial(),
     ]
 }
 

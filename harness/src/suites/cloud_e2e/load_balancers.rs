@@ -30,55 +30,43 @@ const SOURCE_RANGES: [&str; 2] = ["203.0.113.0/24", "198.51.100.0/24"];
 
 pub fn tests() -> Vec<Test> {
     vec![
-        Test {
-            name: "[cloud-e2e] [Feature:LoadBalancer] Service of type LoadBalancer should get an ingress address and a cleanup finalizer",
-            needs: &[Capability::LoadBalancers],
-            hooks: &[],
-            serial: false,
-            run: |w| ingress_and_finalizer(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:LoadBalancer] Service of type LoadBalancer should have its load balancer deleted and its finalizer removed when deleted",
-            needs: &[Capability::LoadBalancers],
-            hooks: &[],
-            serial: false,
-            run: |w| deleted_with_the_service(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:LoadBalancer] Service changed from LoadBalancer to ClusterIP should have its load balancer deleted",
-            needs: &[Capability::LoadBalancers],
-            hooks: &[],
-            serial: false,
-            run: |w| released_on_type_change(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:LoadBalancer] Service of type LoadBalancer with another loadBalancerClass should be left alone",
-            needs: &[Capability::LoadBalancers],
-            hooks: &[],
-            serial: false,
-            run: |w| foreign_class_ignored(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:LoadBalancerUDP] Service of type LoadBalancer with a UDP port should get an ingress address",
-            needs: &[Capability::LoadBalancers, Capability::LoadBalancerUdp],
-            hooks: &[],
-            serial: false,
-            run: |w| udp(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:LoadBalancerSourceRanges] Service of type LoadBalancer should apply its loadBalancerSourceRanges and their changes",
-            needs: &[Capability::LoadBalancers, Capability::LoadBalancerSourceRanges],
-            hooks: &[HookKind::ListLoadBalancers],
-            serial: false,
-            run: |w| source_ranges(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:LoadBalancerNodeExclusion] Service of type LoadBalancer should update its backends when a node is excluded and included again",
-            needs: &[Capability::LoadBalancers, Capability::LoadBalancerNodeExclusion],
-            hooks: &[],
-            serial: true,
-            run: |w| node_exclusion(w).boxed(),
-        },
+        Test::new(
+            "[cloud-e2e] [Feature:LoadBalancer] Service of type LoadBalancer should get an ingress address and a cleanup finalizer",
+            &[Capability::LoadBalancers],
+            |w| ingress_and_finalizer(w).boxed(),
+        ),
+        Test::new(
+            "[cloud-e2e] [Feature:LoadBalancer] Service of type LoadBalancer should have its load balancer deleted and its finalizer removed when deleted",
+            &[Capability::LoadBalancers],
+            |w| deleted_with_the_service(w).boxed(),
+        ),
+        Test::new(
+            "[cloud-e2e] [Feature:LoadBalancer] Service changed from LoadBalancer to ClusterIP should have its load balancer deleted",
+            &[Capability::LoadBalancers],
+            |w| released_on_type_change(w).boxed(),
+        ),
+        Test::new(
+            "[cloud-e2e] [Feature:LoadBalancer] Service of type LoadBalancer with another loadBalancerClass should be left alone",
+            &[Capability::LoadBalancers],
+            |w| foreign_class_ignored(w).boxed(),
+        ),
+        Test::new(
+            "[cloud-e2e] [Feature:LoadBalancerUDP] Service of type LoadBalancer with a UDP port should get an ingress address",
+            &[Capability::LoadBalancers, Capability::LoadBalancerUdp],
+            |w| udp(w).boxed(),
+        ),
+        Test::new(
+            "[cloud-e2e] [Feature:LoadBalancerSourceRanges] Service of type LoadBalancer should apply its loadBalancerSourceRanges and their changes",
+            &[Capability::LoadBalancers, Capability::LoadBalancerSourceRanges],
+            |w| source_ranges(w).boxed(),
+        )
+        .using(&[HookKind::ListLoadBalancers]),
+        Test::new(
+            "[cloud-e2e] [Feature:LoadBalancerNodeExclusion] Service of type LoadBalancer should update its backends when a node is excluded and included again",
+            &[Capability::LoadBalancers, Capability::LoadBalancerNodeExclusion],
+            |w| node_exclusion(w).boxed(),
+        )
+        .serial(),
     ]
 }
 

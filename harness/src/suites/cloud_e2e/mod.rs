@@ -79,6 +79,23 @@ pub struct Test {
     pub run: TestFn,
 }
 
+impl Test {
+    /// A test that leaves nodes alone (it runs concurrently) and calls no hook.
+    pub fn new(name: &'static str, needs: &'static [Capability], run: TestFn) -> Test {
+        Test { name, needs, hooks: &[], serial: false, run }
+    }
+
+    /// It calls these provider hooks (a missing one makes it a skip).
+    pub fn using(self, hooks: &'static [HookKind]) -> Test {
+        Test { hooks, ..self }
+    }
+
+    /// It disturbs nodes: it runs alone, after the others.
+    pub fn serial(self) -> Test {
+        Test { serial: true, ..self }
+    }
+}
+
 /// Every test, in the order they run.
 pub fn tests() -> Vec<Test> {
     let mut all = Vec::new();

@@ -22,48 +22,36 @@ const REGION: [&str; 2] = ["topology.kubernetes.io/region", "failure-domain.beta
 
 pub fn tests() -> Vec<Test> {
     vec![
-        Test {
-            name: "[cloud-e2e] [Feature:Instances] Nodes should get a providerID from the CCM",
-            needs: &[Capability::Instances],
-            hooks: &[],
-            serial: false,
-            run: |w| provider_ids(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:Instances] Nodes should lose the uninitialized taint once the CCM initialised them",
-            needs: &[Capability::Instances],
-            hooks: &[],
-            serial: false,
-            run: |w| uninitialized_taint_removed(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:Instances] Nodes should carry the instance-type labels from the cloud",
-            needs: &[Capability::Instances],
-            hooks: &[],
-            serial: false,
-            run: |w| instance_type_labels(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:Instances] Nodes should report the cloud's addresses, the provided node IP first",
-            needs: &[Capability::Instances],
-            hooks: &[],
-            serial: false,
-            run: |w| addresses(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:Zones] Nodes should carry the zone and region labels from the cloud",
-            needs: &[Capability::Instances, Capability::Zones],
-            hooks: &[],
-            serial: false,
-            run: |w| zone_labels(w).boxed(),
-        },
-        Test {
-            name: "[cloud-e2e] [Feature:DualStack] Nodes should report InternalIP addresses of both IP families",
-            needs: &[Capability::Instances, Capability::DualStack],
-            hooks: &[],
-            serial: false,
-            run: |w| dual_stack_addresses(w).boxed(),
-        },
+        Test::new(
+            "[cloud-e2e] [Feature:Instances] Nodes should get a providerID from the CCM",
+            &[Capability::Instances],
+            |w| provider_ids(w).boxed(),
+        ),
+        Test::new(
+            "[cloud-e2e] [Feature:Instances] Nodes should lose the uninitialized taint once the CCM initialised them",
+            &[Capability::Instances],
+            |w| uninitialized_taint_removed(w).boxed(),
+        ),
+        Test::new(
+            "[cloud-e2e] [Feature:Instances] Nodes should carry the instance-type labels from the cloud",
+            &[Capability::Instances],
+            |w| instance_type_labels(w).boxed(),
+        ),
+        Test::new(
+            "[cloud-e2e] [Feature:Instances] Nodes should report the cloud's addresses, the provided node IP first",
+            &[Capability::Instances],
+            |w| addresses(w).boxed(),
+        ),
+        Test::new(
+            "[cloud-e2e] [Feature:Zones] Nodes should carry the zone and region labels from the cloud",
+            &[Capability::Instances, Capability::Zones],
+            |w| zone_labels(w).boxed(),
+        ),
+        Test::new(
+            "[cloud-e2e] [Feature:DualStack] Nodes should report InternalIP addresses of both IP families",
+            &[Capability::Instances, Capability::DualStack],
+            |w| dual_stack_addresses(w).boxed(),
+        ),
     ]
 }
 

@@ -12,13 +12,11 @@ use crate::config::Capability;
 const ROUTE_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub fn tests() -> Vec<Test> {
-    vec![Test {
-        name: "[cloud-e2e] [Feature:Routes] Nodes with a pod CIDR should get NetworkUnavailable=False with reason RouteCreated",
-        needs: &[Capability::Routes],
-        hooks: &[],
-        serial: false,
-        run: |w| routes_created(w).boxed(),
-    }]
+    vec![Test::new(
+        "[cloud-e2e] [Feature:Routes] Nodes with a pod CIDR should get NetworkUnavailable=False with reason RouteCreated",
+        &[Capability::Routes],
+        |w| routes_created(w).boxed(),
+    )]
 }
 
 /// The node's `NetworkUnavailable` condition as `(status, reason)`.
