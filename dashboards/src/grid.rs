@@ -24,6 +24,9 @@ pub enum Cell {
 }
 
 impl Cell {
+    /// Every state, in the legend's order.
+    pub const ALL: [Cell; 6] = [Cell::Pass, Cell::Fail, Cell::Flaky, Cell::Skip, Cell::Running, Cell::None];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Cell::Pass => "pass",
@@ -162,7 +165,7 @@ fn failing_since(cells: &[Cell]) -> Option<usize> {
 pub fn render(grid: &Grid) -> Markup {
     html! {
         ul.legend aria-label="legend" {
-            @for cell in [Cell::Pass, Cell::Fail, Cell::Flaky, Cell::Skip, Cell::Running, Cell::None] {
+            @for cell in Cell::ALL {
                 li { span class={ "cell " (cell.as_str()) } {} " " (cell.as_str()) }
             }
         }

@@ -152,7 +152,7 @@ fn filter_of(query: &GridQuery) -> Result<Filter, String> {
     };
     let mut statuses = Vec::new();
     for name in query.status.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
-        let cell = [Cell::Pass, Cell::Fail, Cell::Flaky, Cell::Skip, Cell::Running, Cell::None]
+        let cell = Cell::ALL
             .into_iter()
             .find(|cell| cell.as_str() == name)
             .ok_or_else(|| format!("unknown status {name:?}: use pass, fail, flaky, skip, running or none"))?;

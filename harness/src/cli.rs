@@ -231,6 +231,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 listen: args.listen,
                 refresh: args.refresh,
                 config: args.source.config.load()?,
+                database: args.source.database(),
                 lkg: args.source.options(),
             };
             crate::serve::serve(options).await

@@ -28,6 +28,8 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     pub refresh: Duration,
     pub config: ProvidersConfig,
+    /// The SQL index the LKG and the dashboard read.
+    pub database: String,
     pub lkg: LkgOptions,
 }
 
@@ -76,14 +78,15 @@ impl Metrics {
 /// Serves until SIGINT or SIGTERM.
 pub async fn serve(options: ServeOptions) -> Result<()> {
     let metrics = Arc::new(Metrics::new());
-    let first = crate::lkg::load(&options.config, &options.lkg).await.context("loading the LKG to serve")?;
+    let index = Index::open(&options.database).await?;
+    let first = crate::lkg::load(&options.config, &options.lkg, &index).await.context("loading the LKG to serve")?;
     metrics.loaded(&first);
     let (snapshots, receiver) = watch::channel(Arc::new(first));
 
-    let index = Index::open(&options.lkg.database).await?;
-    let source = Arc::new(crate::dashboard::IndexSource(index));
-    let refresher = tokio::spawn(refresh(options.config, options.lkg, options.refresh, snapshots, metrics.clone()));
-    let app = router(receiver, metrics, source.0.clone()).merge(dashboards::web::router(source));
+    let refresher =
+        tokio::spawn(refresh(options.config, options.lkg, index.clone(), options.refresh, snapshots, metrics.clone()));
+    let app = router(receiver, metrics, index.clone())
+        .merge(dashboards::web::router(Arc::new(crate::dashboard::IndexSource(index))));
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}: pass a free address with --listen", options.listen))?;
@@ -127,13 +130,14 @@ fn router(snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>, metrics: Arc<Metr
 async fn refresh(
     config: ProvidersConfig,
     options: LkgOptions,
+    index: Index,
     every: Duration,
     snapshots: watch::Sender<Arc<lkg::api::Snapshot>>,
     metrics: Arc<Metrics>,
 ) {
     loop {
         tokio::time::sleep(every).await;
-        match crate::lkg::load(&config, &options).await {
+        match crate::lkg::load(&config, &options, &index).await {
             Ok(snapshot) => {
                 metrics.loaded(&snapshot);
                 snapshots.send_replace(Arc::new(snapshot));

@@ -545,6 +545,12 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
     );
     assert!(!good && check["verdict"] == "bad", "a bad pair exits non-zero: {check}");
 
+    let mut unknown = env.command("lkg");
+    unknown.args(["show", "--provider-history", "nosuch=tested", "--config"]).arg(&env.config);
+    let output = unknown.output().unwrap();
+    assert!(!output.status.success());
+    assert!(error_line(&output).contains(r#"--provider-history names provider "nosuch""#), "{}", text(&output));
+
     let output =
         env.command("lkg").args(["export", "--provider", "gated", "--config"]).arg(&env.config).output().unwrap();
     assert!(output.status.success(), "{}", text(&output));

@@ -12,6 +12,7 @@ use lkg::{CommitRange, PairReport};
 use super::ConfigArg;
 use crate::lkg::{HistorySpec, LkgOptions};
 use crate::results::default_database_url;
+use crate::results::index::Index;
 
 #[derive(Debug, Subcommand)]
 pub enum LkgCommand {
@@ -87,9 +88,13 @@ pub struct SourceArgs {
 }
 
 impl SourceArgs {
+    /// The SQL index to read.
+    pub fn database(&self) -> String {
+        self.database.clone().unwrap_or_else(default_database_url)
+    }
+
     pub fn options(&self) -> LkgOptions {
         LkgOptions {
-            database: self.database.clone().unwrap_or_else(default_database_url),
             kubernetes_history: self.kubernetes_history.clone(),
             provider_histories: self.provider_histories.iter().cloned().collect(),
             depth: self.history_depth,
@@ -99,7 +104,10 @@ impl SourceArgs {
 
     async fn snapshot(&self) -> Result<Snapshot> {
         let config = self.config.load()?;
-        crate::lkg::load(&config, &self.options()).await
+        let index = Index::open(&self.database()).await?;
+        let snapshot = crate::lkg::load(&config, &self.options(), &index).await;
+        index.close().await;
+        snapshot
     }
 }
 

@@ -245,7 +245,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let database = format!("sqlite://{}", dir.path().join("index.sqlite").display());
         let options = LkgOptions {
-            database: database.clone(),
             kubernetes_history: HistorySpec::Tested,
             provider_histories: BTreeMap::new(),
             depth: 100,

@@ -8,7 +8,7 @@ mod histories;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use lkg::api::{BuildLink, Snapshot};
 use lkg::sources::HistoryCache;
 use lkg::{CompactResult, CompactRun, Engine, ProviderPolicy, ProviderSpec, RunAdded, TestCatalog, TestId, TestStatus};
@@ -23,8 +23,6 @@ use crate::results::record;
 /// Where the runs and the histories come from.
 #[derive(Debug, Clone)]
 pub struct LkgOptions {
-    /// The SQL index (`sqlite://...` or `postgres://...`).
-    pub database: String,
     pub kubernetes_history: HistorySpec,
     /// Per provider; a provider not named here uses [`HistorySpec::Tested`].
     pub provider_histories: BTreeMap<String, HistorySpec>,
@@ -34,17 +32,17 @@ pub struct LkgOptions {
     pub github_api: String,
 }
 
-/// The LKG of everything the index holds, as of now.
-pub async fn load(config: &ProvidersConfig, options: &LkgOptions) -> Result<Snapshot> {
-    let index = Index::open(&options.database).await?;
+/// The LKG of everything `index` holds, as of now.
+pub async fn load(config: &ProvidersConfig, options: &LkgOptions, index: &Index) -> Result<Snapshot> {
+    if let Some(unknown) = options.provider_histories.keys().find(|name| config.provider(name).is_none()) {
+        bail!(
+            "--provider-history names provider {unknown:?}, which is not in {}: use one of {}",
+            config.source.display(),
+            config.providers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+        );
+    }
     let cache: Arc<dyn HistoryCache> = Arc::new(cache::IndexCache(index.clone()));
-    let snapshot = match index.lkg_rows().await {
-        Ok(rows) => snapshot(config, options, rows, &cache).await,
-        Err(error) => Err(error.into()),
-    };
-    drop(cache);
-    index.close().await;
-    snapshot
+    snapshot(config, options, index.lkg_rows().await?, &cache).await
 }
 
 async fn snapshot(
