@@ -93,6 +93,11 @@ pub struct ServeArgs {
     /// How often to reload the LKG from the index.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub refresh: std::time::Duration,
+    /// Where build directories are, for the dashboard's logs and artifacts: a directory,
+    /// file:///dir, gs://bucket[/prefix] or s3://bucket[/prefix] [default: <user data
+    /// dir>/cloud-provider-harness/results, where `harness run` publishes].
+    #[arg(long, env = "HARNESS_STORE", value_name = "URL")]
+    pub store: Option<String>,
     #[command(flatten)]
     pub source: lkg::SourceArgs,
 }
@@ -232,6 +237,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 refresh: args.refresh,
                 config: args.source.config.load()?,
                 database: args.source.database(),
+                store: args.store.unwrap_or_else(crate::results::default_store_url),
                 lkg: args.source.options(),
             };
             crate::serve::serve(options).await

@@ -1,43 +1,77 @@
-//! The dashboard's data from the SQL index (`dashboards::web::Source`).
+//! The dashboard's data (`dashboards::web::Source`): builds and results from the SQL index, files
+//! from the object store, and the LKG answers `harness serve` keeps loaded.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use dashboards::grid::{Cell, Column, ResultRow};
-use dashboards::web::{BuildView, JobSummary, Source};
+use dashboards::matrix::MatrixBuild;
+use dashboards::web::{Artifact, BuildView, JobSummary, LogTail, Source};
+use tokio::sync::watch;
 
 use crate::results::index::Index;
 use crate::results::record::{BuildInfo, State, TestStatus};
+use crate::results::store::ResultStore;
 use crate::run::steps::RUNNER_SUITE;
 
-pub struct IndexSource(pub Index);
+/// How much of `build-log.txt` a build page shows.
+const LOG_TAIL_BYTES: u64 = 16 * 1024;
+
+pub struct IndexSource {
+    pub index: Index,
+    pub store: ResultStore,
+    pub snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>,
+    /// Provider (and `kubernetes`) → its repository's web URL.
+    pub repos: BTreeMap<String, String>,
+}
 
 #[async_trait]
 impl Source for IndexSource {
     async fn jobs(&self) -> Result<Vec<JobSummary>, String> {
-        let jobs = self.0.jobs().await.map_err(|e| e.to_string())?;
+        let jobs = self.index.jobs().await.map_err(|e| e.to_string())?;
         Ok(jobs.into_iter().map(|(job, provider)| JobSummary { job, provider }).collect())
+    }
+
+    async fn matrix(&self) -> Result<Vec<MatrixBuild>, String> {
+        let rows = self.index.matrix_builds().await.map_err(|e| e.to_string())?;
+        Ok(rows
+            .into_iter()
+            .map(|r| MatrixBuild {
+                provider: r.provider,
+                job: r.job,
+                build: r.build,
+                kubernetes_version: r.kubernetes_version,
+                provider_version: r.provider_version,
+                started_at: r.started_at,
+                passed: r.passed,
+            })
+            .collect())
     }
 
     async fn grid(&self, job: &str, builds: usize) -> Result<Option<(Vec<Column>, Vec<ResultRow>)>, String> {
         let limit = i64::try_from(builds).unwrap_or(i64::MAX);
-        let latest = self.0.latest_builds(job, limit).await.map_err(|e| e.to_string())?;
+        let latest = self.index.latest_builds(job, limit).await.map_err(|e| e.to_string())?;
         if latest.is_empty() && !self.jobs().await?.iter().any(|j| j.job == job) {
             return Ok(None);
         }
         let columns: Vec<Column> = latest.iter().map(column).collect();
-        let position = |build: &str| columns.iter().position(|c| c.build == build);
-        let results = self.0.grid_results(job, limit).await.map_err(|e| e.to_string())?;
+        let position: BTreeMap<&str, usize> = columns.iter().enumerate().map(|(i, c)| (c.build.as_str(), i)).collect();
+        let results = self.index.grid_results(job, limit).await.map_err(|e| e.to_string())?;
         let rows = results
             .into_iter()
-            .filter_map(|(build, test, status)| Some(ResultRow { column: position(&build)?, test, cell: cell(status) }))
+            .filter_map(|(build, test, status)| {
+                Some(ResultRow { column: *position.get(build.as_str())?, test, cell: cell(status) })
+            })
             .collect();
         Ok(Some((columns, rows)))
     }
 
     async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, String> {
-        let Some(info) = self.0.build(job, build).await.map_err(|e| e.to_string())? else {
+        let Some(info) = self.index.build(job, build).await.map_err(|e| e.to_string())? else {
             return Ok(None);
         };
-        let results = self.0.build_results(job, build).await.map_err(|e| e.to_string())?;
+        let results = self.index.build_results(job, build).await.map_err(|e| e.to_string())?;
         let (steps, tests): (Vec<_>, Vec<_>) = results.into_iter().partition(|r| r.suite == RUNNER_SUITE);
         let mut counts: Vec<(Cell, usize)> = Vec::new();
         for test in &tests {
@@ -46,6 +80,7 @@ impl Source for IndexSource {
                 None => counts.push((cell(test.status), 1)),
             }
         }
+        let (artifacts, log_tail) = self.files(&info.path).await?;
         Ok(Some(BuildView {
             job: job.to_owned(),
             column: column(&info),
@@ -59,8 +94,47 @@ impl Source for IndexSource {
                 .map(|t| (t.name, t.failure_message))
                 .collect(),
             counts,
+            artifacts: Some(artifacts),
+            log_tail,
         }))
     }
+
+    async fn artifact(&self, job: &str, build: &str, path: &str) -> Result<Option<Vec<u8>>, String> {
+        let Some(info) = self.index.build(job, build).await.map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        let bytes = self.store.get(&format!("{}/{path}", info.path)).await.map_err(|e| e.to_string())?;
+        Ok(bytes.map(|b| b.to_vec()))
+    }
+
+    fn lkg(&self) -> Option<Arc<lkg::api::Snapshot>> {
+        Some(self.snapshots.borrow().clone())
+    }
+
+    fn repo(&self, provider: &str) -> Option<String> {
+        self.repos.get(provider).cloned()
+    }
+}
+
+impl IndexSource {
+    /// The build directory's files, and the end of its log (whole lines).
+    async fn files(&self, dir: &str) -> Result<(Vec<Artifact>, Option<LogTail>), String> {
+        let entries = self.store.list(dir).await.map_err(|e| e.to_string())?;
+        let prefix = format!("{dir}/");
+        let artifacts = entries
+            .into_iter()
+            .filter_map(|e| Some(Artifact { path: e.path.strip_prefix(&prefix)?.to_owned(), size: e.size }))
+            .collect();
+        let log = format!("{dir}/{}", dashboards::web::BUILD_LOG);
+        let tail = self.store.get_tail(&log, LOG_TAIL_BYTES).await.map_err(|e| e.to_string())?;
+        Ok((artifacts, tail.map(|(bytes, size)| LogTail { text: whole_lines(&bytes, size > LOG_TAIL_BYTES), size })))
+    }
+}
+
+/// The text of a log's tail; when it was cut, from the first whole line.
+fn whole_lines(bytes: &[u8], cut: bool) -> String {
+    let start = if cut { bytes.iter().position(|b| *b == b'\n').map_or(0, |i| i + 1) } else { 0 };
+    String::from_utf8_lossy(&bytes[start..]).into_owned()
 }
 
 fn column(build: &BuildInfo) -> Column {
@@ -85,5 +159,17 @@ fn cell(status: TestStatus) -> Cell {
         TestStatus::Fail => Cell::Fail,
         TestStatus::Flaky => Cell::Flaky,
         TestStatus::Skip => Cell::Skip,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_log_starts_at_its_first_whole_line() {
+        assert_eq!(whole_lines(b"ial line\nsecond\nthird\n", true), "second\nthird\n");
+        assert_eq!(whole_lines(b"first\nsecond\n", false), "first\nsecond\n");
+        assert_eq!(whole_lines(b"no newline at all", true), "no newline at all");
     }
 }

@@ -502,13 +502,32 @@ fn http_get(address: &str, path: &str) -> (u16, String) {
 }
 
 fn http_get_accepting(address: &str, path: &str, accept: &str) -> (u16, String) {
+    let (status, _, body) = http_get_with(address, path, &[("Accept", accept)]);
+    (status, String::from_utf8(body).unwrap())
+}
+
+/// An HTTP/1.0 GET with these headers: (status, response head, body bytes).
+fn http_get_with(address: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, Vec<u8>) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(address).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: {accept}\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    (head.split(' ').nth(1).unwrap().parse().unwrap(), body.to_owned())
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n").unwrap();
+    for (name, value) in headers {
+        write!(stream, "{name}: {value}\r\n").unwrap();
+    }
+    write!(stream, "\r\n").unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8(response[..split].to_vec()).unwrap();
+    (head.split(' ').nth(1).unwrap().parse().unwrap(), head, response[split + 4..].to_vec())
+}
+
+/// A response header's value (names compared case-insensitively).
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.eq_ignore_ascii_case(name).then(|| value.trim())
+    })
 }
 
 #[test]
@@ -579,10 +598,23 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
     let (_, metrics) = http_get(&address, "/metrics");
     assert!(metrics.contains("harness_lkg_builds 2"), "{metrics}");
 
-    // The dashboard: the job list, the failing job's grid (HTML and JSON), a filter, bad input.
+    // The dashboard: the matrix and job list, the failing job's grid (HTML and JSON), a filter,
+    // build pages with the log's tail, the LKG page, bad input.
     let failing_job = "ci-cloud-provider-gated-k8s-1.37";
     let (status, home) = http_get(&address, "/");
     assert!(status == 200 && home.contains(&format!("href=\"/job/{failing_job}\"")), "{status} {home}");
+    assert!(home.contains(r#"<th scope="col">1.37</th><th scope="col">1.36</th>"#), "{home}");
+    assert!(home.contains(r#"title="gated on 1.37: latest build"#) && home.contains("0% of 1"), "{home}");
+    assert!(home.contains(r#"title="gated on 1.36: latest build"#) && home.contains("100% of 1"), "{home}");
+    // The fixture's other providers never ran, so no commit is good with all of them.
+    assert!(home.contains("No version set yet"), "{home}");
+    let (status, lkg_page) = http_get(&address, "/lkg");
+    assert!(
+        status == 200
+            && lkg_page.contains(r#"href="https://github.com/kubernetes/kubernetes/compare/v1.36.4...v1.37.1""#),
+        "{lkg_page}"
+    );
+    assert!(lkg_page.contains(r#"aria-label="gated: 2 pairs tested over 2 Kubernetes commits, 1 good""#), "{lkg_page}");
     let (status, grid) = http_get(&address, &format!("/job/{failing_job}"));
     assert_eq!(status, 200, "{grid}");
     let build = env.finished_build_id();
@@ -600,8 +632,27 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
     let (status, page) = http_get(&address, &format!("/job/{failing_job}/build/{build}"));
     assert!(status == 200 && page.contains(r#"aria-label="Test: fail""#), "{status} {page}");
     assert!(page.contains("<summary>gate</summary>") && page.contains("<pre>exit status 1</pre>"), "{page}");
+    let log_link = format!("/job/{failing_job}/build/{build}/file/build-log.txt");
+    assert!(page.contains(&format!("<a href=\"{log_link}\">build-log.txt</a>")), "{page}");
+    let (status, log) = http_get(&address, &log_link);
+    assert!(status == 200 && page.contains(log.lines().last().unwrap()), "the page shows the log's last line: {log}");
+    assert!(page.contains("artifacts/junit_runner.xml"), "{page}");
     assert_eq!(http_get(&address, "/job/no-such-job").0, 404);
     assert_eq!(http_get(&address, &format!("/job/{failing_job}?test=(")).0, 400);
+
+    // Operations: gzip when asked, an ETag to revalidate with, requests counted by route.
+    let grid_path = format!("/job/{failing_job}");
+    let (_, head, gzipped) = http_get_with(&address, &grid_path, &[("Accept-Encoding", "gzip")]);
+    assert_eq!(header(&head, "content-encoding"), Some("gzip"), "{head}");
+    assert!(gzipped.len() < grid.len() / 2, "{} gzipped bytes for {} bytes", gzipped.len(), grid.len());
+    let etag = header(&head, "etag").unwrap_or_else(|| panic!("no ETag: {head}")).to_owned();
+    assert_eq!(header(&head, "cache-control"), Some("no-cache"), "{head}");
+    let (status, _, body) = http_get_with(&address, &grid_path, &[("If-None-Match", &etag)]);
+    assert!(status == 304 && body.is_empty(), "{status}");
+    let (_, metrics) = http_get(&address, "/metrics");
+    let counted = r#"harness_http_requests_total{method="GET",route="/job/{job}",status="200"}"#;
+    assert!(metrics.contains(counted) && metrics.contains(r#"route="/job/{job}",status="404"}"#), "{metrics}");
+    assert!(metrics.contains(r#"harness_http_request_duration_seconds_count{route="/lkg"} 1"#), "{metrics}");
     kill(Pid::from_raw(server.id() as i32), Signal::SIGTERM).unwrap();
     assert!(server.wait().unwrap().success(), "serve exits cleanly on SIGTERM");
     env.assert_nothing_left();

@@ -121,6 +121,18 @@ pub struct LkgBuild {
     pub started_at: i64,
 }
 
+/// A finished build as the dashboard's matrix takes it (see [`Index::matrix_builds`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MatrixBuildRow {
+    pub provider: String,
+    pub job: String,
+    pub build: String,
+    pub kubernetes_version: String,
+    pub provider_version: Option<String>,
+    pub started_at: i64,
+    pub passed: Option<bool>,
+}
+
 /// The index: a pool on one database.
 #[derive(Debug, Clone)]
 pub struct Index {
@@ -483,6 +495,29 @@ impl Index {
             "SELECT j.name, p.name FROM jobs j LEFT JOIN providers p ON p.id = j.provider_id ORDER BY j.name",
             "list jobs",
             |r| Ok((r.try_get(0)?, r.try_get(1)?)),
+        )
+        .await
+    }
+
+    /// Every finished build that names its provider and Kubernetes version, for the dashboard's
+    /// matrix: `(provider, job, build, kubernetes version, provider version, started_at, passed)`.
+    pub async fn matrix_builds(&self) -> Result<Vec<MatrixBuildRow>> {
+        self.fetch_rows(
+            "SELECT p.name AS provider, j.name AS job, b.build, b.kubernetes_version, b.provider_version, \
+             b.started_at, b.passed FROM builds b JOIN jobs j ON j.id = b.job_id JOIN providers p ON p.id = j.provider_id \
+             WHERE b.state = 'finished' AND b.kubernetes_version IS NOT NULL",
+            "list finished builds for the matrix",
+            |r| {
+                Ok(MatrixBuildRow {
+                    provider: r.try_get("provider")?,
+                    job: r.try_get("job")?,
+                    build: r.try_get("build")?,
+                    kubernetes_version: r.try_get("kubernetes_version")?,
+                    provider_version: r.try_get("provider_version")?,
+                    started_at: r.try_get("started_at")?,
+                    passed: get_bool(r, "passed")?,
+                })
+            },
         )
         .await
     }

@@ -161,6 +161,20 @@ impl ResultStore {
         }
     }
 
+    /// The last `max` bytes of an object and its whole size; `None` when it does not exist.
+    pub async fn get_tail(&self, path: &str, max: u64) -> Result<Option<(Bytes, u64)>> {
+        let Some(size) = self.size(path).await? else { return Ok(None) };
+        let range = size.saturating_sub(max)..size;
+        if range.is_empty() {
+            return Ok(Some((Bytes::new(), size)));
+        }
+        match self.inner.get_range(&ObjectPath::from(path), range).await {
+            Ok(bytes) => Ok(Some((bytes, size))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.err("read", path)(e)),
+        }
+    }
+
     /// The size of an object; `None` when it does not exist.
     pub async fn size(&self, path: &str) -> Result<Option<u64>> {
         match self.inner.head(&ObjectPath::from(path)).await {
@@ -337,12 +351,16 @@ mod tests {
         assert_eq!(store.put_if_changed("logs/j/1/started.json", bytes.clone()).await.unwrap(), Put::Unchanged);
         let other = Bytes::from_static(b"{\"timestamp\":2}");
         assert_eq!(store.put_if_changed("logs/j/1/started.json", other.clone()).await.unwrap(), Put::Written);
-        assert_eq!(store.get("logs/j/1/started.json").await.unwrap(), Some(other));
+        assert_eq!(store.get("logs/j/1/started.json").await.unwrap(), Some(other.clone()));
         assert_eq!(store.get("logs/j/1/finished.json").await.unwrap(), None);
         store.put_if_changed("logs/j/2/started.json", bytes).await.unwrap();
         assert_eq!(store.list_dirs("logs/j").await.unwrap(), ["1", "2"]);
         let listed: Vec<String> = store.list("logs").await.unwrap().into_iter().map(|e| e.path).collect();
         assert_eq!(listed, ["logs/j/1/started.json", "logs/j/2/started.json"]);
+        let tail = store.get_tail("logs/j/1/started.json", 3).await.unwrap();
+        assert_eq!(tail, Some((Bytes::from_static(b":2}"), 15)));
+        assert_eq!(store.get_tail("logs/j/1/started.json", 100).await.unwrap().unwrap().0, other);
+        assert_eq!(store.get_tail("logs/j/1/none.txt", 3).await.unwrap(), None);
     }
 
     #[tokio::test]

@@ -315,5 +315,10 @@ async fn grid_results_hold_the_latest_builds_of_one_job_on_both_databases() {
         assert_eq!(results, expected, "{}", index.name());
         let jobs = index.jobs().await.unwrap();
         assert_eq!(jobs, [("ci-a".to_string(), Some("local".to_string())), ("ci-b".into(), Some("local".into()))]);
+        let mut matrix = index.matrix_builds().await.unwrap();
+        matrix.sort_by(|a, b| (&a.job, &a.build).cmp(&(&b.job, &b.build)));
+        let builds: Vec<_> = matrix.iter().map(|b| (b.job.as_str(), b.build.as_str(), b.passed)).collect();
+        let (pass, fail) = (Some(true), Some(false));
+        assert_eq!(builds, [("ci-a", "1", fail), ("ci-a", "2", pass), ("ci-a", "3", pass), ("ci-b", "9", fail)]);
     }
 }

@@ -1,10 +1,15 @@
-//! `harness serve`: the long-running server. It mounts the LKG API (`/api/v1/...`), with
-//! `/healthz` and Prometheus `/metrics`, and reloads the LKG from the SQL index every `refresh`;
-//! when a reload fails the last good answers are still served and the failure is counted.
+//! `harness serve`: the long-running server. It mounts the LKG API (`/api/v1/...`) and the
+//! dashboard, with `/healthz` and Prometheus `/metrics`, and reloads the LKG from the SQL index
+//! every `refresh`; when a reload fails the last good answers are still served and the failure is
+//! counted. Every response is counted, timed, logged, gzipped when the client accepts it, and
+//! carries an ETag.
 
+mod http;
+mod metrics;
+
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -12,17 +17,16 @@ use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 use tokio::sync::watch;
+use tower_http::compression::CompressionLayer;
 use tracing::{info, warn};
 
+use self::metrics::{Metrics, ResultLabel};
 use crate::config::ProvidersConfig;
+use crate::dashboard::IndexSource;
 use crate::lkg::LkgOptions;
 use crate::results::index::Index;
+use crate::results::store::ResultStore;
 
 pub struct ServeOptions {
     pub listen: SocketAddr,
@@ -30,63 +34,25 @@ pub struct ServeOptions {
     pub config: ProvidersConfig,
     /// The SQL index the LKG and the dashboard read.
     pub database: String,
+    /// The object store the dashboard reads build logs and artifacts from.
+    pub store: String,
     pub lkg: LkgOptions,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabel {
-    result: &'static str,
-}
-
-/// What `/metrics` exports.
-struct Metrics {
-    registry: Registry,
-    refreshes: Family<ResultLabel, Counter>,
-    builds: Gauge<i64, AtomicI64>,
-    loaded_at: Gauge<i64, AtomicI64>,
-}
-
-impl Metrics {
-    fn new() -> Self {
-        let mut registry = Registry::with_prefix("harness_lkg");
-        let refreshes = Family::<ResultLabel, Counter>::default();
-        registry.register("refreshes", "LKG reloads from the SQL index, by result (ok, error)", refreshes.clone());
-        let builds = Gauge::<i64, AtomicI64>::default();
-        registry.register("builds", "Builds the LKG answers are computed from", builds.clone());
-        let loaded_at = Gauge::<i64, AtomicI64>::default();
-        registry.register(
-            "loaded_timestamp_seconds",
-            "When the answers served were loaded (unix time)",
-            loaded_at.clone(),
-        );
-        Self { registry, refreshes, builds, loaded_at }
-    }
-
-    fn loaded(&self, snapshot: &lkg::api::Snapshot) {
-        self.refreshes.get_or_create(&ResultLabel { result: "ok" }).inc();
-        self.builds.set(snapshot.builds.len() as i64);
-        self.loaded_at.set(snapshot.loaded_at);
-    }
-
-    fn encode(&self) -> String {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");
-        text
-    }
 }
 
 /// Serves until SIGINT or SIGTERM.
 pub async fn serve(options: ServeOptions) -> Result<()> {
     let metrics = Arc::new(Metrics::new());
     let index = Index::open(&options.database).await?;
+    let store = ResultStore::open(&options.store)?;
     let first = crate::lkg::load(&options.config, &options.lkg, &index).await.context("loading the LKG to serve")?;
     metrics.loaded(&first);
     let (snapshots, receiver) = watch::channel(Arc::new(first));
 
+    let dashboard =
+        IndexSource { index: index.clone(), store, snapshots: receiver.clone(), repos: repos(&options.config) };
     let refresher =
         tokio::spawn(refresh(options.config, options.lkg, index.clone(), options.refresh, snapshots, metrics.clone()));
-    let app = router(receiver, metrics, index.clone())
-        .merge(dashboards::web::router(Arc::new(crate::dashboard::IndexSource(index))));
+    let app = router(receiver, metrics, index, Arc::new(dashboard));
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}: pass a free address with --listen", options.listen))?;
@@ -99,8 +65,23 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     served.context("serving HTTP")
 }
 
-fn router(snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>, metrics: Arc<Metrics>, index: Index) -> Router {
+/// Each provider's repository (and Kubernetes'), for commit links.
+fn repos(config: &ProvidersConfig) -> BTreeMap<String, String> {
+    let mut repos: BTreeMap<String, String> =
+        config.providers.iter().map(|provider| (provider.name.clone(), provider.repo.clone())).collect();
+    repos.insert("kubernetes".into(), "https://github.com/kubernetes/kubernetes".into());
+    repos
+}
+
+fn router(
+    snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>,
+    metrics: Arc<Metrics>,
+    index: Index,
+    dashboard: Arc<IndexSource>,
+) -> Router {
+    let observed = metrics.clone();
     lkg::api::router(snapshots)
+        .merge(dashboards::web::router(dashboard))
         .route(
             "/healthz",
             // Healthy while the SQL index answers: the dashboard reads it on every request.
@@ -121,10 +102,16 @@ fn router(snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>, metrics: Arc<Metr
             }),
         )
         .fallback(|| async {
-            let message =
-                format!("no such endpoint: see /api/v1/lkg, {}, /healthz, /metrics", lkg::api::PATHS.join(", "));
+            let message = format!(
+                "no such endpoint: see {}, {}, /healthz, /metrics",
+                dashboards::web::PATHS.join(", "),
+                lkg::api::PATHS.join(", ")
+            );
             lkg::api::ApiError { status: StatusCode::NOT_FOUND, message }.into_response()
         })
+        .layer(axum::middleware::from_fn(http::validators))
+        .layer(CompressionLayer::new())
+        .layer(axum::middleware::from_fn_with_state(observed, http::observe))
 }
 
 async fn refresh(

@@ -1,0 +1,95 @@
+//! The home page: the current LKG version set, the provider × Kubernetes minor matrix, and the jobs.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use maud::{Markup, html};
+use serde::{Deserialize, Serialize};
+
+use super::layout::{negotiate, revision_link, short, unavailable};
+use super::{JobSummary, Source};
+use crate::matrix::{Matrix, MatrixCell};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Home {
+    /// The newest Kubernetes commit good with every provider, and each provider's commit there;
+    /// `null` while there is none (or no LKG is loaded).
+    pub version_set: Option<lkg::VersionSet>,
+    pub matrix: Matrix,
+    pub jobs: Vec<JobSummary>,
+}
+
+pub async fn page(State(source): State<Arc<dyn Source>>, headers: HeaderMap) -> Response {
+    let (builds, jobs) = match (source.matrix().await, source.jobs().await) {
+        (Ok(builds), Ok(jobs)) => (builds, jobs),
+        (Err(error), _) | (_, Err(error)) => return unavailable(&error),
+    };
+    let version_set = source.lkg().and_then(|snapshot| snapshot.engine.version_set());
+    let home = Home { version_set, matrix: Matrix::new(builds), jobs };
+    negotiate(&headers, &home, "Matrix", |home| render(home, source.as_ref()))
+}
+
+fn render(home: &Home, source: &dyn Source) -> Markup {
+    html! {
+        h1 { "Providers × Kubernetes" }
+        section.versionset aria-label="last known good version set" {
+            @match &home.version_set {
+                Some(set) => {
+                    strong { "Last known good version set: " }
+                    "Kubernetes " (revision_link(source.repo("kubernetes").as_deref(), &set.kubernetes_commit))
+                    @for (provider, pair) in &set.providers {
+                        " · " (provider) " " (revision_link(source.repo(provider).as_deref(), &pair.provider_commit))
+                    }
+                    " " a href="/lkg" { "details" }
+                }
+                None => { strong { "No version set yet: " } "no Kubernetes commit is good with every provider. " a href="/lkg" { "details" } }
+            }
+        }
+        @if home.matrix.rows.is_empty() {
+            p { "No finished build names its provider and Kubernetes version yet." }
+        } @else {
+            table.matrix {
+                thead { tr { th scope="col" { "provider" } @for minor in &home.matrix.minors { th scope="col" { (minor) } } } }
+                tbody {
+                    @for row in &home.matrix.rows {
+                        tr {
+                            th scope="row" { (row.provider) }
+                            @for (cell, minor) in row.cells.iter().zip(&home.matrix.minors) {
+                                (matrix_cell(&row.provider, minor, cell.as_ref()))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Jobs" }
+        ul.jobs { @for job in &home.jobs { li { a href={ "/job/" (job.job) } { (job.job) } " " small { (job.provider.as_deref().unwrap_or("")) } } } }
+    }
+}
+
+fn matrix_cell(provider: &str, minor: &str, cell: Option<&MatrixCell>) -> Markup {
+    let Some(cell) = cell else {
+        return html! { td.none aria-label={ (provider) " on " (minor) ": never run" } { "–" } };
+    };
+    let latest = &cell.latest;
+    let outcome = match latest.passed {
+        Some(true) => "pass",
+        _ => "fail",
+    };
+    let rate = (cell.pass_rate() * 100.0).round();
+    let label = format!(
+        "{provider} on {minor}: latest build {} {outcome} (Kubernetes {}, provider {}), {rate}% of {} builds passed",
+        latest.build,
+        latest.kubernetes_version,
+        short(latest.provider_version.as_deref().unwrap_or("?")),
+        cell.builds
+    );
+    html! {
+        td class=(outcome) title=(label) aria-label=(label) {
+            a href={ "/job/" (latest.job) "/build/" (latest.build) } { (outcome) }
+            br; small { (rate) "% of " (cell.builds) }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! What every page shares: the HTML frame, error pages, and content negotiation.
+
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Json, Response};
+use maud::{DOCTYPE, Markup, html};
+use serde::Serialize;
+
+/// True when the client asked for JSON (`Accept: application/json`).
+pub fn wants_json(headers: &HeaderMap) -> bool {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("application/json"))
+}
+
+/// The same data as JSON or as the page `render` makes of it, as the client asked.
+pub fn negotiate<T: Serialize>(
+    headers: &HeaderMap,
+    data: &T,
+    title: &str,
+    render: impl FnOnce(&T) -> Markup,
+) -> Response {
+    if wants_json(headers) { Json(data).into_response() } else { page(title, render(data)) }
+}
+
+pub fn page(title: &str, body: Markup) -> Response {
+    let markup = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · cloud-provider-harness" }
+                style { (maud::PreEscaped(CSS)) }
+            }
+            body {
+                nav aria-label="site" {
+                    a href="/" { "cloud-provider-harness" }
+                    " " a href="/" { "matrix" }
+                    " " a href="/lkg" { "last known good" }
+                }
+                main { (body) }
+            }
+        }
+    };
+    Html(markup.into_string()).into_response()
+}
+
+pub fn error_page(status: StatusCode, message: &str) -> Response {
+    let mut response =
+        page(status.canonical_reason().unwrap_or("error"), html! { h1 { (status.as_u16()) } p.error { (message) } });
+    *response.status_mut() = status;
+    response
+}
+
+pub fn unavailable(error: &str) -> Response {
+    error_page(StatusCode::SERVICE_UNAVAILABLE, &format!("the results database is unavailable: {error}"))
+}
+
+pub fn not_found(message: &str) -> Response {
+    error_page(StatusCode::NOT_FOUND, message)
+}
+
+/// A 40-hex commit shortened to 12, anything else as is.
+pub fn short(version: &str) -> &str {
+    if version.len() == 40 && version.bytes().all(|b| b.is_ascii_hexdigit()) { &version[..12] } else { version }
+}
+
+/// A link to a commit or tag in `repo` (a `https://github.com/...` URL), or the bare name.
+pub fn revision_link(repo: Option<&str>, revision: &str) -> Markup {
+    match repo.filter(|r| r.starts_with("https://")) {
+        Some(repo) => {
+            html! { a.rev href={ (repo.trim_end_matches('/')) "/tree/" (revision) } title=(revision) { (short(revision)) } }
+        }
+        None => html! { code title=(revision) { (short(revision)) } },
+    }
+}
+
+/// Timestamps as UTC `YYYY-MM-DD HH:MM`.
+pub fn time(seconds: i64) -> String {
+    let days = seconds.div_euclid(86_400);
+    let (hour, minute) = (seconds.rem_euclid(86_400) / 3600, seconds.rem_euclid(3600) / 60);
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02} UTC")
+}
+
+const CSS: &str = "body{font:14px system-ui,sans-serif;margin:0;color:#111}nav{padding:8px;background:#223}\
+nav a{color:#fff;margin-right:12px}main{padding:8px}table.grid{border-collapse:collapse}\
+table.grid th,table.grid td{border:1px solid #ddd;padding:0}\
+table.grid thead th{position:sticky;top:0;background:#fff;font-weight:normal;font-size:11px;padding:2px;z-index:1}\
+table.grid th.test{position:sticky;left:0;background:#fff;text-align:left;padding:0 4px;white-space:nowrap}\
+td a{display:block;width:14px;height:16px;text-align:center;text-decoration:none;color:#000;font-size:10px}\
+.pass{background:#4caf50}.fail{background:#e53935}.flaky{background:#ffb300}.skip{background:#cfd8dc}\
+.running{background:#64b5f6}.none{background:#fff}.pending{background:#fff59d}.bad{background:#e53935}.good{background:#4caf50}\
+.cell{display:inline-block;width:12px;height:12px;border:1px solid #999}\
+ul.legend{list-style:none;display:flex;gap:12px;padding:0}.since{color:#b71c1c;font-size:11px}\
+table.matrix{border-collapse:collapse}table.matrix th,table.matrix td{border:1px solid #ccc;padding:4px 8px;text-align:center}\
+table.matrix td a{display:inline;width:auto;height:auto;font-size:13px;color:#000}\
+.versionset,.provider{border:1px solid #ccc;padding:8px;margin:8px 0}dl.meta{display:grid;grid-template-columns:max-content auto;gap:2px 12px}\
+dl.meta dt{font-weight:bold}pre.log{background:#111;color:#eee;padding:8px;overflow:auto;max-height:480px;font-size:12px}\
+ol.steps li{display:inline-block;padding:2px 8px;margin-right:4px}svg.history rect{stroke:#fff}";

@@ -1,0 +1,273 @@
+//! The dashboard's pages as an axum router, one module per area: the matrix (home), each job's
+//! grid, build pages, and the LKG page. Data comes through [`Source`], which the harness
+//! implements over its SQL index and object store. Every page is also JSON, at the same path with
+//! `Accept: application/json`.
+
+mod build;
+pub use build::BUILD_LOG;
+mod home;
+mod job;
+pub mod layout;
+mod lkg_page;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+
+use crate::grid::{Cell, Column, ResultRow};
+use crate::matrix::MatrixBuild;
+
+/// A job as the home page lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSummary {
+    pub job: String,
+    pub provider: Option<String>,
+}
+
+/// Where the dashboard's data comes from. Errors are one line for a 503 page.
+#[async_trait]
+pub trait Source: Send + Sync + 'static {
+    async fn jobs(&self) -> Result<Vec<JobSummary>, String>;
+    /// Every finished build that names its provider and Kubernetes version.
+    async fn matrix(&self) -> Result<Vec<MatrixBuild>, String>;
+    /// The job's latest `builds` builds (newest first) and their results; `None` for an unknown job.
+    async fn grid(&self, job: &str, builds: usize) -> Result<Option<(Vec<Column>, Vec<ResultRow>)>, String>;
+    /// One build; `None` when the job has no such build.
+    async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, String>;
+    /// A file of a build's directory in the object store; `None` when there is no such file (or no
+    /// store).
+    async fn artifact(&self, job: &str, build: &str, path: &str) -> Result<Option<Vec<u8>>, String>;
+    /// The LKG answers now served, if any are loaded.
+    fn lkg(&self) -> Option<Arc<lkg::api::Snapshot>>;
+    /// The web URL of a provider's repository (`kubernetes` for kubernetes/kubernetes), for commit
+    /// links.
+    fn repo(&self, provider: &str) -> Option<String>;
+}
+
+/// What a build page shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildView {
+    pub job: String,
+    #[serde(flatten)]
+    pub column: Column,
+    pub finished_at: Option<i64>,
+    /// SUCCESS, FAILURE, ABORTED ... as finished.json says.
+    pub result: Option<String>,
+    /// The build directory in the object store.
+    pub artifacts_url: String,
+    /// The runner's steps (Build, Up, Deploy, Test, Down) and how each went.
+    pub steps: Vec<(String, Cell)>,
+    /// Every other test that failed, with its message.
+    pub failures: Vec<(String, Option<String>)>,
+    /// Tests by state, steps left out.
+    pub counts: Vec<(Cell, usize)>,
+    /// The build directory's files; `None` when the server has no store to read them from.
+    pub artifacts: Option<Vec<Artifact>>,
+    /// The end of `build-log.txt`, when there is one.
+    pub log_tail: Option<LogTail>,
+}
+
+/// A file of a build directory, relative to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    pub path: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogTail {
+    /// The last lines, whole lines only.
+    pub text: String,
+    /// The whole log's size in bytes.
+    pub size: u64,
+}
+
+/// How many builds a grid shows unless the query says otherwise.
+pub const DEFAULT_BUILDS: usize = 50;
+
+/// The page routes, for the server's fallback message and request metrics.
+pub const PATHS: &[&str] =
+    &["/", "/lkg", "/job/{job}", "/job/{job}/build/{build}", "/job/{job}/build/{build}/file/{*path}"];
+
+pub fn router(source: Arc<dyn Source>) -> Router {
+    Router::new()
+        .route(PATHS[0], get(home::page))
+        .route(PATHS[1], get(lkg_page::page))
+        .route(PATHS[2], get(job::grid_page))
+        .route(PATHS[3], get(build::page))
+        .route(PATHS[4], get(build::file))
+        .with_state(source)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use axum::http::{StatusCode, header};
+
+    use super::*;
+    use crate::grid::Grid;
+
+    /// One job `ci-a` with two builds, or a database that is down.
+    struct Fixed {
+        down: bool,
+    }
+
+    #[async_trait]
+    impl Source for Fixed {
+        async fn jobs(&self) -> Result<Vec<JobSummary>, String> {
+            if self.down {
+                return Err("connection refused".into());
+            }
+            Ok(vec![JobSummary { job: "ci-a".into(), provider: Some("local".into()) }])
+        }
+
+        async fn matrix(&self) -> Result<Vec<MatrixBuild>, String> {
+            self.jobs().await?;
+            let build = |build: &str, kubernetes: &str, passed| MatrixBuild {
+                provider: "local".into(),
+                job: "ci-a".into(),
+                build: build.into(),
+                kubernetes_version: kubernetes.into(),
+                provider_version: Some("abc".into()),
+                started_at: build.parse().unwrap(),
+                passed: Some(passed),
+            };
+            Ok(vec![build("1", "v1.37.1", true), build("2", "v1.37.1", false), build("3", "v1.36.4", true)])
+        }
+
+        async fn artifact(&self, job: &str, build: &str, path: &str) -> Result<Option<Vec<u8>>, String> {
+            self.jobs().await?;
+            Ok((job == "ci-a" && build == "2" && path == "build-log.txt").then(|| b"line 1\nline 2\n".to_vec()))
+        }
+
+        fn lkg(&self) -> Option<Arc<lkg::api::Snapshot>> {
+            None
+        }
+
+        fn repo(&self, _provider: &str) -> Option<String> {
+            None
+        }
+
+        async fn grid(&self, job: &str, _builds: usize) -> Result<Option<(Vec<Column>, Vec<ResultRow>)>, String> {
+            self.jobs().await?;
+            if job != "ci-a" {
+                return Ok(None);
+            }
+            let column = |build: &str| Column {
+                build: build.into(),
+                started_at: 0,
+                kubernetes_version: Some("v1.37.1".into()),
+                provider_version: None,
+                state: "finished".into(),
+                passed: Some(true),
+            };
+            let row = |column, test: &str, cell| ResultRow { column, test: test.into(), cell };
+            Ok(Some((
+                vec![column("2"), column("1")],
+                vec![row(0, "t", Cell::Fail), row(1, "t", Cell::Pass), row(0, "u", Cell::Pass)],
+            )))
+        }
+
+        async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, String> {
+            let Some((columns, _)) = self.grid(job, 2).await? else { return Ok(None) };
+            let Some(column) = columns.into_iter().find(|c| c.build == build) else { return Ok(None) };
+            Ok(Some(BuildView {
+                job: job.into(),
+                column,
+                finished_at: Some(60),
+                result: Some("FAILURE".into()),
+                artifacts_url: "file:///store/logs/ci-a/2".into(),
+                steps: vec![("Up".into(), Cell::Pass), ("Test".into(), Cell::Fail)],
+                failures: vec![("t".into(), Some("expected <3> nodes, saw <2>".into()))],
+                counts: vec![(Cell::Pass, 1), (Cell::Fail, 1)],
+                artifacts: Some(vec![Artifact { path: "build-log.txt".into(), size: 14 }]),
+                log_tail: Some(LogTail { text: "line 2\n".into(), size: 14 }),
+            }))
+        }
+    }
+
+    async fn get(down: bool, uri: &str, accept: &str) -> (StatusCode, String) {
+        let request = Request::get(uri).header(header::ACCEPT, accept).body(Body::empty()).unwrap();
+        let response = router(Arc::new(Fixed { down })).oneshot(request).await.unwrap();
+        let status = response.status();
+        (status, String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn the_grid_is_html_or_json_at_the_same_path() {
+        let (status, html) = get(false, "/job/ci-a", "text/html").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(html.starts_with("<!DOCTYPE html>") && html.contains(r#"aria-label="t in build 2: fail""#), "{html}");
+        let (_, json) = get(false, "/job/ci-a?status=fail", "application/json").await;
+        let grid: Grid = serde_json::from_str(&json).unwrap();
+        assert_eq!((grid.rows.len(), grid.total_rows, grid.rows[0].failing_since.as_deref()), (1, 2, Some("2")));
+    }
+
+    #[tokio::test]
+    async fn a_build_page_shows_its_steps_and_failures_with_their_messages() {
+        let (status, html) = get(false, "/job/ci-a/build/2", "text/html").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(html.contains(r#"<li class="fail" aria-label="Test: fail">"#), "{html}");
+        assert!(html.contains("<summary>t</summary><pre>expected &lt;3&gt; nodes, saw &lt;2&gt;</pre>"), "{html}");
+        let (_, json) = get(false, "/job/ci-a/build/2", "application/json").await;
+        let view: BuildView = serde_json::from_str(&json).unwrap();
+        assert_eq!((view.column.build.as_str(), view.result.as_deref()), ("2", Some("FAILURE")));
+        assert_eq!(get(false, "/job/ci-a/build/9", "text/html").await.0, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn bad_input_gets_an_error_page_that_says_what_to_do() {
+        let (status, page) = get(false, "/job/nope", "text/html").await;
+        assert!(status == StatusCode::NOT_FOUND && page.contains("see the job list at /"), "{page}");
+        let (status, page) = get(false, "/job/ci-a?status=broken", "text/html").await;
+        assert!(status == StatusCode::BAD_REQUEST && page.contains("use pass, fail"), "{page}");
+        let (status, page) = get(false, "/job/ci-a?test=(", "text/html").await;
+        assert!(status == StatusCode::BAD_REQUEST && page.contains("is not a regex"), "{page}");
+    }
+
+    #[tokio::test]
+    async fn the_home_page_is_the_matrix_with_the_latest_result_and_pass_rate_per_cell() {
+        let (status, html) = get(false, "/", "text/html").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(html.contains("<th scope=\"col\">1.37</th><th scope=\"col\">1.36</th>"), "{html}");
+        assert!(html.contains(r#"<td class="fail" title="local on 1.37: latest build 2 fail"#), "{html}");
+        assert!(html.contains(r#"<a href="/job/ci-a/build/2">fail</a><br><small>50% of 2</small>"#), "{html}");
+        assert!(html.contains("No version set yet"), "{html}");
+        let (_, json) = get(false, "/", "application/json").await;
+        let home: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(home["matrix"]["rows"][0]["cells"][1]["passed"], 1, "{json}");
+        assert_eq!(home["jobs"][0]["job"], "ci-a");
+    }
+
+    #[tokio::test]
+    async fn a_build_log_is_served_from_the_store_and_a_path_outside_the_build_is_refused() {
+        let (status, log) = get(false, "/job/ci-a/build/2/file/build-log.txt", "*/*").await;
+        assert_eq!((status, log.as_str()), (StatusCode::OK, "line 1\nline 2\n"));
+        let (_, html) = get(false, "/job/ci-a/build/2", "text/html").await;
+        assert!(html.contains(r#"<a href="/job/ci-a/build/2/file/build-log.txt">build-log.txt</a> (14 bytes in all):</p><pre class="log">line 2"#), "{html}");
+        assert_eq!(get(false, "/job/ci-a/build/2/file/none.txt", "*/*").await.0, StatusCode::NOT_FOUND);
+        let (status, page) = get(false, "/job/ci-a/build/2/file/a/../../../x", "*/*").await;
+        assert!(status == StatusCode::BAD_REQUEST && page.contains("not a path inside the build directory"), "{page}");
+    }
+
+    #[tokio::test]
+    async fn without_an_lkg_the_lkg_page_says_when_there_will_be_one() {
+        let (status, page) = get(false, "/lkg", "text/html").await;
+        assert!(status == StatusCode::SERVICE_UNAVAILABLE && page.contains("every --refresh"), "{page}");
+    }
+
+    #[tokio::test]
+    async fn a_database_that_is_down_is_a_503_page() {
+        for uri in ["/", "/job/ci-a", "/job/ci-a/build/2", "/job/ci-a/build/2/file/build-log.txt"] {
+            let (status, page) = get(true, uri, "text/html").await;
+            assert!(status == StatusCode::SERVICE_UNAVAILABLE && page.contains("connection refused"), "{uri}: {page}");
+        }
+    }
+}

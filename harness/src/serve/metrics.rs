@@ -1,0 +1,79 @@
+//! What `/metrics` exports: LKG reloads and HTTP requests (counts by route and status, latency
+//! histograms by route).
+
+use std::sync::atomic::AtomicI64;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub method: String,
+    /// The route's pattern (`/job/{job}`), never the raw path: bounded cardinality.
+    pub route: String,
+    pub status: u16,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabel {
+    pub route: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub refreshes: Family<ResultLabel, Counter>,
+    builds: Gauge<i64, AtomicI64>,
+    loaded_at: Gauge<i64, AtomicI64>,
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<RouteLabel, Histogram>,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let lkg = registry.sub_registry_with_prefix("harness_lkg");
+        let refreshes = Family::<ResultLabel, Counter>::default();
+        lkg.register("refreshes", "LKG reloads from the SQL index, by result (ok, error)", refreshes.clone());
+        let builds = Gauge::<i64, AtomicI64>::default();
+        lkg.register("builds", "Builds the LKG answers are computed from", builds.clone());
+        let loaded_at = Gauge::<i64, AtomicI64>::default();
+        lkg.register("loaded_timestamp_seconds", "When the answers served were loaded (unix time)", loaded_at.clone());
+        let http = registry.sub_registry_with_prefix("harness_http");
+        let requests = Family::<RequestLabels, Counter>::default();
+        http.register("requests", "HTTP requests answered, by method, route and status", requests.clone());
+        // 0.5 ms .. ~8 s.
+        let latency = Family::<RouteLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0005, 2.0, 15))
+        });
+        http.register("request_duration_seconds", "Time to answer an HTTP request, by route", latency.clone());
+        Self { registry, refreshes, builds, loaded_at, requests, latency }
+    }
+
+    pub fn loaded(&self, snapshot: &lkg::api::Snapshot) {
+        self.refreshes.get_or_create(&ResultLabel { result: "ok" }).inc();
+        self.builds.set(snapshot.builds.len() as i64);
+        self.loaded_at.set(snapshot.loaded_at);
+    }
+
+    pub fn request(&self, method: &str, route: &str, status: u16, took: Duration) {
+        let labels = RequestLabels { method: method.to_owned(), route: route.to_owned(), status };
+        self.requests.get_or_create(&labels).inc();
+        self.latency.get_or_create(&RouteLabel { route: route.to_owned() }).observe(took.as_secs_f64());
+    }
+
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");
+        text
+    }
+}
