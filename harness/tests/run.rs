@@ -530,14 +530,23 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-#[test]
-fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through_the_cli_and_the_api() {
-    let env = Env::new();
+/// Two real `harness run`s of the fixture provider `gated`: passing on Kubernetes 1.36, failing
+/// (its `gate` test) on 1.37. Returns the provider version both ran.
+fn two_gated_runs(env: &Env) -> String {
     for (kubernetes, passes) in [("1.36", true), ("1.37", false)] {
         let output = env.harness(&["--provider", "gated", "--kubernetes", kubernetes]).output().unwrap();
         assert_eq!(output.status.success(), passes, "Kubernetes {kubernetes}: {}", text(&output));
     }
-    let provider_version = env.finished()["metadata"]["provider-version"].as_str().unwrap().to_owned();
+    env.finished()["metadata"]["provider-version"].as_str().unwrap().to_owned()
+}
+
+/// The job of `two_gated_runs` that fails.
+const FAILING_JOB: &str = "ci-cloud-provider-gated-k8s-1.37";
+
+#[test]
+fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through_the_cli_and_the_api() {
+    let env = Env::new();
+    let provider_version = two_gated_runs(&env);
 
     let (ok, report) = lkg_json(&env, &["show", "gated"]);
     assert!(ok, "{report}");
@@ -600,7 +609,7 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
 
     // The dashboard: the matrix and job list, the failing job's grid (HTML and JSON), a filter,
     // build pages with the log's tail, the LKG page, bad input.
-    let failing_job = "ci-cloud-provider-gated-k8s-1.37";
+    let failing_job = FAILING_JOB;
     let (status, home) = http_get(&address, "/");
     assert!(status == 200 && home.contains(&format!("href=\"/job/{failing_job}\"")), "{status} {home}");
     assert!(home.contains(r#"<th scope="col">1.37</th><th scope="col">1.36</th>"#), "{home}");
@@ -618,8 +627,12 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
     let (status, grid) = http_get(&address, &format!("/job/{failing_job}"));
     assert_eq!(status, 200, "{grid}");
     let build = env.finished_build_id();
-    let label = format!("gate in build {build}: fail");
-    assert!(grid.contains(&format!("<td class=\"fail\" title=\"{label}\" aria-label=\"{label}\">")), "{grid}");
+    let gate_row =
+        grid.split("<tr>").find(|row| row.contains(">gate ")).unwrap_or_else(|| panic!("no gate row: {grid}"));
+    let cell = format!(
+        "<td class=\"fail\"><a href=\"/job/{failing_job}/build/{build}\" title=\"build {build}: fail\">fail</a>"
+    );
+    assert!(gate_row.contains(&cell), "{gate_row}");
     assert!(grid.contains("failing since"), "{grid}");
     let (_, json) =
         http_get_accepting(&address, &format!("/job/{failing_job}?status=fail&test=^ga"), "application/json");
@@ -630,7 +643,7 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
         (&"gate".into(), &"v1.37.1".into())
     );
     let (status, page) = http_get(&address, &format!("/job/{failing_job}/build/{build}"));
-    assert!(status == 200 && page.contains(r#"aria-label="Test: fail""#), "{status} {page}");
+    assert!(status == 200 && page.contains(r#"<li class="fail">Test fail</li>"#), "{status} {page}");
     assert!(page.contains("<summary>gate</summary>") && page.contains("<pre>exit status 1</pre>"), "{page}");
     let log_link = format!("/job/{failing_job}/build/{build}/file/build-log.txt");
     assert!(page.contains(&format!("<a href=\"{log_link}\">build-log.txt</a>")), "{page}");
@@ -691,4 +704,37 @@ fn serve_reports_a_database_that_is_gone_and_recovers_when_it_returns() {
     }
     kill(Pid::from_raw(server.id() as i32), Signal::SIGTERM).unwrap();
     assert!(server.wait().unwrap().success());
+}
+
+/// The dashboard in headless Chromium (Debian's, driven by playwright-core): every page of a
+/// `harness serve` over two real runs, cells and colours, a filter, a cell followed to its build.
+/// Screenshots go to `$ARTIFACTS/dashboard-browser` (or the test's target dir).
+#[test]
+fn the_dashboard_works_in_a_real_browser() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards/browser/dashboard.mjs");
+    let installed = script.with_file_name("node_modules").join("playwright-core").is_dir()
+        && Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(installed, "the browser tests need node, Chromium and playwright-core: run `scripts/browser install`");
+    let env = Env::new();
+    two_gated_runs(&env);
+    let (mut server, address) = start_serve(&env, &[]);
+    let screenshots = match std::env::var_os("ARTIFACTS") {
+        Some(artifacts) => PathBuf::from(artifacts).join("dashboard-browser"),
+        None => Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-browser"),
+    };
+    let output = Command::new("node")
+        .arg(&script)
+        .args(["--url", &format!("http://{address}"), "--job", FAILING_JOB, "--screenshots"])
+        .arg(&screenshots)
+        .output()
+        .unwrap();
+    kill(Pid::from_raw(server.id() as i32), Signal::SIGTERM).unwrap();
+    server.wait().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    for page in ["matrix", "lkg", "grid", "grid-filtered", "build", "not-found"] {
+        let shot = screenshots.join(format!("{page}.png"));
+        let bytes = std::fs::read(&shot).unwrap_or_else(|e| panic!("{}: {e}", shot.display()));
+        assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 2000, "{} is no screenshot", shot.display());
+    }
+    env.assert_nothing_left();
 }

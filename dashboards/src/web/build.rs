@@ -21,7 +21,7 @@ pub async fn page(
     headers: HeaderMap,
 ) -> Response {
     match source.build(&job, &build).await {
-        Ok(Some(view)) => negotiate(&headers, &view, &format!("{job} {build}"), render),
+        Ok(Some(view)) => negotiate(&headers, &view, &format!("{build} · {job}"), render),
         Ok(None) => not_found(&format!("job {job:?} has no build {build:?}: see /job/{job}")),
         Err(error) => unavailable(&error),
     }
@@ -64,7 +64,7 @@ fn render(view: &BuildView) -> Markup {
     html! {
         h1 { a href={ "/job/" (view.job) } { (view.job) } " " (column.build) }
         dl.meta {
-            dt { "result" } dd class=(grid::column_class(column)) { (view.result.as_deref().unwrap_or(&column.state)) }
+            dt { "result" } dd { span class=(grid::column_class(column)) { (view.result.as_deref().unwrap_or(&column.state)) } }
             dt { "Kubernetes" } dd { (column.kubernetes_version.as_deref().unwrap_or("?")) }
             dt { "provider version" } dd { (column.provider_version.as_deref().unwrap_or("?")) }
             dt { "started" } dd { (time(column.started_at)) }
@@ -72,7 +72,7 @@ fn render(view: &BuildView) -> Markup {
             dt { "artifacts" } dd { (view.artifacts_url) }
         }
         h2 { "Steps" }
-        ol.steps { @for (name, cell) in &view.steps { li class=(cell.as_str()) aria-label={ (name) ": " (cell.as_str()) } { (name) " " (cell.as_str()) } } }
+        ol.steps { @for (name, cell) in &view.steps { li class=(cell.as_str()) { (name) " " (cell.as_str()) } } }
         h2 { "Tests" }
         p.counts { @for (cell, count) in &view.counts { span class={ "cell " (cell.as_str()) } {} " " (count) " " (cell.as_str()) "  " } }
         @if !view.failures.is_empty() {

@@ -27,7 +27,9 @@ pub fn page(title: &str, body: Markup) -> Response {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · cloud-provider-harness" }
+                // No favicon request (a 404 in every browser console).
+                link rel="icon" href="data:,";
+                title { (page_title(title)) }
                 style { (maud::PreEscaped(CSS)) }
             }
             body {
@@ -41,6 +43,16 @@ pub fn page(title: &str, body: Markup) -> Response {
         }
     };
     Html(markup.into_string()).into_response()
+}
+
+/// At most 70 characters, as html-validate (and search results) want; the site's name when it fits.
+fn page_title(title: &str) -> String {
+    let full = format!("{title} · cloud-provider-harness");
+    let chosen = if full.chars().count() <= 70 { full } else { title.to_owned() };
+    match chosen.char_indices().nth(69) {
+        Some((cut, _)) => format!("{}…", &chosen[..cut]),
+        None => chosen,
+    }
 }
 
 pub fn error_page(status: StatusCode, message: &str) -> Response {
@@ -95,7 +107,9 @@ nav a{color:#fff;margin-right:12px}main{padding:8px}table.grid{border-collapse:c
 table.grid th,table.grid td{border:1px solid #ddd;padding:0}\
 table.grid thead th{position:sticky;top:0;background:#fff;font-weight:normal;font-size:11px;padding:2px;z-index:1}\
 table.grid th.test{position:sticky;left:0;background:#fff;text-align:left;padding:0 4px;white-space:nowrap}\
-td a{display:block;width:14px;height:16px;text-align:center;text-decoration:none;color:#000;font-size:10px}\
+td a{display:block;width:14px;height:16px;text-align:center;text-decoration:none;color:#000;font-size:0}\
+td a::before{font-size:10px}td.fail a::before{content:'F'}td.flaky a::before{content:'~'}\
+td.skip a::before{content:'s'}td.running a::before{content:'R'}\
 .pass{background:#4caf50}.fail{background:#e53935}.flaky{background:#ffb300}.skip{background:#cfd8dc}\
 .running{background:#64b5f6}.none{background:#fff}.pending{background:#fff59d}.bad{background:#e53935}.good{background:#4caf50}\
 .cell{display:inline-block;width:12px;height:12px;border:1px solid #999}\
@@ -104,4 +118,21 @@ table.matrix{border-collapse:collapse}table.matrix th,table.matrix td{border:1px
 table.matrix td a{display:inline;width:auto;height:auto;font-size:13px;color:#000}\
 .versionset,.provider{border:1px solid #ccc;padding:8px;margin:8px 0}dl.meta{display:grid;grid-template-columns:max-content auto;gap:2px 12px}\
 dl.meta dt{font-weight:bold}pre.log{background:#111;color:#eee;padding:8px;overflow:auto;max-height:480px;font-size:12px}\
-ol.steps li{display:inline-block;padding:2px 8px;margin-right:4px}svg.history rect{stroke:#fff}";
+ol.steps li{display:inline-block;padding:2px 8px;margin-right:4px}svg.history rect{stroke:#fff}\
+svg.history rect.good{fill:#4caf50}svg.history rect.pending{fill:#fff59d}svg.history rect.bad{fill:#e53935}\
+p.axis{font-size:11px;color:#555;margin:0}";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_fit_in_70_characters_and_times_read_as_utc_dates() {
+        assert_eq!(page_title("Matrix"), "Matrix · cloud-provider-harness");
+        let long = "ci-cloud-provider-something-long-k8s-1.37 · 1795370237160";
+        assert_eq!(page_title(long), long);
+        assert!(page_title(&"é".repeat(100)).chars().count() <= 70);
+        assert_eq!(time(0), "1970-01-01 00:00 UTC");
+        assert_eq!(time(1_795_370_237), "2026-11-22 17:57 UTC");
+    }
+}

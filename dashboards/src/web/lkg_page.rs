@@ -125,14 +125,17 @@ fn history_chart(provider: &str, pairs: &[PairReport]) -> Markup {
             _ => columns.push((&pair.kubernetes_commit, vec![pair])),
         }
     }
-    let height = columns.iter().map(|(_, stacked)| stacked.len()).max().unwrap_or(0).max(1) * SQUARE;
-    let width = columns.len().max(1) * SQUARE;
+    let height = columns.iter().map(|(_, stacked)| stacked.len()).max().unwrap_or(0) * SQUARE;
+    let width = columns.len() * SQUARE;
     let good = pairs.iter().filter(|p| p.verdict == Verdict::Good).count();
     let label =
         format!("{provider}: {} pairs tested over {} Kubernetes commits, {good} good", pairs.len(), columns.len());
+    if pairs.is_empty() {
+        return html! { p { "Never run." } };
+    }
     html! {
         svg.history xmlns="http://www.w3.org/2000/svg" role="img" aria-label=(label)
-            width=(width) height=(height + 16) viewBox={ "0 0 " (width) " " (height + 16) } {
+            width=(width) height=(height) viewBox={ "0 0 " (width) " " (height) } {
             title { (label) }
             @for (x, (commit, stacked)) in columns.iter().enumerate() {
                 @for (y, pair) in stacked.iter().enumerate() {
@@ -141,8 +144,8 @@ fn history_chart(provider: &str, pairs: &[PairReport]) -> Markup {
                     }
                 }
             }
-            text x="0" y=(height + 12) font-size="10" { "older → newer Kubernetes" }
         }
+        p.axis { "older → newer Kubernetes commits; a column's squares are the provider commits tested with it, newest on top" }
         ul.legend { @for verdict in [Verdict::Good, Verdict::Pending, Verdict::Bad] { li { span class={ "cell " (verdict_class(verdict)) } {} " " (verdict_class(verdict)) } } }
     }
 }

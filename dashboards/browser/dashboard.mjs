@@ -1,0 +1,145 @@
+// Drives headless Chromium through the dashboard of a running `harness serve`, checking what a
+// maintainer sees: the matrix, the LKG page, a job's grid (cells, colours, legend, sticky headers),
+// a filter, a cell followed to its build page and log, and a 404. Saves a screenshot of each page
+// and validates each page's HTML (html-validate's recommended rules).
+//
+//   node dashboard.mjs --url http://127.0.0.1:PORT --job FAILING_JOB --screenshots DIR
+//
+// CHROMIUM names the browser (default: Debian's /usr/bin/chromium). Exits non-zero with the first
+// failed check on stderr.
+
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { HtmlValidate } from 'html-validate';
+import { chromium } from 'playwright-core';
+
+const { values: args } = parseArgs({
+  options: { url: { type: 'string' }, job: { type: 'string' }, screenshots: { type: 'string' } },
+});
+for (const name of ['url', 'job', 'screenshots']) {
+  if (!args[name]) {
+    console.error(`dashboard browser test: --${name} is required`);
+    process.exit(2);
+  }
+}
+
+// The dashboard's colours (dashboards/src/web/layout.rs), as the browser computes them.
+const COLOURS = { pass: 'rgb(76, 175, 80)', fail: 'rgb(229, 57, 53)' };
+
+function check(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+mkdirSync(args.screenshots, { recursive: true });
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  // Chromium's sandbox needs user namespaces, which a root CI container may not allow.
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+});
+const errors = [];
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page.on('pageerror', (error) => errors.push(`${page.url()}: ${error.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error') errors.push(`${page.url()}: ${message.text()}`);
+  });
+  const validator = new HtmlValidate({ extends: ['html-validate:recommended'] });
+  // Screenshots the page, and validates the HTML the server sent for it.
+  const shot = async (name) => {
+    await page.screenshot({ path: join(args.screenshots, `${name}.png`), fullPage: true });
+    const html = await (await fetch(page.url())).text();
+    const report = await validator.validateString(html);
+    const problems = report.results.flatMap((result) => result.messages)
+      .map((m) => `${m.ruleId} at ${m.selector ?? `${m.line}:${m.column}`}: ${m.message}`);
+    check(report.valid, `${page.url()} is not valid HTML:\n${problems.join('\n')}`);
+  };
+  const colour = (locator) => locator.evaluate((element) => getComputedStyle(element).backgroundColor);
+  const visit = async (path, status = 200) => {
+    const response = await page.goto(new URL(path, args.url).href);
+    check(response.status() === status, `${path}: status ${response.status()}, expected ${status}`);
+  };
+
+  // The matrix: a cell per provider × minor, coloured by the latest build, with a text equivalent.
+  await visit('/');
+  const failingCell = page.locator('table.matrix td.fail').first();
+  check(await failingCell.count() === 1, 'the matrix has no failing cell');
+  check(await colour(failingCell) === COLOURS.fail, `a failing matrix cell is ${await colour(failingCell)}`);
+  check(/latest build \S+ fail/.test(await failingCell.getAttribute('aria-label')), 'a matrix cell has no text equivalent');
+  check(await colour(page.locator('table.matrix td.pass').first()) === COLOURS.pass, 'a passing matrix cell is not green');
+  check(await page.locator('section.versionset').count() === 1, 'the LKG version set is not on top of the matrix');
+  await shot('matrix');
+
+  // The LKG page: each provider's history as an SVG, a labelled square per pair.
+  await visit('/lkg');
+  const squares = page.locator('svg.history rect');
+  check(await squares.count() >= 2, `the LKG history has ${await squares.count()} squares`);
+  const fill = (locator) => locator.evaluate((element) => getComputedStyle(element).fill);
+  check(await fill(page.locator('svg.history rect.good').first()) === COLOURS.pass, 'a good pair is not green');
+  check(await fill(page.locator('svg.history rect.bad').first()) === COLOURS.fail, 'a bad pair is not red');
+  check((await page.locator('svg.history rect title').first().textContent()).startsWith('Kubernetes '), 'a square has no title');
+  check(await page.locator('a', { hasText: 'compare' }).count() >= 1, 'the LKG page links no culprit range');
+  await shot('lkg');
+
+  // The failing job's grid.
+  await page.getByRole('link', { name: 'matrix' }).click();
+  await page.locator(`a[href="/job/${args.job}"]`).click();
+  await page.waitForURL(`**/job/${args.job}`);
+  const cells = page.locator('table.grid tbody td');
+  const total = await cells.count();
+  check(total > 0, 'the grid has no cells');
+  const unlabelled = await cells.evaluateAll((tds) => tds.filter((td) => !td.querySelector('a[title]')).length);
+  check(unlabelled === 0, `${unlabelled} of ${total} grid cells have no title`);
+  const wordless = await cells.evaluateAll((tds) => tds.filter((td) => td.textContent !== td.className).length);
+  check(wordless === 0, `${wordless} of ${total} grid cells do not say their state in text`);
+  const failed = page.locator('table.grid td.fail').first();
+  check(await colour(failed) === COLOURS.fail, `a failed cell is ${await colour(failed)}`);
+  check(await colour(page.locator('table.grid td.pass').first()) === COLOURS.pass, 'a passed cell is not green');
+  check(await page.locator('ul.legend li').count() === 6, 'the legend does not list the six cell states');
+  const sticky = await page.locator('table.grid thead th').first().evaluate((th) => getComputedStyle(th).position);
+  check(sticky === 'sticky', `the grid's header is ${sticky}, not sticky`);
+  check(await page.getByText('failing since').count() >= 1, 'no test says since when it fails');
+  await shot('grid');
+
+  // A filter matching nothing, then one keeping the failing test.
+  const rowCount = () => page.locator('table.grid tbody tr').count();
+  await page.locator('input[name=test]').fill('^no such test$');
+  await page.getByRole('button', { name: 'filter' }).click();
+  await page.waitForURL(/test=/);
+  check(await rowCount() === 0, `a filter matching nothing left ${await rowCount()} rows`);
+  await page.locator('input[name=test]').fill('^ga');
+  await page.locator('input[name=status]').fill('fail');
+  await page.getByRole('button', { name: 'filter' }).click();
+  await page.waitForURL(/status=fail/);
+  check(await rowCount() === 1, `the filter ^ga + fail left ${await rowCount()} rows, expected 1`);
+  await shot('grid-filtered');
+
+  // Follow the failed cell to its build page, then to the whole log.
+  const label = await page.locator('table.grid td.fail a').first().getAttribute('title');
+  const glyph = await page.locator('table.grid td.fail a').first().evaluate((a) => getComputedStyle(a, '::before').content);
+  check(glyph === '"F"', `a failed cell shows ${glyph}, not F`);
+  const build = label.match(/^build (\S+):/)[1];
+  await page.locator('table.grid td.fail a').first().click();
+  await page.waitForURL(`**/job/${args.job}/build/${build}`);
+  check((await page.locator('h1').innerText()).includes(build), 'the build page does not name its build');
+  check(await page.locator('ol.steps li.fail', { hasText: 'Test' }).count() === 1, 'the build page shows no failed Test step');
+  check(await page.locator('details.failure summary').count() >= 1, 'the build page lists no failure');
+  const tail = await page.locator('pre.log').innerText();
+  check(tail.trim().length > 0, 'the build page shows no log tail');
+  await shot('build');
+  const [log] = await Promise.all([page.waitForResponse(/build-log\.txt$/), page.getByRole('link', { name: 'build-log.txt' }).first().click()]);
+  check(log.status() === 200 && (await log.text()).includes(tail.trim().split('\n').pop()), 'the whole log does not end like the tail');
+
+  check(errors.length === 0, `the pages logged errors:\n${errors.join('\n')}`);
+
+  // An unknown job is a 404 page that says where to go (the browser logs the 404 itself).
+  await visit('/job/no-such-job', 404);
+  check((await page.locator('p.error').innerText()).includes('see the job list'), 'the 404 page says nothing useful');
+  await shot('not-found');
+  console.log(`dashboard browser test passed: ${total} grid cells checked, screenshots in ${args.screenshots}`);
+} catch (error) {
+  console.error(`dashboard browser test failed: ${error.message}`);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
