@@ -26,3 +26,57 @@ pub async fn fresh_postgres_database() -> String {
     let (base, _) = server.rsplit_once('/').expect("a Postgres URL ends with /<database>");
     format!("{base}/{name}")
 }
+
+/// A Postgres server of the test's own (`scripts/postgres start`), for tests that stop and start
+/// it: the shared one must stay up for the tests running beside them. Deleted when dropped.
+pub struct OwnPostgres {
+    /// `postgres://harness@127.0.0.1:PORT/postgres`.
+    pub url: String,
+    dir: String,
+    script: std::path::PathBuf,
+}
+
+impl OwnPostgres {
+    pub fn start() -> OwnPostgres {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/postgres");
+        let output = std::process::Command::new(&script).arg("start").output().expect("running scripts/postgres");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "scripts/postgres start: {}", String::from_utf8_lossy(&output.stderr));
+        let export = |name: &str| {
+            stdout
+                .lines()
+                .find_map(|line| line.strip_prefix(&format!("export {name}=")))
+                .unwrap_or_else(|| panic!("scripts/postgres start printed no {name}: {stdout}"))
+                .to_owned()
+        };
+        OwnPostgres { url: export(POSTGRES_URL_VAR), dir: export("HARNESS_TEST_POSTGRES_DIR"), script }
+    }
+
+    /// Stops the server (a fast shutdown: sessions are cut), keeping its data.
+    pub fn down(&self) {
+        self.run("down");
+    }
+
+    /// Starts it again on the same port.
+    pub fn up(&self) {
+        self.run("up");
+    }
+
+    fn run(&self, verb: &str) {
+        let output = std::process::Command::new(&self.script)
+            .arg(verb)
+            .env("HARNESS_TEST_POSTGRES_DIR", &self.dir)
+            .output()
+            .expect("running scripts/postgres");
+        assert!(output.status.success(), "scripts/postgres {verb}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+}
+
+impl Drop for OwnPostgres {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(&self.script)
+            .arg("stop")
+            .env("HARNESS_TEST_POSTGRES_DIR", &self.dir)
+            .output();
+    }
+}

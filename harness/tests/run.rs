@@ -671,39 +671,38 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
     env.assert_nothing_left();
 }
 
-/// `harness serve` on a Postgres database that goes away and comes back: `/healthz` and the
-/// dashboard answer 503 while it is gone, and `/healthz` recovers when it returns.
+/// `harness serve` on a Postgres server that is restarted: `/healthz` and the dashboard answer 503
+/// while it is down, and both recover, with the same data, when it is back.
 #[test]
-fn serve_reports_a_database_that_is_gone_and_recovers_when_it_returns() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let database = runtime.block_on(harness::testing::fresh_postgres_database());
-    let (server_url, name) = database.rsplit_once('/').unwrap();
-    let admin = format!("{server_url}/postgres");
-    let sql = |statement: String| {
-        runtime.block_on(async {
-            use sqlx::{Connection, Executor};
-            let mut connection = sqlx::AnyConnection::connect(&admin).await.unwrap();
-            connection.execute(sqlx::AssertSqlSafe(statement)).await.unwrap();
-        })
-    };
+fn serve_reports_a_database_that_is_down_and_recovers_when_it_restarts() {
+    let postgres = harness::testing::OwnPostgres::start();
     let env = Env::new();
-    let (mut server, address) = start_serve(&env, &["--database", &database]);
+    let output = env.harness(&["--provider", "gated", "--kubernetes", "1.36", "--database", &postgres.url]).output();
+    assert!(output.as_ref().unwrap().status.success(), "{}", text(&output.unwrap()));
+    let (mut server, address) = start_serve(&env, &["--database", &postgres.url]);
+    let grid = "/job/ci-cloud-provider-gated-k8s-1.36";
     assert_eq!(http_get(&address, "/healthz"), (200, "ok".to_owned()));
+    let (status, before) = http_get(&address, grid);
+    assert!(status == 200 && before.contains(r#"<td class="pass">"#), "{status} {before}");
 
-    sql(format!("DROP DATABASE {name} WITH (FORCE)"));
+    postgres.down();
     let (status, body) = http_get(&address, "/healthz");
     assert!(status == 503 && body.contains("unhealthy"), "{status} {body}");
-    let (status, page) = http_get(&address, "/");
-    assert!(status == 503 && page.contains("the results database is unavailable"), "{status} {page}");
+    for page in ["/", grid] {
+        let (status, body) = http_get(&address, page);
+        assert!(status == 503 && body.contains("the results database is unavailable"), "{page}: {status} {body}");
+    }
 
-    sql(format!("CREATE DATABASE {name}"));
+    postgres.up();
     let deadline = Instant::now() + Duration::from_secs(30);
     while http_get(&address, "/healthz").0 != 200 {
         assert!(Instant::now() < deadline, "/healthz did not recover within 30 s of the database's return");
         std::thread::sleep(Duration::from_millis(200));
     }
+    assert_eq!(http_get(&address, grid), (200, before), "the same grid once the database is back");
     kill(Pid::from_raw(server.id() as i32), Signal::SIGTERM).unwrap();
     assert!(server.wait().unwrap().success());
+    env.assert_nothing_left();
 }
 
 /// The dashboard in headless Chromium (Debian's, driven by playwright-core): every page of a

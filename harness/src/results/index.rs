@@ -152,7 +152,14 @@ const BUILD_FROM: &str = "builds b JOIN jobs j ON j.id = b.job_id LEFT JOIN prov
 
 impl Index {
     /// Connects (creating a SQLite file and its directory if needed) and applies the migrations.
+    /// A query waits up to a minute for a connection: batch jobs ride out a database restart.
     pub async fn open(url: &str) -> Result<Index> {
+        Self::open_waiting(url, Duration::from_secs(60)).await
+    }
+
+    /// As [`Index::open`], a query failing after `acquire_timeout` without a connection: a server
+    /// answers "unavailable" quickly rather than hang while the database is down.
+    pub async fn open_waiting(url: &str, acquire_timeout: Duration) -> Result<Index> {
         sqlx::any::install_default_drivers();
         let (backend, url) = normalise_url(url)?;
         let name = redact(&url);
@@ -163,7 +170,7 @@ impl Index {
             Ok(Err(source)) => return Err(IndexError::Connect { url: name, source }),
             Err(_) => return Err(IndexError::Connect { url: name, source: sqlx::Error::PoolTimedOut }),
         }
-        let options = AnyPoolOptions::new().acquire_timeout(Duration::from_secs(60));
+        let options = AnyPoolOptions::new().acquire_timeout(acquire_timeout);
         let pool = match backend {
             Backend::Sqlite => {
                 options

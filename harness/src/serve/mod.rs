@@ -28,6 +28,9 @@ use crate::lkg::LkgOptions;
 use crate::results::index::Index;
 use crate::results::store::ResultStore;
 
+/// How long a request waits for a database connection before it is answered 503.
+const DATABASE_WAIT: Duration = Duration::from_secs(3);
+
 pub struct ServeOptions {
     pub listen: SocketAddr,
     pub refresh: Duration,
@@ -42,7 +45,7 @@ pub struct ServeOptions {
 /// Serves until SIGINT or SIGTERM.
 pub async fn serve(options: ServeOptions) -> Result<()> {
     let metrics = Arc::new(Metrics::new());
-    let index = Index::open(&options.database).await?;
+    let index = Index::open_waiting(&options.database, DATABASE_WAIT).await?;
     let store = ResultStore::open(&options.store)?;
     let first = crate::lkg::load(&options.config, &options.lkg, &index).await.context("loading the LKG to serve")?;
     metrics.loaded(&first);
