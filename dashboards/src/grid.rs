@@ -148,10 +148,10 @@ fn failing_since(cells: &[Cell]) -> Option<usize> {
     (streak > 0).then(|| cells.iter().enumerate().filter(|(_, cell)| **cell == Cell::Fail).nth(streak - 1).unwrap().0)
 }
 
-/// The grid as an HTML fragment: a table with sticky headers and a legend; every cell links to its
-/// build page. A cell's text is its state (`fail`): what screen readers say, with the row and
-/// column headers; the stylesheet shows a one-letter glyph instead, and `title` names the build.
-/// Test names are only in the row headers: a 1,000 × 200 grid stays a few MB.
+/// The grid as an HTML fragment: a table with sticky headers and a legend. A cell's text is its
+/// state (`fail`), what screen readers say with its row and column headers; the stylesheet shows a
+/// glyph instead. Clicking a cell opens its column's build (the header links there too, for the
+/// keyboard) through one delegated handler: per-cell links made a 1,000 × 50 grid 5 MB, not 1.3.
 pub fn render(grid: &Grid) -> Markup {
     html! {
         ul.legend aria-label="legend" {
@@ -160,7 +160,7 @@ pub fn render(grid: &Grid) -> Markup {
             }
         }
         p.count { (grid.rows.len()) " of " (grid.total_rows) " tests, " (grid.columns.len()) " builds" }
-        table.grid {
+        table.grid aria-label={ "results of " (grid.job) ": a row per test, a column per build, newest first" } {
             thead {
                 tr {
                     th.test scope="col" { "test" }
@@ -180,11 +180,7 @@ pub fn render(grid: &Grid) -> Markup {
                             (row.test)
                             @if let Some(since) = &row.failing_since { " " span.since { "failing since " (since) } }
                         }
-                        @for (cell, column) in row.cells.iter().zip(&grid.columns) {
-                            td class=(cell.as_str()) {
-                                a href={ "/job/" (grid.job) "/build/" (column.build) } title={ "build " (column.build) ": " (cell.as_str()) } { (cell.as_str()) }
-                            }
-                        }
+                        @for cell in &row.cells { td class=(cell.as_str()) { (cell.as_str()) } }
                     }
                 }
             }
@@ -269,14 +265,12 @@ mod tests {
     }
 
     #[test]
-    fn every_cell_has_a_text_equivalent_and_links_to_its_build() {
+    fn every_cell_says_its_state_in_text_and_every_column_links_to_its_build() {
         let html = render(&grid(&Filter::default())).into_string();
-        assert!(
-            html.contains(r#"<td class="fail"><a href="/job/ci-local/build/3" title="build 3: fail">fail</a></td>"#),
-            "{html}"
-        );
-        assert_eq!(html.matches("<td ").count(), 12);
-        assert_eq!(html.matches("\" title=\"build ").count(), 12, "every cell's link has a title");
+        let a_row = r#"<td class="running">running</td><td class="fail">fail</td><td class="fail">fail</td><td class="pass">pass</td>"#;
+        assert!(html.contains(a_row), "{html}");
+        assert_eq!(html.matches("<td ").count(), 12, "{html}");
+        assert!(html.contains(r#"<a href="/job/ci-local/build/3">3</a>"#), "{html}");
         assert!(html.contains("failing since 2") && html.contains("0123456789ab<"), "{html}");
     }
 }

@@ -49,6 +49,10 @@ impl Source for IndexSource {
             .collect())
     }
 
+    async fn grid_generation(&self, job: &str) -> Result<Option<i64>, String> {
+        self.index.job_generation(job).await.map_err(|e| e.to_string())
+    }
+
     async fn grid(&self, job: &str, builds: usize) -> Result<Option<(Vec<Column>, Vec<ResultRow>)>, String> {
         let limit = i64::try_from(builds).unwrap_or(i64::MAX);
         let latest = self.index.latest_builds(job, limit).await.map_err(|e| e.to_string())?;

@@ -74,9 +74,7 @@ impl OwnPostgres {
 
 impl Drop for OwnPostgres {
     fn drop(&mut self) {
-        let _ = std::process::Command::new(&self.script)
-            .arg("stop")
-            .env("HARNESS_TEST_POSTGRES_DIR", &self.dir)
-            .output();
+        let _ =
+            std::process::Command::new(&self.script).arg("stop").env("HARNESS_TEST_POSTGRES_DIR", &self.dir).output();
     }
 }

@@ -1,19 +1,24 @@
-//! A job's grid: tests × builds, filtered by test-name regex and status.
+//! A job's grid: tests × builds, filtered by test-name regex and status. Rendered grids (HTML and
+//! JSON) are kept per query until the job's generation changes: a 1,000 × 200 grid takes tens of
+//! milliseconds to read and render, checking the generation takes one indexed row.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
 
+use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use regex::Regex;
 use serde::Deserialize;
 
-use super::layout::{error_page, negotiate, not_found, unavailable};
-use super::{DEFAULT_BUILDS, Source};
+use super::layout::{error_page, negotiate, not_found, unavailable, wants_json};
+use super::{DEFAULT_BUILDS, Dashboard};
 use crate::grid::{self, Cell, Filter, Grid};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
 pub struct GridQuery {
     /// A regex on test names.
     test: Option<String>,
@@ -22,8 +27,46 @@ pub struct GridQuery {
     builds: Option<usize>,
 }
 
+/// How many rendered grids are kept (all are dropped when it is exceeded: simple, and a
+/// dashboard's working set is a few jobs × a few filters).
+const CACHED_GRIDS: usize = 256;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct GridKey {
+    job: String,
+    query: GridQuery,
+    json: bool,
+}
+
+/// A rendered grid: the generation it was rendered at, its ETag, its type and body.
+#[derive(Clone)]
+struct Rendered {
+    generation: i64,
+    etag: HeaderValue,
+    content_type: HeaderValue,
+    body: Bytes,
+}
+
+#[derive(Default)]
+pub struct GridCache(Mutex<HashMap<GridKey, Rendered>>);
+
+impl GridCache {
+    fn get(&self, key: &GridKey, generation: i64) -> Option<Rendered> {
+        let grids = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        grids.get(key).filter(|r| r.generation == generation).cloned()
+    }
+
+    fn put(&self, key: GridKey, rendered: Rendered) {
+        let mut grids = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if grids.len() >= CACHED_GRIDS {
+            grids.clear();
+        }
+        grids.insert(key, rendered);
+    }
+}
+
 pub async fn grid_page(
-    State(source): State<Arc<dyn Source>>,
+    State(dashboard): State<Dashboard>,
     Path(job): Path<String>,
     Query(query): Query<GridQuery>,
     headers: HeaderMap,
@@ -32,14 +75,52 @@ pub async fn grid_page(
         Ok(filter) => filter,
         Err(message) => return error_page(StatusCode::BAD_REQUEST, &message),
     };
-    match source.grid(&job, query.builds.unwrap_or(DEFAULT_BUILDS).clamp(1, 1000)).await {
+    let generation = match dashboard.source.grid_generation(&job).await {
+        Ok(Some(generation)) => generation,
+        Ok(None) => return unknown_job(&job),
+        Err(error) => return unavailable(&error),
+    };
+    let key = GridKey { job: job.clone(), query: query.clone(), json: wants_json(&headers) };
+    if let Some(rendered) = dashboard.grids.get(&key, generation) {
+        return respond(rendered);
+    }
+    let builds = query.builds.unwrap_or(DEFAULT_BUILDS).clamp(1, 1000);
+    let response = match dashboard.source.grid(&job, builds).await {
         Ok(Some((columns, results))) => {
             let grid = Grid::new(&job, columns, results, &filter);
             negotiate(&headers, &grid, &job, |grid| html! { h1 { (job) } (filter_form(&query)) (grid::render(grid)) })
         }
-        Ok(None) => not_found(&format!("no job {job:?}: see the job list at /")),
-        Err(error) => unavailable(&error),
+        Ok(None) => return unknown_job(&job),
+        Err(error) => return unavailable(&error),
+    };
+    match keep(response, generation, &key).await {
+        Ok(rendered) => {
+            dashboard.grids.put(key, rendered.clone());
+            respond(rendered)
+        }
+        Err(response) => response,
     }
+}
+
+fn unknown_job(job: &str) -> Response {
+    not_found(&format!("no job {job:?}: see the job list at /"))
+}
+
+/// The response's body, kept with an ETag made of the generation and the query.
+async fn keep(response: Response, generation: i64, key: &GridKey) -> Result<Rendered, Response> {
+    let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .map_err(|e| error_page(StatusCode::INTERNAL_SERVER_ERROR, &format!("rendering the grid: {e}")))?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut hasher);
+    let etag = HeaderValue::from_str(&format!("W/\"g{generation}-{:016x}\"", hasher.finish())).expect("ASCII");
+    let content_type = content_type.unwrap_or(HeaderValue::from_static("text/html; charset=utf-8"));
+    Ok(Rendered { generation, etag, content_type, body })
+}
+
+fn respond(rendered: Rendered) -> Response {
+    ([(header::CONTENT_TYPE, rendered.content_type), (header::ETAG, rendered.etag)], rendered.body).into_response()
 }
 
 fn filter_of(query: &GridQuery) -> Result<Filter, String> {

@@ -39,6 +39,7 @@ pub fn page(title: &str, body: Markup) -> Response {
                     " " a href="/lkg" { "last known good" }
                 }
                 main { (body) }
+                script { (maud::PreEscaped(SCRIPT)) }
             }
         }
     };
@@ -102,20 +103,25 @@ pub fn time(seconds: i64) -> String {
     format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02} UTC")
 }
 
+/// The only script: a grid cell opens its column's build (the header's link).
+const SCRIPT: &str = "document.querySelectorAll('table.grid').forEach(t=>t.addEventListener('click',e=>{\
+const td=e.target.closest('td');if(!td)return;const a=t.tHead.rows[0].cells[td.cellIndex].querySelector('a');\
+if(a)location.href=a.href;}));";
+
 const CSS: &str = "body{font:14px system-ui,sans-serif;margin:0;color:#111}nav{padding:8px;background:#223}\
 nav a{color:#fff;margin-right:12px}main{padding:8px}table.grid{border-collapse:collapse}\
 table.grid th,table.grid td{border:1px solid #ddd;padding:0}\
 table.grid thead th{position:sticky;top:0;background:#fff;font-weight:normal;font-size:11px;padding:2px;z-index:1}\
 table.grid th.test{position:sticky;left:0;background:#fff;text-align:left;padding:0 4px;white-space:nowrap}\
-td a{display:block;width:14px;height:16px;text-align:center;text-decoration:none;color:#000;font-size:0}\
-td a::before{font-size:10px}td.fail a::before{content:'F'}td.flaky a::before{content:'~'}\
-td.skip a::before{content:'s'}td.running a::before{content:'R'}\
+table.grid td{width:14px;min-width:14px;height:16px;text-align:center;font-size:0;cursor:pointer}\
+table.grid td::before{font-size:10px}td.fail::before{content:'F'}td.flaky::before{content:'~'}\
+td.skip::before{content:'s'}td.running::before{content:'R'}\
 .pass{background:#4caf50}.fail{background:#e53935}.flaky{background:#ffb300}.skip{background:#cfd8dc}\
 .running{background:#64b5f6}.none{background:#fff}.pending{background:#fff59d}.bad{background:#e53935}.good{background:#4caf50}\
 .cell{display:inline-block;width:12px;height:12px;border:1px solid #999}\
 ul.legend{list-style:none;display:flex;gap:12px;padding:0}.since{color:#b71c1c;font-size:11px}\
 table.matrix{border-collapse:collapse}table.matrix th,table.matrix td{border:1px solid #ccc;padding:4px 8px;text-align:center}\
-table.matrix td a{display:inline;width:auto;height:auto;font-size:13px;color:#000}\
+table.matrix td a{color:#000}\
 .versionset,.provider{border:1px solid #ccc;padding:8px;margin:8px 0}dl.meta{display:grid;grid-template-columns:max-content auto;gap:2px 12px}\
 dl.meta dt{font-weight:bold}pre.log{background:#111;color:#eee;padding:8px;overflow:auto;max-height:480px;font-size:12px}\
 ol.steps li{display:inline-block;padding:2px 8px;margin-right:4px}svg.history rect{stroke:#fff}\

@@ -33,6 +33,9 @@ pub trait Source: Send + Sync + 'static {
     async fn jobs(&self) -> Result<Vec<JobSummary>, String>;
     /// Every finished build that names its provider and Kubernetes version.
     async fn matrix(&self) -> Result<Vec<MatrixBuild>, String>;
+    /// A number that changes whenever the job's builds or results do; `None` for an unknown job.
+    /// Rendered grids are kept until it changes.
+    async fn grid_generation(&self, job: &str) -> Result<Option<i64>, String>;
     /// The job's latest `builds` builds (newest first) and their results; `None` for an unknown job.
     async fn grid(&self, job: &str, builds: usize) -> Result<Option<(Vec<Column>, Vec<ResultRow>)>, String>;
     /// One build; `None` when the job has no such build.
@@ -92,6 +95,19 @@ pub const DEFAULT_BUILDS: usize = 50;
 pub const PATHS: &[&str] =
     &["/", "/lkg", "/job/{job}", "/job/{job}/build/{build}", "/job/{job}/build/{build}/file/{*path}"];
 
+/// The router's state: the data, and the grids already rendered.
+#[derive(Clone)]
+struct Dashboard {
+    source: Arc<dyn Source>,
+    grids: Arc<job::GridCache>,
+}
+
+impl axum::extract::FromRef<Dashboard> for Arc<dyn Source> {
+    fn from_ref(dashboard: &Dashboard) -> Self {
+        dashboard.source.clone()
+    }
+}
+
 pub fn router(source: Arc<dyn Source>) -> Router {
     Router::new()
         .route(PATHS[0], get(home::page))
@@ -99,7 +115,7 @@ pub fn router(source: Arc<dyn Source>) -> Router {
         .route(PATHS[2], get(job::grid_page))
         .route(PATHS[3], get(build::page))
         .route(PATHS[4], get(build::file))
-        .with_state(source)
+        .with_state(Dashboard { source, grids: Arc::default() })
 }
 
 #[cfg(test)]
@@ -115,8 +131,11 @@ mod tests {
     use crate::grid::Grid;
 
     /// One job `ci-a` with two builds, or a database that is down.
+    #[derive(Default)]
     struct Fixed {
         down: bool,
+        generation: std::sync::atomic::AtomicI64,
+        grids_read: std::sync::atomic::AtomicUsize,
     }
 
     #[async_trait]
@@ -142,6 +161,11 @@ mod tests {
             Ok(vec![build("1", "v1.37.1", true), build("2", "v1.37.1", false), build("3", "v1.36.4", true)])
         }
 
+        async fn grid_generation(&self, job: &str) -> Result<Option<i64>, String> {
+            self.jobs().await?;
+            Ok((job == "ci-a").then(|| self.generation.load(std::sync::atomic::Ordering::Relaxed)))
+        }
+
         async fn artifact(&self, job: &str, build: &str, path: &str) -> Result<Option<Vec<u8>>, String> {
             self.jobs().await?;
             Ok((job == "ci-a" && build == "2" && path == "build-log.txt").then(|| b"line 1\nline 2\n".to_vec()))
@@ -157,6 +181,7 @@ mod tests {
 
         async fn grid(&self, job: &str, _builds: usize) -> Result<Option<(Vec<Column>, Vec<ResultRow>)>, String> {
             self.jobs().await?;
+            self.grids_read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if job != "ci-a" {
                 return Ok(None);
             }
@@ -195,7 +220,7 @@ mod tests {
 
     async fn get(down: bool, uri: &str, accept: &str) -> (StatusCode, String) {
         let request = Request::get(uri).header(header::ACCEPT, accept).body(Body::empty()).unwrap();
-        let response = router(Arc::new(Fixed { down })).oneshot(request).await.unwrap();
+        let response = router(Arc::new(Fixed { down, ..Fixed::default() })).oneshot(request).await.unwrap();
         let status = response.status();
         (status, String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap())
     }
@@ -204,10 +229,35 @@ mod tests {
     async fn the_grid_is_html_or_json_at_the_same_path() {
         let (status, html) = get(false, "/job/ci-a", "text/html").await;
         assert_eq!(status, StatusCode::OK);
-        assert!(html.starts_with("<!DOCTYPE html>") && html.contains(r#"title="build 2: fail">fail</a>"#), "{html}");
+        assert!(html.starts_with("<!DOCTYPE html>") && html.contains(r#"<td class="fail">fail</td>"#), "{html}");
         let (_, json) = get(false, "/job/ci-a?status=fail", "application/json").await;
         let grid: Grid = serde_json::from_str(&json).unwrap();
         assert_eq!((grid.rows.len(), grid.total_rows, grid.rows[0].failing_since.as_deref()), (1, 2, Some("2")));
+    }
+
+    #[tokio::test]
+    async fn a_grid_is_read_once_per_generation_and_query() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let source = Arc::new(Fixed::default());
+        let app = router(source.clone());
+        let get = |uri: &'static str| {
+            let app = app.clone();
+            async move {
+                let response = app.oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+                let etag = response.headers()[header::ETAG].to_str().unwrap().to_owned();
+                (etag, response.into_body().collect().await.unwrap().to_bytes())
+            }
+        };
+        let (etag, first) = get("/job/ci-a").await;
+        assert_eq!(get("/job/ci-a").await, (etag.clone(), first.clone()));
+        assert_eq!(source.grids_read.load(Relaxed), 1, "the second request was served as rendered");
+        let (filtered_etag, _) = get("/job/ci-a?status=fail").await;
+        assert_ne!(filtered_etag, etag, "another query is another entity");
+        assert_eq!(source.grids_read.load(Relaxed), 2);
+        source.generation.store(2, Relaxed);
+        let (new_etag, _) = get("/job/ci-a").await;
+        assert_ne!(new_etag, etag, "a new build of the job is a new grid");
+        assert_eq!(source.grids_read.load(Relaxed), 3);
     }
 
     #[tokio::test]

@@ -254,6 +254,13 @@ impl Index {
                 },
             },
         };
+        if outcome != Indexed::Unchanged {
+            sqlx::query("UPDATE jobs SET generation = generation + 1 WHERE id = $1")
+                .bind(job_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err("count the job's change"))?;
+        }
         tx.commit().await.map_err(self.err("commit the build"))?;
         // Only now are the tests this transaction added sure to exist.
         let mut known = self.known_tests.lock().unwrap_or_else(|e| e.into_inner());
@@ -527,6 +534,17 @@ impl Index {
             },
         )
         .await
+    }
+
+    /// A number that changes whenever a build of the job is inserted or replaced; `None` for an
+    /// unknown job.
+    pub async fn job_generation(&self, job: &str) -> Result<Option<i64>> {
+        let row = sqlx::query("SELECT generation FROM jobs WHERE name = $1")
+            .bind(job)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(self.err("read the job's generation"))?;
+        row.map(|r| self.decode(|| r.try_get(0))).transpose()
     }
 
     /// One build, by job and build id.

@@ -46,19 +46,29 @@ pub async fn validators(request: Request, next: Next) -> Response {
         return response;
     }
     let (mut parts, body) = response.into_parts();
+    parts.headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // A handler that knows its version (the grid: the job's generation) sets the ETag itself.
+    if let Some(etag) = parts.headers.get(header::ETAG).cloned() {
+        if if_none_match.as_ref().is_some_and(|tags| matches(tags, &etag)) {
+            return not_modified(parts);
+        }
+        return Response::from_parts(parts, body);
+    }
     let Ok(bytes) = axum::body::to_bytes(body, MAX_ETAG_BODY).await else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "the response was too large to send").into_response();
     };
     let etag = etag_of(&bytes);
-    parts.headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    parts.headers.insert(header::ETAG, etag.clone());
     if if_none_match.as_ref().is_some_and(|tags| matches(tags, &etag)) {
-        parts.status = StatusCode::NOT_MODIFIED;
-        parts.headers.insert(header::ETAG, etag);
-        parts.headers.remove(header::CONTENT_LENGTH);
-        return Response::from_parts(parts, Body::empty());
+        return not_modified(parts);
     }
-    parts.headers.insert(header::ETAG, etag);
     Response::from_parts(parts, Body::from(bytes))
+}
+
+fn not_modified(mut parts: axum::http::response::Parts) -> Response {
+    parts.status = StatusCode::NOT_MODIFIED;
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::empty())
 }
 
 fn with_cache_control(mut response: Response, value: &'static str) -> Response {

@@ -308,6 +308,10 @@ async fn grid_results_hold_the_latest_builds_of_one_job_on_both_databases() {
             index.index_build(&record("ci-a", build, started, vec![result("t", status)])).await.unwrap();
         }
         index.index_build(&record("ci-b", "9", 999, vec![result("t", TestStatus::Fail)])).await.unwrap();
+        assert_eq!(index.job_generation("ci-a").await.unwrap(), Some(3), "three builds written");
+        index.index_build(&record("ci-a", "3", 300, vec![result("t", TestStatus::Flaky)])).await.unwrap();
+        assert_eq!(index.job_generation("ci-a").await.unwrap(), Some(3), "the same build again changes nothing");
+        assert_eq!(index.job_generation("ci-z").await.unwrap(), None);
         let mut results = index.grid_results("ci-a", 2).await.unwrap();
         results.sort();
         let expected =

@@ -1,0 +1,182 @@
+//! `cargo bench -p harness --bench dashboard_load`: the dashboard's grid under load. Indexes 200
+//! builds × 1,000 tests (the names of the largest real JUnit file in `tests/data/junit/`, real
+//! conformance test names; about 4% failing, 1% flaky, 5% skipped) into SQLite and, when
+//! `HARNESS_TEST_POSTGRES_URL` names a server, Postgres; starts the real `harness serve` on each;
+//! then drives the grid page (HTML, and JSON by `Accept`) with `wrk` on loopback and prints p50,
+//! p99 and requests/s, plus the first (uncached) render of each. Needs `wrk` (apt-get install wrk).
+//!
+//! `WRK_SECONDS` (default 10) and `WRK_CONNECTIONS` (default 16) tune the load.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::results::index::Index;
+use harness::results::junit::{self, ReadOptions};
+use harness::results::layout::Versions;
+use harness::results::record::{BuildInfo, BuildRecord, State, TestResult, TestStatus};
+
+const BUILDS: usize = 200;
+const TESTS: usize = 1000;
+const JOB: &str = "ci-bench-grid";
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` lists benches; there is nothing to list.
+    }
+    if Command::new("wrk").arg("--version").output().is_err() {
+        eprintln!("dashboard_load needs wrk on PATH: apt-get install wrk");
+        std::process::exit(1);
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut targets = vec![("SQLite", format!("sqlite://{}", tmp.path().join("index.sqlite").display()))];
+    match std::env::var("HARNESS_TEST_POSTGRES_URL") {
+        Ok(_) => targets.push(("Postgres", rt.block_on(harness::testing::fresh_postgres_database()))),
+        Err(_) => eprintln!("dashboard_load: skipping Postgres: HARNESS_TEST_POSTGRES_URL is not set"),
+    }
+    let names = test_names();
+    println!("| database | request | first render | p50 | p99 | requests/s | body |");
+    println!("|---|---|---|---|---|---|---|");
+    for (database, url) in targets {
+        let seeded = Instant::now();
+        rt.block_on(seed(&url, &names));
+        eprintln!("dashboard_load: {database}: {BUILDS} builds × {TESTS} tests indexed in {:.1?}", seeded.elapsed());
+        let (mut server, address) = serve(&url, tmp.path());
+        for (request, path, accept) in [
+            ("grid HTML (50 builds)", format!("/job/{JOB}"), "text/html"),
+            ("grid JSON (50 builds)", format!("/job/{JOB}"), "application/json"),
+            ("grid JSON (200 builds)", format!("/job/{JOB}?builds=200"), "application/json"),
+        ] {
+            let (first, body) = get(&address, &path, accept);
+            let load = wrk(&address, &path, accept);
+            println!(
+                "| {database} | {request} | {:.0} ms | {} | {} | {} | {:.0} KiB |",
+                first.as_secs_f64() * 1000.0,
+                load.p50,
+                load.p99,
+                load.requests_per_second,
+                body as f64 / 1024.0
+            );
+        }
+        server.kill().unwrap();
+        server.wait().unwrap();
+    }
+}
+
+/// 1,000 real test names.
+fn test_names() -> Vec<String> {
+    let path = common::largest_real_junit_file();
+    let report = junit::read_from(&std::fs::read(&path).unwrap()[..], &path, &ReadOptions::default()).unwrap();
+    let mut names: Vec<String> = report.suites.iter().flat_map(|s| &s.cases).map(|c| c.name.clone()).collect();
+    names.sort();
+    names.dedup();
+    assert!(names.len() >= TESTS, "the largest JUnit file has only {} tests", names.len());
+    names.truncate(TESTS);
+    names
+}
+
+async fn seed(url: &str, names: &[String]) {
+    let index = Index::open(url).await.unwrap();
+    for build in 0..BUILDS {
+        let results = names
+            .iter()
+            .enumerate()
+            .map(|(test, name)| {
+                // Deterministic spread: a few tests fail for stretches, some flake, some skip.
+                let status = match (test * 7 + build * 13) % 100 {
+                    0..=3 => TestStatus::Fail,
+                    4 => TestStatus::Flaky,
+                    5..=9 => TestStatus::Skip,
+                    _ => TestStatus::Pass,
+                };
+                TestResult {
+                    suite: "Kubernetes e2e suite".into(),
+                    name: name.clone(),
+                    status,
+                    duration_seconds: Some(1.0),
+                    failure_message: (status == TestStatus::Fail).then(|| "expected 3 nodes, saw 2".into()),
+                }
+            })
+            .collect::<Vec<_>>();
+        let started_at = 1_700_000_000 + build as i64 * 3600;
+        let info = BuildInfo {
+            job: JOB.into(),
+            build: (1_000_000 + build).to_string(),
+            path: format!("logs/{JOB}/{}", 1_000_000 + build),
+            pull: None,
+            provider: Some("local".into()),
+            state: State::Finished,
+            started_at,
+            finished_at: Some(started_at + 600),
+            passed: Some(!results.iter().any(|r| r.status == TestStatus::Fail)),
+            result: Some("FAILURE".into()),
+            versions: Versions {
+                kubernetes_version: Some(format!("v1.37.{}", build / 20)),
+                provider: Some("local".into()),
+                provider_version: Some(format!("{:040x}", build)),
+                ..Versions::default()
+            },
+            artifacts_url: format!("file:///store/logs/{JOB}/{}", 1_000_000 + build),
+            digest: format!("bench-{build}"),
+        };
+        index.index_build(&BuildRecord { info, results, problems: vec![] }).await.unwrap();
+    }
+    index.close().await;
+}
+
+fn serve(database: &str, tmp: &std::path::Path) -> (Child, String) {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--refresh", "1h", "--database", database, "--store"])
+        .arg(tmp.join("store"))
+        .env("HARNESS_DATA_DIR", tmp.join("data"))
+        .env("HARNESS_STATE_DIR", tmp.join("state"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let address = line.trim().strip_prefix("serving on http://").unwrap_or_else(|| panic!("{line:?}")).to_owned();
+    (server, address)
+}
+
+/// One GET: how long it took, and the body's size.
+fn get(address: &str, path: &str, accept: &str) -> (Duration, usize) {
+    let started = Instant::now();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: {accept}\r\n\r\n").unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let took = started.elapsed();
+    assert!(response.starts_with(b"HTTP/1.0 200") || response.starts_with(b"HTTP/1.1 200"), "{path}");
+    let body = response.windows(4).position(|w| w == b"\r\n\r\n").map_or(0, |at| response.len() - at - 4);
+    (took, body)
+}
+
+struct Load {
+    p50: String,
+    p99: String,
+    requests_per_second: String,
+}
+
+fn wrk(address: &str, path: &str, accept: &str) -> Load {
+    let seconds = std::env::var("WRK_SECONDS").unwrap_or_else(|_| "10".into());
+    let connections = std::env::var("WRK_CONNECTIONS").unwrap_or_else(|_| "16".into());
+    let output = Command::new("wrk")
+        .args(["-t2", "-c", &connections, "-d", &format!("{seconds}s"), "--latency", "-H"])
+        .arg(format!("Accept: {accept}"))
+        .arg(format!("http://{address}{path}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && !text.contains("Non-2xx"), "wrk: {text}");
+    let field = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(prefix).map(|v| v.split_whitespace().next().unwrap_or("").to_owned()))
+            .unwrap_or_else(|| panic!("no {prefix:?} in wrk's output: {text}"))
+    };
+    Load { p50: field("50%"), p99: field("99%"), requests_per_second: field("Requests/sec:") }
+}
