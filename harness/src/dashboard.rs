@@ -34,19 +34,7 @@ impl Source for IndexSource {
     }
 
     async fn matrix(&self) -> Result<Vec<MatrixBuild>, String> {
-        let rows = self.index.matrix_builds().await.map_err(|e| e.to_string())?;
-        Ok(rows
-            .into_iter()
-            .map(|r| MatrixBuild {
-                provider: r.provider,
-                job: r.job,
-                build: r.build,
-                kubernetes_version: r.kubernetes_version,
-                provider_version: r.provider_version,
-                started_at: r.started_at,
-                passed: r.passed,
-            })
-            .collect())
+        self.index.matrix_builds().await.map_err(|e| e.to_string())
     }
 
     async fn grid_generation(&self, job: &str) -> Result<Option<i64>, String> {

@@ -86,21 +86,11 @@ pub fn revision_link(repo: Option<&str>, revision: &str) -> Markup {
     }
 }
 
-/// Timestamps as UTC `YYYY-MM-DD HH:MM`.
+/// Unix seconds as UTC `YYYY-MM-DD HH:MM UTC`.
 pub fn time(seconds: i64) -> String {
-    let days = seconds.div_euclid(86_400);
-    let (hour, minute) = (seconds.rem_euclid(86_400) / 3600, seconds.rem_euclid(3600) / 60);
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02} UTC")
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds.max(0).unsigned_abs());
+    let rfc3339 = humantime::format_rfc3339_seconds(at).to_string(); // 2026-11-22T17:57:17Z
+    format!("{} {} UTC", &rfc3339[..10], &rfc3339[11..16])
 }
 
 /// The only script: a grid cell opens its column's build (the header's link).

@@ -19,6 +19,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dashboards::matrix::MatrixBuild;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::Migrator;
 use sqlx::{Any, AnyPool, Executor, Row, Transaction};
@@ -119,18 +120,6 @@ pub struct LkgBuild {
     pub provider_version: String,
     pub artifacts_url: String,
     pub started_at: i64,
-}
-
-/// A finished build as the dashboard's matrix takes it (see [`Index::matrix_builds`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MatrixBuildRow {
-    pub provider: String,
-    pub job: String,
-    pub build: String,
-    pub kubernetes_version: String,
-    pub provider_version: Option<String>,
-    pub started_at: i64,
-    pub passed: Option<bool>,
 }
 
 /// The index: a pool on one database.
@@ -514,15 +503,15 @@ impl Index {
     }
 
     /// Every finished build that names its provider and Kubernetes version, for the dashboard's
-    /// matrix: `(provider, job, build, kubernetes version, provider version, started_at, passed)`.
-    pub async fn matrix_builds(&self) -> Result<Vec<MatrixBuildRow>> {
+    /// matrix.
+    pub async fn matrix_builds(&self) -> Result<Vec<MatrixBuild>> {
         self.fetch_rows(
             "SELECT p.name AS provider, j.name AS job, b.build, b.kubernetes_version, b.provider_version, \
              b.started_at, b.passed FROM builds b JOIN jobs j ON j.id = b.job_id JOIN providers p ON p.id = j.provider_id \
              WHERE b.state = 'finished' AND b.kubernetes_version IS NOT NULL",
             "list finished builds for the matrix",
             |r| {
-                Ok(MatrixBuildRow {
+                Ok(MatrixBuild {
                     provider: r.try_get("provider")?,
                     job: r.try_get("job")?,
                     build: r.try_get("build")?,

@@ -392,18 +392,7 @@ fn now() -> u64 {
 
 /// Unix seconds as `YYYY-MM-DDTHH:MM:SSZ`.
 fn utc(epoch: u64) -> String {
-    let (days, seconds) = (epoch / 86_400, epoch % 86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", seconds / 3600, seconds % 3600 / 60, seconds % 60)
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + std::time::Duration::from_secs(epoch)).to_string()
 }
 
 #[cfg(test)]
