@@ -14,7 +14,8 @@ use tracing::info;
 
 use super::metrics::Metrics;
 
-/// Bodies larger than this are sent without an ETag rather than buffered.
+/// Bodies larger than this (or of unknown size: streams) are sent without an ETag rather than
+/// buffered.
 const MAX_ETAG_BODY: usize = 32 * 1024 * 1024;
 
 /// Counts and times each request by its route pattern, and logs it.
@@ -54,8 +55,12 @@ pub async fn validators(request: Request, next: Next) -> Response {
         }
         return Response::from_parts(parts, body);
     }
+    // A large file of a build (a log of hundreds of MB) goes out as it is, without an ETag.
+    if axum::body::HttpBody::size_hint(&body).exact().is_none_or(|size| size > MAX_ETAG_BODY as u64) {
+        return Response::from_parts(parts, body);
+    }
     let Ok(bytes) = axum::body::to_bytes(body, MAX_ETAG_BODY).await else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "the response was too large to send").into_response();
+        return (StatusCode::INTERNAL_SERVER_ERROR, "the response could not be read to send").into_response();
     };
     let etag = etag_of(&bytes);
     parts.headers.insert(header::ETAG, etag.clone());
@@ -92,7 +97,37 @@ fn matches(if_none_match: &HeaderValue, etag: &HeaderValue) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use axum::Router;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
     use super::*;
+
+    async fn send(uri: &str, if_none_match: Option<&str>) -> Response {
+        let app = Router::new()
+            .route("/page", get(|| async { "a page" }))
+            .route("/metrics", get(|| async { "counters" }))
+            .layer(axum::middleware::from_fn(validators));
+        let mut request = Request::get(uri);
+        if let Some(tag) = if_none_match {
+            request = request.header(header::IF_NONE_MATCH, tag);
+        }
+        app.oneshot(request.body(Body::empty()).unwrap()).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn pages_get_an_etag_and_a_304_when_it_matches_and_metrics_are_never_cached() {
+        let page = send("/page", None).await;
+        let etag = page.headers()[header::ETAG].to_str().unwrap().to_owned();
+        assert_eq!(page.headers()[header::CACHE_CONTROL], "no-cache");
+        let again = send("/page", Some(&etag)).await;
+        assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+        assert_eq!(send("/page", Some("W/\"other\"")).await.status(), StatusCode::OK);
+        let metrics = send("/metrics", Some(&etag)).await;
+        assert_eq!(metrics.status(), StatusCode::OK);
+        assert_eq!(metrics.headers()[header::CACHE_CONTROL], "no-store");
+        assert!(!metrics.headers().contains_key(header::ETAG));
+    }
 
     #[test]
     fn if_none_match_compares_weakly_and_accepts_lists_and_star() {
