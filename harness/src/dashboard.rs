@@ -44,7 +44,7 @@ impl Source for IndexSource {
     async fn grid(&self, job: &str, builds: usize) -> Result<Option<(Vec<Column>, Vec<ResultRow>)>, String> {
         let limit = i64::try_from(builds).unwrap_or(i64::MAX);
         let latest = self.index.latest_builds(job, limit).await.map_err(|e| e.to_string())?;
-        if latest.is_empty() && !self.jobs().await?.iter().any(|j| j.job == job) {
+        if latest.is_empty() && self.grid_generation(job).await?.is_none() {
             return Ok(None);
         }
         let columns: Vec<Column> = latest.iter().map(column).collect();

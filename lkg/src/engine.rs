@@ -53,6 +53,11 @@ impl Engine {
         }
     }
 
+    /// The providers it knows, by name.
+    pub fn providers(&self) -> impl Iterator<Item = &str> {
+        self.good_pairs.keys().map(String::as_str)
+    }
+
     /// The catalog compact runs take their test ids from.
     pub fn catalog(&self) -> &TestCatalog {
         &self.ledger.catalog

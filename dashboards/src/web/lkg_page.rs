@@ -28,9 +28,9 @@ pub async fn page(State(source): State<Arc<dyn Source>>, headers: HeaderMap) -> 
             "no LKG is loaded yet: the server computes it at start and every --refresh",
         );
     };
-    let report = snapshot.engine.report();
-    let providers = report.providers.keys().filter_map(|name| lkg::api::provider(&snapshot, name).ok()).collect();
-    let view = LkgPage { version_set: report.version_set, providers, loaded_at: snapshot.loaded_at };
+    // Each provider's report once (not the engine's whole report, then each again with its links).
+    let providers = snapshot.engine.providers().filter_map(|name| lkg::api::provider(&snapshot, name).ok()).collect();
+    let view = LkgPage { version_set: snapshot.engine.version_set(), providers, loaded_at: snapshot.loaded_at };
     negotiate(&headers, &view, "Last known good", |view| render(view, source.as_ref()))
 }
 
