@@ -9,6 +9,7 @@ mod lkg;
 mod results;
 mod run;
 mod suite;
+mod token;
 
 #[derive(Debug, Parser)]
 #[command(name = "harness", version, about = "Conformance and last-known-good testing for Kubernetes cloud providers")]
@@ -36,7 +37,8 @@ pub enum Command {
     Suite(suite::SuiteCommand),
     /// Run the matrix of providers.yaml (provider × Kubernetes version), one cluster per cell.
     Matrix(run::MatrixArgs),
-    /// Upload a build directory to the store in the Prow layout TestGrid reads, and index it.
+    /// Upload a build directory to the store in the Prow layout TestGrid reads, and index it; or,
+    /// with --remote, post it to a central `harness serve` that does.
     Publish(results::PublishArgs),
     /// Rebuild the SQL index from the store (the store is the source of truth).
     Index(results::IndexArgs),
@@ -44,9 +46,19 @@ pub enum Command {
     /// good with all of them, and culprit ranges (computed from the SQL index).
     #[command(subcommand)]
     Lkg(lkg::LkgCommand),
-    /// Serve the LKG API (`/api/v1/lkg`, documented in lkg/openapi.yaml), `/healthz` and
-    /// `/metrics`, reloading from the SQL index as builds are published.
+    /// Serve the ingestion API (`POST /api/v1/builds`), the LKG API (`/api/v1/lkg`, documented in
+    /// lkg/openapi.yaml), the dashboard, `/healthz`, `/readyz` and `/metrics`, reloading the LKG
+    /// from the SQL index as builds are published. Several replicas may share one Postgres.
     Serve(ServeArgs),
+    /// Publish tokens for the ingestion API, one provider each (stored hashed in the SQL index).
+    #[command(subcommand)]
+    Token(token::TokenCommand),
+    /// Apply the SQL index's migrations and exit (every command also does on first use; this is
+    /// for a deployment's migration Job).
+    Migrate {
+        #[command(flatten)]
+        database: token::DatabaseArg,
+    },
     /// Print the Prow periodic jobs (with TestGrid annotations) for every provider × Kubernetes
     /// version of providers.yaml, so the matrix runs on Prow.
     ProwConfig(ProwArgs),
@@ -90,9 +102,21 @@ pub struct ServeArgs {
     /// Address to listen on (port 0: a free one, printed on the first line).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: std::net::SocketAddr,
-    /// How often to reload the LKG from the index.
+    /// Reload the LKG at least this often (commit histories move even when no build arrives).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub refresh: std::time::Duration,
+    /// How often to check the index for new builds (the LKG is reloaded when there are).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub poll: std::time::Duration,
+    /// The largest body `POST /api/v1/builds` takes (413 above it).
+    #[arg(long, default_value_t = upload::Limits::default().max_body_bytes, value_name = "BYTES")]
+    pub max_upload_bytes: u64,
+    /// The largest file of an uploaded build.
+    #[arg(long, default_value_t = upload::Limits::default().max_file_bytes, value_name = "BYTES")]
+    pub max_file_bytes: u64,
+    /// The most files an uploaded build may have.
+    #[arg(long, default_value_t = upload::Limits::default().max_files, value_name = "N")]
+    pub max_upload_files: usize,
     /// Where build directories are, for the dashboard's logs and artifacts: a directory,
     /// file:///dir, gs://bucket[/prefix] or s3://bucket[/prefix] [default: <user data
     /// dir>/cloud-provider-harness/results, where `harness run` publishes].
@@ -235,12 +259,24 @@ pub async fn run(cli: Cli) -> Result<()> {
             let options = crate::serve::ServeOptions {
                 listen: args.listen,
                 refresh: args.refresh,
+                poll: args.poll,
+                limits: upload::Limits {
+                    max_body_bytes: args.max_upload_bytes,
+                    max_file_bytes: args.max_file_bytes,
+                    max_files: args.max_upload_files,
+                },
                 config: args.source.config.load()?,
                 database: args.source.database(),
                 store: args.store.unwrap_or_else(crate::results::default_store_url),
                 lkg: args.source.options(),
             };
             crate::serve::serve(options).await
+        }
+        Command::Token(command) => token::run_token(command).await,
+        Command::Migrate { database } => {
+            let index = crate::results::index::Index::open(&database.url()).await?;
+            println!("{} is at the latest schema", index.name());
+            Ok(())
         }
         Command::ProwConfig(args) => {
             let options = crate::config::prow::ProwOptions {

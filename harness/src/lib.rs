@@ -13,4 +13,5 @@ pub mod run;
 pub mod serve;
 pub mod suites;
 pub mod testing;
+pub mod tokens;
 pub mod toolchain;

@@ -10,6 +10,7 @@ use crate::results::index::{Index, Indexed};
 use crate::results::layout::BuildLocation;
 use crate::results::publish::{self, Published};
 use crate::results::record::{ReadBuildOptions, TestStatus, Unfinished};
+use crate::results::remote::{self, RemoteOptions};
 use crate::results::store::ResultStore;
 use crate::results::{default_database_url, default_store_url};
 
@@ -52,6 +53,16 @@ pub struct PublishArgs {
     pub org_repo: Option<String>,
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Post the build to a central `harness serve` (its base URL) instead of writing to --store and
+    /// --database; repeat it (or separate with commas) for replicas: each retry goes to the next.
+    #[arg(long, env = "HARNESS_REMOTE", value_name = "URL", value_delimiter = ',')]
+    pub remote: Vec<String>,
+    /// The publish token for --remote (`harness token create --provider P` makes one).
+    #[arg(long, env = "HARNESS_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Attempts in all for --remote, retrying on 5xx, 429 and connection failures with backoff.
+    #[arg(long, default_value_t = 8)]
+    pub attempts: usize,
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +79,9 @@ pub async fn run_publish(args: PublishArgs) -> Result<()> {
         (Some(pr), Some(org_repo)) => BuildLocation::presubmit(org_repo, pr, &args.job, &args.build)?,
         _ => BuildLocation::periodic(&args.job, &args.build)?,
     };
+    if !args.remote.is_empty() {
+        return run_publish_remote(&args, &location).await;
+    }
     let (store, index) = args.store.open().await?;
     // Whoever publishes a directory has seen its run end: no finished.json means it was killed.
     let opts = ReadBuildOptions { unfinished: Unfinished::Aborted, ..ReadBuildOptions::default() };
@@ -82,6 +96,43 @@ pub async fn run_publish(args: PublishArgs) -> Result<()> {
             "{} file(s) of {} could not be read (listed above); everything else was published and indexed",
             problems.len(),
             published.url
+        );
+    }
+    Ok(())
+}
+
+async fn run_publish_remote(args: &PublishArgs, location: &BuildLocation) -> Result<()> {
+    let Some(token) = args.token.clone() else {
+        bail!(
+            "--remote needs --token (or HARNESS_TOKEN): the server's operator makes one with harness token create --provider P"
+        );
+    };
+    let mut options = RemoteOptions::new(args.remote.clone(), token);
+    options.attempts = args.attempts.max(1);
+    let client = reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).build()?;
+    let published = remote::publish_remote(&client, &args.dir, location, &options).await?;
+    let body = &published.body;
+    let outcome = if published.status == reqwest::StatusCode::CREATED { "published" } else { "already published" };
+    println!(
+        "{outcome} {} through {} ({} attempt(s)): {} {}",
+        body["url"].as_str().unwrap_or("?"),
+        published.url,
+        published.attempts,
+        body["state"].as_str().unwrap_or("?"),
+        match body["passed"].as_bool() {
+            Some(true) => "PASSED",
+            Some(false) => "FAILED",
+            None => "outcome unknown",
+        },
+    );
+    let problems = body["problems"].as_array().cloned().unwrap_or_default();
+    for p in &problems {
+        eprintln!("warning: {}: {}", p["file"].as_str().unwrap_or("?"), p["message"].as_str().unwrap_or("?"));
+    }
+    if !problems.is_empty() {
+        bail!(
+            "{} file(s) could not be read by the server (listed above); everything else was published and indexed",
+            problems.len()
         );
     }
     Ok(())

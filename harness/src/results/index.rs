@@ -904,5 +904,10 @@ fn redact(url: &str) -> String {
     }
 }
 
+mod lkg_versions;
 #[cfg(test)]
 mod tests;
+mod tokens;
+
+pub use lkg_versions::LkgRecorded;
+pub use tokens::TokenInfo;

@@ -14,6 +14,7 @@
 //! - [`record`]: a build read back from the store as the rows the index keeps.
 //! - [`index`]: the SQL index (SQLite or Postgres) of builds and test results.
 //! - [`publish`]: a local build directory to the store and the index; the store to the index.
+//! - [`remote`]: a local build directory posted to a central `harness serve` instead.
 //!
 //! The contracts are in `DESIGN.md`, "Results: the Prow/GCS layout TestGrid reads".
 
@@ -22,6 +23,7 @@ pub mod junit;
 pub mod layout;
 pub mod publish;
 pub mod record;
+pub mod remote;
 pub mod store;
 
 use std::path::PathBuf;

@@ -91,6 +91,53 @@ pub async fn publish(
     Ok(Published { url: store.url_of(&base), written, unchanged: puts.len() - written, indexed, record })
 }
 
+/// Publishes a build held in memory (an upload to the ingestion API) as [`publish`] does a local
+/// directory: every file but `finished.json` first, then `finished.json`, then `latest-build.txt`,
+/// then the index, read from the store. `files` are relative to the build directory, their paths
+/// checked by [`upload::check_path`].
+pub async fn publish_files(
+    store: &ResultStore,
+    index: &Index,
+    files: &[upload::UploadedFile],
+    location: &BuildLocation,
+    opts: &ReadBuildOptions,
+) -> Result<Published> {
+    let base = location.object_dir();
+    let (finished, rest): (Vec<_>, Vec<_>) = files.iter().partition(|f| f.path == FINISHED_JSON);
+    let upload = |file: &upload::UploadedFile| {
+        let object = format!("{base}/{}", file.path);
+        let bytes = file.bytes.clone();
+        async move { store.put_if_changed(&object, bytes).await }
+    };
+    let mut puts: Vec<Put> =
+        stream::iter(rest.into_iter().map(upload)).buffer_unordered(UPLOADS_IN_FLIGHT).try_collect().await?;
+    for file in finished {
+        puts.push(upload(file).await?);
+    }
+    advance_latest_build(store, location).await?;
+    let record = record::read_build(store, location, opts).await?;
+    let indexed = index.index_build(&record).await?;
+    let written = puts.iter().filter(|p| **p == Put::Written).count();
+    Ok(Published { url: store.url_of(&base), written, unchanged: puts.len() - written, indexed, record })
+}
+
+/// The files of `files` the store holds with other content at `location` (a build published
+/// before under the same id with something else).
+pub async fn differing_files(
+    store: &ResultStore,
+    files: &[upload::UploadedFile],
+    location: &BuildLocation,
+) -> Result<Vec<String>> {
+    let base = location.object_dir();
+    let mut differing = Vec::new();
+    for file in files {
+        if store.get(&format!("{base}/{}", file.path)).await?.as_ref() != Some(&file.bytes) {
+            differing.push(file.path.clone());
+        }
+    }
+    Ok(differing)
+}
+
 /// What [`reindex`] did.
 #[derive(Debug, Default)]
 pub struct Reindexed {
@@ -183,7 +230,7 @@ async fn advance_latest_build(store: &ResultStore, location: &BuildLocation) -> 
     Ok(())
 }
 
-fn check_started(dir: &Path) -> Result<()> {
+pub(crate) fn check_started(dir: &Path) -> Result<()> {
     let file = dir.join(STARTED_JSON);
     let bytes = match std::fs::read(&file) {
         Ok(bytes) => bytes,
@@ -197,7 +244,7 @@ fn check_started(dir: &Path) -> Result<()> {
 }
 
 /// Every file under `dir`, relative, sorted; skips the `.name.partial` files of a writer at work.
-fn collect_files(dir: &Path, relative: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+pub(crate) fn collect_files(dir: &Path, relative: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
     let here = dir.join(relative);
     let read_err = |source| PublishError::ReadDir { dir: here.clone(), source };
     let mut entries: Vec<_> =

@@ -1,5 +1,5 @@
-//! What `/metrics` exports: LKG reloads and HTTP requests (counts by route and status, latency
-//! histograms by route).
+//! What `/metrics` exports: LKG reloads and records, publishes to the ingestion API (by provider
+//! and outcome), and HTTP requests (counts by route and status, latency histograms by route).
 
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
@@ -25,6 +25,15 @@ pub struct RequestLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PublishLabels {
+    /// The token's provider; empty when the request had no valid token.
+    pub provider: String,
+    /// created, exists, or why it was refused (unauthenticated, forbidden, invalid, too_large,
+    /// unsupported, conflict, unavailable).
+    pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabel {
     pub route: String,
 }
@@ -36,6 +45,9 @@ pub struct Metrics {
     loaded_at: Gauge<i64, AtomicI64>,
     requests: Family<RequestLabels, Counter>,
     latency: Family<RouteLabel, Histogram>,
+    publishes: Family<PublishLabels, Counter>,
+    pub generation: Gauge<i64, AtomicI64>,
+    pub lkg_records: Family<ResultLabel, Counter>,
 }
 
 impl Metrics {
@@ -48,6 +60,18 @@ impl Metrics {
         lkg.register("builds", "Builds the LKG answers are computed from", builds.clone());
         let loaded_at = Gauge::<i64, AtomicI64>::default();
         lkg.register("loaded_timestamp_seconds", "When the answers served were loaded (unix time)", loaded_at.clone());
+        let generation = Gauge::<i64, AtomicI64>::default();
+        lkg.register(
+            "index_generation",
+            "The index generation the answers served were computed from",
+            generation.clone(),
+        );
+        let lkg_records = Family::<ResultLabel, Counter>::default();
+        lkg.register(
+            "records",
+            "Answers recorded for replicas to agree on, by result (written, same, stale, conflict, error)",
+            lkg_records.clone(),
+        );
         let http = registry.sub_registry_with_prefix("harness_http");
         let requests = Family::<RequestLabels, Counter>::default();
         http.register("requests", "HTTP requests answered, by method, route and status", requests.clone());
@@ -56,7 +80,13 @@ impl Metrics {
             Histogram::new(exponential_buckets(0.0005, 2.0, 15))
         });
         http.register("request_duration_seconds", "Time to answer an HTTP request, by route", latency.clone());
-        Self { registry, refreshes, builds, loaded_at, requests, latency }
+        let publishes = Family::<PublishLabels, Counter>::default();
+        registry.register(
+            "harness_publishes",
+            "Builds posted to the ingestion API, by the token's provider and outcome",
+            publishes.clone(),
+        );
+        Self { registry, refreshes, builds, loaded_at, requests, latency, publishes, generation, lkg_records }
     }
 
     pub fn loaded(&self, snapshot: &lkg::api::Snapshot) {
@@ -69,6 +99,10 @@ impl Metrics {
         let labels = RequestLabels { method: method.to_owned(), route: route.to_owned(), status };
         self.requests.get_or_create(&labels).inc();
         self.latency.get_or_create(&RouteLabel { route: route.to_owned() }).observe(took.as_secs_f64());
+    }
+
+    pub fn publish(&self, provider: &str, outcome: &'static str) {
+        self.publishes.get_or_create(&PublishLabels { provider: provider.to_owned(), outcome }).inc();
     }
 
     pub fn encode(&self) -> String {

@@ -1,16 +1,22 @@
-//! `harness serve`: the long-running server. It mounts the LKG API (`/api/v1/...`) and the
-//! dashboard, with `/healthz` and Prometheus `/metrics`, and reloads the LKG from the SQL index
-//! every `refresh`; when a reload fails the last good answers are still served and the failure is
-//! counted. Every response is counted, timed, logged, gzipped when the client accepts it, and
-//! carries an ETag.
+//! `harness serve`: the long-running server, and the central service providers publish to. It
+//! mounts the ingestion API (`POST /api/v1/builds`), the LKG API (`/api/v1/...`) and the dashboard,
+//! with `/healthz`, `/readyz` and Prometheus `/metrics`.
+//!
+//! The LKG is reloaded from the SQL index whenever the index's generation changes (checked every
+//! `poll`) and at least every `refresh` (commit histories move on their own); when a reload fails
+//! the last good answers are still served and the failure is counted. Each answer is recorded
+//! with the generation it was computed from (`Index::record_lkg`, one replica at a time), so
+//! replicas on one database agree on it. Every response is counted, timed, logged, gzipped when the
+//! client accepts it, and carries an ETag.
 
 mod http;
+pub mod ingest;
 mod metrics;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use axum::Router;
@@ -25,15 +31,22 @@ use self::metrics::{Metrics, ResultLabel};
 use crate::config::ProvidersConfig;
 use crate::dashboard::IndexSource;
 use crate::lkg::LkgOptions;
-use crate::results::index::Index;
+use crate::results::index::{Index, LkgRecorded};
 use crate::results::store::ResultStore;
 
 /// How long a request waits for a database connection before it is answered 503.
 const DATABASE_WAIT: Duration = Duration::from_secs(3);
+/// An object `/readyz` asks the store about (it need not exist).
+const READY_PROBE: &str = ".readyz";
 
 pub struct ServeOptions {
     pub listen: SocketAddr,
+    /// A full LKG reload at least this often.
     pub refresh: Duration,
+    /// How often to check the index's generation (a reload when it moved).
+    pub poll: Duration,
+    /// What one upload to the ingestion API may hold.
+    pub limits: upload::Limits,
     pub config: ProvidersConfig,
     /// The SQL index the LKG and the dashboard read.
     pub database: String,
@@ -47,15 +60,23 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     let metrics = Arc::new(Metrics::new());
     let index = Index::open_waiting(&options.database, DATABASE_WAIT).await?;
     let store = ResultStore::open(&options.store)?;
-    let first = crate::lkg::load(&options.config, &options.lkg, &index).await.context("loading the LKG to serve")?;
-    metrics.loaded(&first);
+    let config = Arc::new(options.config);
+    let loader =
+        LkgLoader { config: config.clone(), options: options.lkg, index: index.clone(), metrics: metrics.clone() };
+    let (first, generation) = loader.load().await.context("loading the LKG to serve")?;
     let (snapshots, receiver) = watch::channel(Arc::new(first));
 
     let dashboard =
-        IndexSource { index: index.clone(), store, snapshots: receiver.clone(), repos: repos(&options.config) };
-    let refresher =
-        tokio::spawn(refresh(options.config, options.lkg, index.clone(), options.refresh, snapshots, metrics.clone()));
-    let app = router(receiver, metrics, index, Arc::new(dashboard));
+        IndexSource { index: index.clone(), store: store.clone(), snapshots: receiver.clone(), repos: repos(&config) };
+    let ingest = ingest::Ingest {
+        index: index.clone(),
+        store: store.clone(),
+        config,
+        limits: options.limits,
+        metrics: metrics.clone(),
+    };
+    let refresher = tokio::spawn(refresh(loader, generation, options.poll, options.refresh, snapshots));
+    let app = router(receiver, metrics, index, store, Arc::new(dashboard), Arc::new(ingest));
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}: pass a free address with --listen", options.listen))?;
@@ -80,11 +101,15 @@ fn router(
     snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>,
     metrics: Arc<Metrics>,
     index: Index,
+    store: ResultStore,
     dashboard: Arc<IndexSource>,
+    ingest: Arc<ingest::Ingest>,
 ) -> Router {
     let observed = metrics.clone();
+    let ready_index = index.clone();
     lkg::api::router(snapshots)
         .merge(dashboards::web::router(dashboard))
+        .merge(ingest::router(ingest))
         .route(
             "/healthz",
             // Healthy while the SQL index answers: the dashboard reads it on every request.
@@ -92,6 +117,18 @@ fn router(
                 match index.ping().await {
                     Ok(()) => (StatusCode::OK, "ok".to_owned()),
                     Err(error) => (StatusCode::SERVICE_UNAVAILABLE, format!("unhealthy: {error}")),
+                }
+            }),
+        )
+        .route(
+            "/readyz",
+            // Ready to take publishes: the index answers and the object store can be reached.
+            get(move || async move {
+                let store_reachable = store.size(READY_PROBE).await.map(|_| ());
+                match (ready_index.ping().await, store_reachable) {
+                    (Ok(()), Ok(())) => (StatusCode::OK, "ok".to_owned()),
+                    (Err(error), _) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {error}")),
+                    (_, Err(error)) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {error}")),
                 }
             }),
         )
@@ -106,9 +143,10 @@ fn router(
         )
         .fallback(|| async {
             let message = format!(
-                "no such endpoint: see {}, {}, /healthz, /metrics",
+                "no such endpoint: see {}, {}, POST {}, /healthz, /readyz, /metrics",
                 dashboards::web::PATHS.join(", "),
-                lkg::api::PATHS.join(", ")
+                lkg::api::PATHS.join(", "),
+                ingest::PATH
             );
             lkg::api::ApiError { status: StatusCode::NOT_FOUND, message }.into_response()
         })
@@ -117,23 +155,80 @@ fn router(
         .layer(axum::middleware::from_fn_with_state(observed, http::observe))
 }
 
-async fn refresh(
-    config: ProvidersConfig,
+/// Loads the LKG from the index and records it for the other replicas.
+struct LkgLoader {
+    config: Arc<ProvidersConfig>,
     options: LkgOptions,
     index: Index,
+    metrics: Arc<Metrics>,
+}
+
+impl LkgLoader {
+    /// The LKG as of now, and the index generation it was computed from.
+    async fn load(&self) -> Result<(lkg::api::Snapshot, i64)> {
+        let before = self.index.index_generation().await?;
+        let snapshot = crate::lkg::load(&self.config, &self.options, &self.index).await?;
+        let after = self.index.index_generation().await?;
+        self.metrics.loaded(&snapshot);
+        self.metrics.generation.set(before);
+        // A build indexed while the rows were read may or may not be in the answer: record only
+        // answers that are exactly one generation's.
+        if before == after {
+            self.record(before, &snapshot).await;
+        }
+        Ok((snapshot, before))
+    }
+
+    async fn record(&self, generation: i64, snapshot: &lkg::api::Snapshot) {
+        let mut view = lkg::api::lkg(snapshot);
+        view.loaded_at = 0;
+        let report = serde_json::to_string(&view).expect("the LKG view serialises");
+        let result = match self.index.record_lkg(generation, &report, crate::tokens::now()).await {
+            Ok(LkgRecorded::Written) => "written",
+            Ok(LkgRecorded::Same) => "same",
+            Ok(LkgRecorded::Stale { .. }) => "stale",
+            Ok(LkgRecorded::Conflict) => {
+                warn!(
+                    "the LKG recorded for index generation {generation} differs from this replica's: keeping the first"
+                );
+                "conflict"
+            }
+            Err(error) => {
+                warn!("recording the LKG failed: {error}");
+                "error"
+            }
+        };
+        self.metrics.lkg_records.get_or_create(&ResultLabel { result }).inc();
+    }
+}
+
+async fn refresh(
+    loader: LkgLoader,
+    mut generation: i64,
+    poll: Duration,
     every: Duration,
     snapshots: watch::Sender<Arc<lkg::api::Snapshot>>,
-    metrics: Arc<Metrics>,
 ) {
+    let mut loaded = Instant::now();
     loop {
-        tokio::time::sleep(every).await;
-        match crate::lkg::load(&config, &options, &index).await {
-            Ok(snapshot) => {
-                metrics.loaded(&snapshot);
+        tokio::time::sleep(poll).await;
+        match loader.index.index_generation().await {
+            Ok(now) if now == generation && loaded.elapsed() < every => continue,
+            Ok(_) => {}
+            Err(error) => {
+                loader.metrics.refreshes.get_or_create(&ResultLabel { result: "error" }).inc();
+                warn!("checking the index for new builds failed; still serving the last answers: {error}");
+                continue;
+            }
+        }
+        match loader.load().await {
+            Ok((snapshot, now)) => {
+                generation = now;
+                loaded = Instant::now();
                 snapshots.send_replace(Arc::new(snapshot));
             }
             Err(error) => {
-                metrics.refreshes.get_or_create(&ResultLabel { result: "error" }).inc();
+                loader.metrics.refreshes.get_or_create(&ResultLabel { result: "error" }).inc();
                 warn!("reloading the LKG failed; still serving the last answers: {error:#}");
             }
         }

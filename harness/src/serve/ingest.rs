@@ -1,0 +1,341 @@
+//! `POST /api/v1/builds`: the ingestion API every provider's CI publishes through.
+//!
+//! A request carries a bearer token bound to one provider and a build as `multipart/form-data`
+//! (the `upload` crate reads it under limits). The build is checked whole before anything is
+//! written: the token is valid, the job and the build's metadata belong to the token's provider,
+//! file names stay inside the build directory, JUnit files hold no entity declarations and do not
+//! nest too deep. Then it is written to the object store in Prow's order and indexed from there
+//! (`results::publish::publish_files`), so a failure writing the store indexes nothing.
+//!
+//! Publishing the same build again is a no-op answered `200` with the build; the same id with other
+//! content is `409`. Every outcome is logged (`target=harness::audit`) and counted in `/metrics`.
+//! Nothing is kept in memory between requests: replicas on one database behave as one service.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::metrics::Metrics;
+use crate::config::ProvidersConfig;
+use crate::config::jobs::JOB_PREFIX;
+use crate::results::index::{Index, Indexed};
+use crate::results::junit::{self, JunitError};
+use crate::results::layout::{self, BuildLocation, FINISHED_JSON, Finished, STARTED_JSON, Started, Versions};
+use crate::results::publish::{self, PublishError};
+use crate::results::record::{ReadBuildOptions, State as BuildState, TestStatus, Unfinished};
+use crate::results::store::ResultStore;
+
+pub const PATH: &str = "/api/v1/builds";
+
+/// What the ingestion API needs; shared by every request.
+pub struct Ingest {
+    pub index: Index,
+    pub store: ResultStore,
+    pub config: Arc<ProvidersConfig>,
+    pub limits: upload::Limits,
+    pub metrics: Arc<Metrics>,
+}
+
+pub fn router(ingest: Arc<Ingest>) -> Router {
+    Router::new().route(PATH, post(post_build)).with_state(ingest)
+}
+
+/// Why a publish was refused: the status, a short reason for metrics and the audit log, and a
+/// message for the client.
+#[derive(Debug)]
+struct Refusal {
+    status: StatusCode,
+    reason: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+        Refusal { status, reason, message: message.into() }
+    }
+
+    fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid", message)
+    }
+
+    fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    fn unavailable(what: &str, error: impl std::fmt::Display) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("{what}: {error}; nothing was indexed: retry later"),
+        )
+    }
+}
+
+/// Who published what, as far as the request got: for the audit log.
+#[derive(Debug, Default)]
+struct Audit {
+    provider: Option<String>,
+    job: Option<String>,
+    build: Option<String>,
+}
+
+async fn post_build(State(ingest): State<Arc<Ingest>>, headers: HeaderMap, body: Body) -> Response {
+    let started = Instant::now();
+    let mut audit = Audit::default();
+    let outcome = accept(&ingest, &headers, body, &mut audit).await;
+    let provider = audit.provider.as_deref().unwrap_or("");
+    let (job, build) = (audit.job.as_deref().unwrap_or(""), audit.build.as_deref().unwrap_or(""));
+    let took_ms = started.elapsed().as_millis() as u64;
+    match outcome {
+        Ok((status, reason, body)) => {
+            ingest.metrics.publish(provider, reason);
+            info!(target: "harness::audit", provider, job, build, outcome = reason, status = status.as_u16(), took_ms, "publish accepted");
+            (status, axum::Json(body)).into_response()
+        }
+        Err(refusal) => {
+            ingest.metrics.publish(provider, refusal.reason);
+            warn!(target: "harness::audit", provider, job, build, outcome = refusal.reason, status = refusal.status.as_u16(), took_ms, reason = %refusal.message, "publish rejected");
+            let mut response = lkg::api::ApiError { status: refusal.status, message: refusal.message }.into_response();
+            if refusal.status == StatusCode::UNAUTHORIZED {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            response
+        }
+    }
+}
+
+type Accepted = (StatusCode, &'static str, serde_json::Value);
+
+async fn accept(ingest: &Ingest, headers: &HeaderMap, body: Body, audit: &mut Audit) -> Result<Accepted, Refusal> {
+    let provider = authenticate(ingest, headers).await?;
+    audit.provider = Some(provider.clone());
+    check_length(headers, &ingest.limits)?;
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let upload = upload::read(content_type, body.into_data_stream(), &ingest.limits)
+        .await
+        .map_err(|e| Refusal::new(status(e.status()), reason(e.status()), e.to_string()))?;
+    audit.job = Some(upload.job.clone());
+    audit.build = Some(upload.build.clone());
+    let location = match (upload.pull, &upload.org_repo) {
+        (Some(pr), Some(org_repo)) => BuildLocation::presubmit(org_repo, pr, &upload.job, &upload.build),
+        _ => BuildLocation::periodic(&upload.job, &upload.build),
+    }
+    .map_err(|e| Refusal::invalid(e.to_string()))?;
+    let started = parse_json::<Started>(&upload, STARTED_JSON)?;
+    let finished = parse_json::<Finished>(&upload, FINISHED_JSON)?;
+    authorize(ingest, &provider, &upload.job, started.as_ref(), finished.as_ref()).await?;
+    check_junit(&upload, &ingest.limits)?;
+
+    if let Some(existing) = already_published(ingest, &upload, &location).await? {
+        return Ok((StatusCode::OK, "exists", existing));
+    }
+    // Whoever posts a build has seen its run end: no finished.json means it was killed.
+    let opts = ReadBuildOptions { unfinished: Unfinished::Aborted, ..ReadBuildOptions::default() };
+    let published = publish::publish_files(&ingest.store, &ingest.index, &upload.files, &location, &opts)
+        .await
+        .map_err(|e| match e {
+            PublishError::Store(e) => Refusal::unavailable("the object store refused the build", e),
+            PublishError::Index(e) => Refusal::unavailable("the index could not take the build", e),
+            e => Refusal::unavailable("publishing failed", e),
+        })?;
+    let (status, reason) = match published.indexed {
+        Indexed::Inserted | Indexed::Replaced => (StatusCode::CREATED, "created"),
+        Indexed::Unchanged => (StatusCode::OK, "exists"),
+    };
+    Ok((status, reason, published_body(&published)))
+}
+
+/// The provider of the request's bearer token.
+async fn authenticate(ingest: &Ingest, headers: &HeaderMap) -> Result<String, Refusal> {
+    let unauthenticated = |message: &str| Refusal::new(StatusCode::UNAUTHORIZED, "unauthenticated", message);
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Err(unauthenticated(
+            "no token: send Authorization: Bearer <token> (harness publish --token; an operator makes one with harness token create --provider P)",
+        ));
+    };
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)
+        .ok_or_else(|| unauthenticated("Authorization is not `Bearer <token>`"))?;
+    match crate::tokens::authenticate(&ingest.index, token).await {
+        Ok(Some(found)) => Ok(found.provider),
+        Ok(None) => Err(unauthenticated("the token is unknown or revoked: ask the operator for a new one")),
+        Err(e) => Err(Refusal::unavailable("cannot check the token", e)),
+    }
+}
+
+/// Refuses a body announced larger than the limit before reading any of it.
+fn check_length(headers: &HeaderMap, limits: &upload::Limits) -> Result<(), Refusal> {
+    let length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    match length {
+        Some(length) if length > limits.max_body_bytes => Err(Refusal::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            upload::UploadError::TooLarge { limit: limits.max_body_bytes }.to_string(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(upload: &upload::Upload, path: &str) -> Result<Option<T>, Refusal> {
+    let Some(file) = upload.file(path) else { return Ok(None) };
+    serde_json::from_slice(&file.bytes)
+        .map(Some)
+        .map_err(|e| Refusal::invalid(format!("{path}: not what TestGrid expects: {e}")))
+}
+
+/// A token publishes only its provider's builds: the job must not be another provider's (by
+/// providers.yaml, by its name, or by what the index holds), and the build's metadata must name
+/// the token's provider (so the build counts for it, and only for it).
+async fn authorize(
+    ingest: &Ingest,
+    provider: &str,
+    job: &str,
+    started: Option<&Started>,
+    finished: Option<&Finished>,
+) -> Result<(), Refusal> {
+    let mut owners: Vec<(String, &str)> = Vec::new();
+    if let Some(cell) = ingest.config.cell(job) {
+        owners.push((cell.provider.name.clone(), "providers.yaml"));
+    } else if let Some(named) = provider_by_job_name(&ingest.config, job) {
+        owners.push((named, "its name"));
+    }
+    match ingest.index.job_provider(job).await {
+        Ok(Some(indexed)) => owners.push((indexed, "its builds in the index")),
+        Ok(None) => {}
+        Err(e) => return Err(Refusal::unavailable("cannot look the job up", e)),
+    }
+    if let Some((owner, by)) = owners.iter().find(|(owner, _)| owner != provider) {
+        return Err(Refusal::forbidden(format!(
+            "job {job:?} belongs to provider {owner:?} (by {by}); this token publishes for {provider:?} only"
+        )));
+    }
+    let named = finished
+        .and_then(|f| Versions::from_metadata(&f.metadata).provider)
+        .or_else(|| started.and_then(|s| Versions::from_metadata(&s.metadata).provider));
+    match named {
+        Some(named) if named == provider => Ok(()),
+        Some(named) => Err(Refusal::forbidden(format!(
+            "the build names provider {named:?} in its metadata; this token publishes for {provider:?} only"
+        ))),
+        None => Err(Refusal::invalid(format!(
+            "the build names no provider: put \"provider\": {provider:?} in finished.json's (or started.json's) metadata, as harness run does"
+        ))),
+    }
+}
+
+/// The provider whose job-name prefix (`ci-cloud-provider-<provider>-`) the job has, the longest.
+fn provider_by_job_name(config: &ProvidersConfig, job: &str) -> Option<String> {
+    let rest = job.strip_prefix(JOB_PREFIX)?;
+    config
+        .providers
+        .iter()
+        .filter(|p| rest.strip_prefix(p.name.as_str()).is_some_and(|after| after.starts_with('-')))
+        .max_by_key(|p| p.name.len())
+        .map(|p| p.name.clone())
+}
+
+/// Refuses JUnit files that are dangerous to read (entity declarations, a bomb; too deep, too
+/// large). A merely broken file (truncated by a killed run) is taken, and reported as a problem
+/// of the build, as `harness publish` does.
+fn check_junit(upload: &upload::Upload, limits: &upload::Limits) -> Result<(), Refusal> {
+    let options = junit::ReadOptions { max_file_bytes: limits.max_file_bytes, ..junit::ReadOptions::default() };
+    for file in &upload.files {
+        if layout::junit_artifact(&format!("{}/{}", upload.build, file.path)).is_none() {
+            continue;
+        }
+        match junit::read_bytes(&file.bytes, Path::new(&file.path), &options) {
+            Err(e @ JunitError::TooLarge { .. }) => {
+                return Err(Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", e.to_string()));
+            }
+            Err(e @ JunitError::Doctype { .. }) => return Err(Refusal::invalid(e.to_string())),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The build, when it is indexed as finished already with the same files; `409` when with others.
+async fn already_published(
+    ingest: &Ingest,
+    upload: &upload::Upload,
+    location: &BuildLocation,
+) -> Result<Option<serde_json::Value>, Refusal> {
+    let existing = match ingest.index.build(&upload.job, &upload.build).await {
+        Ok(existing) => existing,
+        Err(e) => return Err(Refusal::unavailable("cannot look the build up", e)),
+    };
+    let Some(existing) = existing.filter(|b| b.state == BuildState::Finished && b.path == location.object_dir()) else {
+        return Ok(None);
+    };
+    let differing = publish::differing_files(&ingest.store, &upload.files, location)
+        .await
+        .map_err(|e| Refusal::unavailable("cannot read the published build", e))?;
+    if !differing.is_empty() {
+        return Err(Refusal::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "build {}/{} is published already with other content ({}): publish under a new build id",
+                upload.job,
+                upload.build,
+                differing.join(", ")
+            ),
+        ));
+    }
+    Ok(Some(json!({
+        "job": existing.job,
+        "build": existing.build,
+        "url": existing.artifacts_url,
+        "state": existing.state.as_str(),
+        "passed": existing.passed,
+        "indexed": "unchanged",
+    })))
+}
+
+fn published_body(published: &publish::Published) -> serde_json::Value {
+    let record = &published.record;
+    let count = |status| record.results.iter().filter(|r| r.status == status).count();
+    json!({
+        "job": record.info.job,
+        "build": record.info.build,
+        "url": published.url,
+        "state": record.info.state.as_str(),
+        "passed": record.info.passed,
+        "indexed": match published.indexed {
+            Indexed::Inserted => "inserted",
+            Indexed::Replaced => "replaced",
+            Indexed::Unchanged => "unchanged",
+        },
+        "tests": {
+            "pass": count(TestStatus::Pass),
+            "fail": count(TestStatus::Fail),
+            "flaky": count(TestStatus::Flaky),
+            "skip": count(TestStatus::Skip),
+        },
+        "problems": record.problems.iter().map(|p| json!({"file": p.file, "message": p.message})).collect::<Vec<_>>(),
+    })
+}
+
+fn status(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST)
+}
+
+fn reason(code: u16) -> &'static str {
+    match code {
+        413 => "too_large",
+        415 => "unsupported",
+        _ => "invalid",
+    }
+}
