@@ -12,6 +12,8 @@ async fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER)))
         .with_writer(std::io::stderr)
+        // Colours only for a terminal: CI logs and log files get plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = harness::cli::Cli::parse();
     if let Err(error) = harness::cli::run(cli).await {

@@ -127,13 +127,21 @@ fn tested(revisions: &BTreeMap<String, i64>) -> Result<History> {
     Ok(History::new(ordered.into_iter().rev().map(|(revision, _)| revision.clone()))?)
 }
 
-/// `v1.36.4`, `1.37.0-rc.1`: ordered by number, a pre-release before its release.
+/// `v1.36.4`, `1.37.0-rc.1`: ordered by number, a pre-release before its release, pre-releases
+/// as semver orders them (`alpha.9` before `alpha.10`).
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Release {
     numbers: (u64, u64, u64),
     /// `None` (the release) sorts after any pre-release.
     final_release: bool,
-    pre: String,
+    pre: Vec<PreRelease>,
+}
+
+/// One dot-separated identifier of a pre-release: numbers compare as numbers, and before words.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum PreRelease {
+    Number(u64),
+    Word(String),
 }
 
 impl Release {
@@ -148,13 +156,39 @@ impl Release {
         if parts.next().is_some() {
             return None;
         }
-        Some(Release { numbers, final_release: pre.is_empty(), pre })
+        let final_release = pre.is_empty();
+        let pre = if final_release { Vec::new() } else { pre.split('.').map(pre_release).collect() };
+        Some(Release { numbers, final_release, pre })
+    }
+}
+
+fn pre_release(identifier: &str) -> PreRelease {
+    match identifier.parse::<u64>() {
+        Ok(number) if !identifier.starts_with('+') => PreRelease::Number(number),
+        _ => PreRelease::Word(identifier.to_owned()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pre_releases_are_ordered_as_semver_orders_them() {
+        let history = tested(&revisions(&[
+            ("v1.38.0-alpha.10", 1),
+            ("v1.38.0-alpha.9", 2),
+            ("v1.38.0-beta.0", 3),
+            ("v1.38.0-rc.1", 4),
+            ("v1.38.0", 5),
+            ("v1.38.0-alpha.2", 6),
+        ]))
+        .unwrap();
+        assert_eq!(
+            newest_first(&history),
+            ["v1.38.0", "v1.38.0-rc.1", "v1.38.0-beta.0", "v1.38.0-alpha.10", "v1.38.0-alpha.9", "v1.38.0-alpha.2"]
+        );
+    }
 
     fn revisions(list: &[(&str, i64)]) -> BTreeMap<String, i64> {
         list.iter().map(|(r, at)| (r.to_string(), *at)).collect()

@@ -88,6 +88,19 @@ pub async fn publish_remote(
     }
     check_started(dir)?;
     let files = read_files(dir).await?;
+    post_files(client, &files, location, options).await
+}
+
+/// Posts a build held in memory: `(path in the build directory, content)` pairs.
+pub async fn post_files(
+    client: &reqwest::Client,
+    files: &[(String, Bytes)],
+    location: &BuildLocation,
+    options: &RemoteOptions,
+) -> Result<RemotePublished, RemoteError> {
+    if options.remotes.is_empty() {
+        return Err(RemoteError::NoRemote);
+    }
     let attempt = AtomicUsize::new(0);
     let backoff = ExponentialBuilder::default()
         .with_min_delay(options.min_delay)
@@ -98,7 +111,7 @@ pub async fn publish_remote(
         let n = attempt.fetch_add(1, Ordering::SeqCst);
         let base = options.remotes[n % options.remotes.len()].trim_end_matches('/');
         let url = format!("{base}{}", crate::serve::ingest::PATH);
-        post_once(client, &url, location, &files, options).await.map(|(status, body)| RemotePublished {
+        post_once(client, &url, location, files, options).await.map(|(status, body)| RemotePublished {
             url: url.clone(),
             status,
             body,
