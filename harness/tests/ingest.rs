@@ -4,141 +4,22 @@
 //! also runs).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use harness::results::index::Index;
 use harness::results::remote::RemoteOptions;
+use harness::testing::central::{self, Replica, Service};
 use harness::testing::load::{self, Plan};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 
 fn harness() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
-    cmd.env("CI", "true").env_remove("RUST_LOG");
-    for inherited in ["DATABASE_URL", "HARNESS_STORE", "HARNESS_CONFIG", "HARNESS_TOKEN", "HARNESS_REMOTE"] {
-        cmd.env_remove(inherited);
-    }
-    cmd
+    central::harness(Path::new(env!("CARGO_BIN_EXE_harness")))
 }
 
-/// providers.yaml with two copies of the bundled `local` provider, `alpha` and `beta`.
-fn providers_yaml(dir: &Path) -> PathBuf {
-    let bundled = harness::config::BUNDLED;
-    let local = &bundled[bundled.find("  - name: local").expect("the bundled file has `local`")..];
-    let beta = local.replacen("- name: local", "- name: beta", 1);
-    let alpha = bundled.replacen("- name: local", "- name: alpha", 1);
-    let path = dir.join("providers.yaml");
-    std::fs::write(&path, format!("{}\n{}\n", alpha.trim_end(), beta.trim_end())).unwrap();
-    path
-}
-
-/// The central service's pieces: a database, a store directory, providers.yaml.
-struct Service {
-    dir: tempfile::TempDir,
-    database: String,
-    config: PathBuf,
-}
-
-impl Service {
-    fn new(database: String) -> Service {
-        let dir = tempfile::tempdir().unwrap();
-        let config = providers_yaml(dir.path());
-        std::fs::create_dir_all(dir.path().join("store")).unwrap();
-        Service { dir, database, config }
-    }
-
-    fn store(&self) -> PathBuf {
-        self.dir.path().join("store")
-    }
-
-    fn token(&self, provider: &str) -> String {
-        let output = harness()
-            .args(["token", "create", "--provider", provider, "--description", "test CI", "--database", &self.database])
-            .arg("--config")
-            .arg(&self.config)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        String::from_utf8(output.stdout).unwrap().trim().to_owned()
-    }
-
-    /// A `harness serve` replica, its stderr (the audit log) in `<dir>/<name>.log`.
-    fn replica(&self, name: &str, extra: &[&str]) -> Replica {
-        let log = self.dir.path().join(format!("{name}.log"));
-        let mut child = harness()
-            .args(["serve", "--listen", "127.0.0.1:0", "--poll", "200ms", "--database", &self.database])
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--store")
-            .arg(self.store())
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut first).unwrap();
-        let address = first.trim().strip_prefix("serving on ").unwrap_or_else(|| panic!("{first:?}")).to_owned();
-        Replica { child, url: address, log }
-    }
-
-    /// Every file under the store, relative.
-    fn stored_files(&self) -> Vec<String> {
-        let mut files = Vec::new();
-        walk(&self.store(), &self.store(), &mut files);
-        files.sort();
-        files
-    }
-
-    async fn index(&self) -> Index {
-        Index::open(&self.database).await.unwrap()
-    }
-}
-
-fn walk(root: &Path, dir: &Path, files: &mut Vec<String>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            walk(root, &path, files);
-        } else {
-            files.push(path.strip_prefix(root).unwrap().display().to_string());
-        }
-    }
-}
-
-struct Replica {
-    child: Child,
-    url: String,
-    log: PathBuf,
-}
-
-impl Replica {
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn audit_log(&self) -> String {
-        std::fs::read_to_string(&self.log)
-            .unwrap()
-            .lines()
-            .filter(|l| l.contains("harness::audit"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-            let _ = self.child.wait();
-        }
-    }
+fn service(database: String) -> Service {
+    Service::new(Path::new(env!("CARGO_BIN_EXE_harness")), database)
 }
 
 /// A build directory of provider `provider` with one passing and one failing test.
@@ -223,7 +104,7 @@ fn text(output: &std::process::Output) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn publishes_are_authenticated_per_provider_checked_whole_and_idempotent() {
-    let service = Service::new(harness::testing::fresh_postgres_database().await);
+    let service = service(harness::testing::fresh_postgres_database().await);
     let (alpha, beta) = (service.token("alpha"), service.token("beta"));
     let revoked = service.token("alpha");
     let index = service.index().await;
@@ -419,7 +300,7 @@ fn load_options() -> RemoteOptions {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_replicas_take_50_publishers_of_40_builds_each_losing_and_doubling_none() {
-    let service = Service::new(harness::testing::fresh_postgres_database().await);
+    let service = service(harness::testing::fresh_postgres_database().await);
     let tokens = [service.token("alpha"), service.token("beta")];
     let (one, two) = (service.replica("one", &[]), service.replica("two", &[]));
     let remotes = [one.url.clone(), two.url.clone()];
@@ -443,7 +324,7 @@ async fn two_replicas_take_50_publishers_of_40_builds_each_losing_and_doubling_n
 #[tokio::test(flavor = "multi_thread")]
 async fn builds_survive_a_postgres_restart_and_a_killed_replica_in_the_middle_of_the_load() {
     let postgres = harness::testing::OwnPostgres::start();
-    let service = Service::new(postgres.url.clone());
+    let service = service(postgres.url.clone());
     let tokens = [service.token("alpha"), service.token("beta")];
     let (mut one, two) = (service.replica("one", &[]), service.replica("two", &[]));
     let remotes = [one.url.clone(), two.url.clone()];

@@ -67,7 +67,7 @@ pub enum LkgCommand {
 #[derive(Debug, Args)]
 pub struct SourceArgs {
     /// The SQL index the builds were published to [default: the local SQLite index of `harness run`].
-    #[arg(long, env = "HARNESS_DATABASE")]
+    #[arg(long, env = "DATABASE_URL", value_name = "URL")]
     pub database: Option<String>,
     #[command(flatten)]
     pub config: ConfigArg,

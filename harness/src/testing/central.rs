@@ -1,0 +1,142 @@
+//! The central service in tests and benchmarks: `harness serve` replicas (real processes on
+//! loopback) over one database and one store directory, with tokens made by `harness token create`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::results::index::Index;
+
+/// The `harness` binary at `binary` (a test's `env!("CARGO_BIN_EXE_harness")`), its environment
+/// cleared of what would change its defaults.
+pub fn harness(binary: &Path) -> Command {
+    let mut cmd = Command::new(binary);
+    cmd.env("CI", "true").env_remove("RUST_LOG");
+    for inherited in ["DATABASE_URL", "HARNESS_STORE", "HARNESS_CONFIG", "HARNESS_TOKEN", "HARNESS_REMOTE"] {
+        cmd.env_remove(inherited);
+    }
+    cmd
+}
+
+/// providers.yaml with two copies of the bundled `local` provider, `alpha` and `beta`.
+pub fn providers_yaml(dir: &Path) -> PathBuf {
+    let bundled = crate::config::BUNDLED;
+    let local = &bundled[bundled.find("  - name: local").expect("the bundled file has `local`")..];
+    let beta = local.replacen("- name: local", "- name: beta", 1);
+    let alpha = bundled.replacen("- name: local", "- name: alpha", 1);
+    let path = dir.join("providers.yaml");
+    std::fs::write(&path, format!("{}\n{}\n", alpha.trim_end(), beta.trim_end())).unwrap();
+    path
+}
+
+/// The central service's pieces: a database, a store directory, providers.yaml.
+pub struct Service {
+    pub dir: tempfile::TempDir,
+    pub database: String,
+    pub config: PathBuf,
+    binary: PathBuf,
+}
+
+impl Service {
+    pub fn new(binary: &Path, database: String) -> Service {
+        let dir = tempfile::tempdir().unwrap();
+        let config = providers_yaml(dir.path());
+        std::fs::create_dir_all(dir.path().join("store")).unwrap();
+        Service { dir, database, config, binary: binary.to_path_buf() }
+    }
+
+    pub fn store(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+
+    pub fn token(&self, provider: &str) -> String {
+        let output = harness(&self.binary)
+            .args(["token", "create", "--provider", provider, "--description", "test CI", "--database", &self.database])
+            .arg("--config")
+            .arg(&self.config)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    }
+
+    /// A `harness serve` replica, its stderr (the audit log) in `<dir>/<name>.log`.
+    pub fn replica(&self, name: &str, extra: &[&str]) -> Replica {
+        let log = self.dir.path().join(format!("{name}.log"));
+        let mut child = harness(&self.binary)
+            .args(["serve", "--listen", "127.0.0.1:0", "--poll", "200ms", "--database", &self.database])
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--store")
+            .arg(self.store())
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut first).unwrap();
+        let address = first.trim().strip_prefix("serving on ").unwrap_or_else(|| panic!("{first:?}")).to_owned();
+        Replica { child, url: address, log }
+    }
+
+    /// Every file under the store, relative.
+    pub fn stored_files(&self) -> Vec<String> {
+        let mut files = Vec::new();
+        walk(&self.store(), &self.store(), &mut files);
+        files.sort();
+        files
+    }
+
+    pub async fn index(&self) -> Index {
+        Index::open(&self.database).await.unwrap()
+    }
+}
+
+fn walk(root: &Path, dir: &Path, files: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            walk(root, &path, files);
+        } else {
+            files.push(path.strip_prefix(root).unwrap().display().to_string());
+        }
+    }
+}
+
+pub struct Replica {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    log: PathBuf,
+}
+
+impl Replica {
+    /// SIGKILL: requests in flight are cut.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The audit lines of its log.
+    pub fn audit_log(&self) -> String {
+        std::fs::read_to_string(&self.log)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("harness::audit"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+            let _ = self.child.wait();
+        }
+    }
+}
