@@ -19,7 +19,9 @@
 //! The contracts are in `DESIGN.md`, "Results: the Prow/GCS layout TestGrid reads".
 
 pub mod index;
-pub mod junit;
+/// The JUnit model, reader and writer: the `junit` crate, re-exported so that
+/// `crate::results::junit::…` and `harness::results::junit::…` keep working.
+pub use ::junit;
 pub mod layout;
 pub mod publish;
 pub mod record;

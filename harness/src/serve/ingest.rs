@@ -259,7 +259,9 @@ fn check_junit(upload: &upload::Upload, limits: &upload::Limits) -> Result<(), R
             Err(e @ JunitError::TooLarge { .. }) => {
                 return Err(Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", e.to_string()));
             }
-            Err(e @ JunitError::Doctype { .. }) => return Err(Refusal::invalid(e.to_string())),
+            Err(e @ (JunitError::Doctype { .. } | JunitError::TooDeep { .. })) => {
+                return Err(Refusal::invalid(e.to_string()));
+            }
             _ => {}
         }
     }

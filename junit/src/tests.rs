@@ -357,6 +357,96 @@ fn an_entity_bomb_is_refused_at_its_doctype() {
 }
 
 #[test]
+fn a_doctype_is_refused_wherever_it_stands() {
+    let bomb = read_bytes(BILLION_LAUGHS.as_bytes(), Path::new("bomb.xml"), &ReadOptions::default()).unwrap_err();
+    let JunitError::Doctype { at, .. } = &bomb else { panic!("{bomb}") };
+    assert_eq!(at.line_column.map(|(line, _)| line), Some(7), "after the DOCTYPE that ends on line 7");
+    let inside = "<testsuite><!DOCTYPE x [<!ENTITY a \"b\">]><testcase name=\"c\"/></testsuite>";
+    let err = read_str(inside, &ReadOptions::default()).unwrap_err();
+    assert!(matches!(err, JunitError::Doctype { .. }), "{err}");
+}
+
+/// `depth` `<testsuite>`s, each inside the one before, the innermost holding `inner`.
+fn nested_suites(depth: usize, inner: &str) -> String {
+    let mut xml = "<testsuite name=\"s\">".repeat(depth);
+    xml.push_str(inner);
+    xml.push_str(&"</testsuite>".repeat(depth));
+    xml
+}
+
+#[test]
+fn suites_nested_a_hundred_thousand_deep_are_too_deep_not_a_stack_overflow() {
+    let xml = nested_suites(100_000, "");
+    let err = read_bytes(xml.as_bytes(), Path::new("deep.xml"), &ReadOptions::default()).unwrap_err();
+    let JunitError::TooDeep { at, limit, .. } = &err else { panic!("{err}") };
+    assert_eq!(*limit, 64);
+    let suite_tag = "<testsuite name=\"s\">".len() as u64;
+    assert_eq!(at.offset, 64 * suite_tag, "the 65th start tag is the one refused");
+    assert_eq!(at.line_column, Some((1, 64 * suite_tag + 1)));
+    let message = err.to_string();
+    assert!(message.starts_with("deep.xml at line 1"), "{message}");
+    assert!(message.contains("more than 64 deep") && message.contains("only a few levels"), "{message}");
+}
+
+#[test]
+fn suites_nested_as_deep_as_the_limit_are_read() {
+    let report = read_str(&nested_suites(64, ""), &ReadOptions::default()).unwrap();
+    assert_eq!(report.suites.len(), 64);
+    let err = read_str(&nested_suites(65, ""), &ReadOptions::default()).unwrap_err();
+    assert!(matches!(err, JunitError::TooDeep { limit: 64, .. }), "{err}");
+    // A case in the innermost suite is one element deeper than the suite.
+    let case = "<testcase name=\"c\"/>";
+    let report = read_str(&nested_suites(63, case), &ReadOptions::default()).unwrap();
+    assert_eq!(report.suites.len(), 63);
+    assert_eq!(report.suites[62].cases.len(), 1, "the case belongs to the innermost suite");
+    assert!(report.suites[..62].iter().all(|s| s.cases.is_empty()));
+    let err = read_str(&nested_suites(64, case), &ReadOptions::default()).unwrap_err();
+    assert!(matches!(err, JunitError::TooDeep { limit: 64, .. }), "{err}");
+}
+
+#[test]
+fn the_reader_does_not_recurse_even_without_a_depth_limit() {
+    // Read on a thread with a small stack: a reader recursing once per suite would overflow it.
+    let xml = nested_suites(100_000, "<testcase name=\"c\"/>");
+    let opts = ReadOptions { max_depth: usize::MAX, ..ReadOptions::default() };
+    let report = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || read_str(&xml, &opts).map(|r| (r.suites.len(), r.suites[99_999].cases.len())))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(report.unwrap(), (100_000, 1));
+}
+
+#[test]
+fn every_element_counts_toward_the_depth_limit() {
+    let inside_a_failure = |levels: usize| {
+        format!(
+            "<testsuites><testsuite><testcase name=\"c\"><failure>{}{}</failure></testcase></testsuite></testsuites>",
+            "<x>".repeat(levels),
+            "</x>".repeat(levels)
+        )
+    };
+    let opts = ReadOptions { max_depth: 8, ..ReadOptions::default() };
+    assert!(read_str(&inside_a_failure(4), &opts).is_ok(), "4 levels of JUnit + 4 unknown = 8");
+    let err = read_str(&inside_a_failure(5), &opts).unwrap_err();
+    assert!(matches!(err, JunitError::TooDeep { limit: 8, .. }), "{err}");
+    // An empty element is as deep as a start tag in its place.
+    let empty = "<testsuites><testsuite><testcase name=\"c\"><skipped/></testcase></testsuite></testsuites>";
+    assert!(read_str(empty, &ReadOptions { max_depth: 4, ..ReadOptions::default() }).is_ok());
+    let err = read_str(empty, &ReadOptions { max_depth: 3, ..ReadOptions::default() }).unwrap_err();
+    assert!(matches!(err, JunitError::TooDeep { limit: 3, .. }), "{err}");
+}
+
+#[test]
+fn real_files_fit_well_within_the_default_depth() {
+    let opts = ReadOptions { max_depth: 6, ..ReadOptions::default() };
+    for name in REAL_FILES {
+        read_file(&data(name), &opts).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[test]
 fn quick_xml_reports_declared_entities_without_expanding_them() {
     let mut reader = quick_xml::Reader::from_str(BILLION_LAUGHS);
     let mut refs = Vec::new();

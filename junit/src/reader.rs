@@ -33,7 +33,8 @@ pub fn read_file(path: &Path, opts: &ReadOptions) -> Result<Report> {
 pub fn read_from(input: impl Read, file: &Path, opts: &ReadOptions) -> Result<Report> {
     let limited = Limited { inner: input, remaining: opts.max_file_bytes, exceeded: false };
     let buffered = BufReader::with_capacity(64 * 1024, limited);
-    Parser { xml: Reader::from_reader(buffered), buf: Vec::new(), file: file.to_path_buf(), opts: *opts }.document()
+    let xml = Reader::from_reader(buffered);
+    Parser { xml, buf: Vec::new(), file: file.to_path_buf(), opts: *opts, depth: 0 }.document()
 }
 
 /// Reads JUnit XML held in memory (an object fetched from a store); `file` names it in errors,
@@ -203,13 +204,12 @@ impl Tag {
     }
 }
 
-/// A markup event, owned so that the parser can recurse while holding it.
+/// A markup event, owned so that the parser can read on while holding it.
 enum Ev {
     Start(Tag),
     Empty(Tag),
     End,
     CData(String),
-    DocType,
     Eof,
     Other,
 }
@@ -336,6 +336,8 @@ struct Parser<R> {
     buf: Vec<u8>,
     file: PathBuf,
     opts: ReadOptions,
+    /// How many elements are open: checked against [`ReadOptions::max_depth`] at each start tag.
+    depth: usize,
 }
 
 impl<R: Read> Parser<R> {
@@ -361,7 +363,6 @@ impl<R: Read> Parser<R> {
             match self.next()? {
                 Ev::Start(tag) => return Ok((tag, false)),
                 Ev::Empty(tag) => return Ok((tag, true)),
-                Ev::DocType => return Err(JunitError::Doctype { file: self.file.clone(), at: self.here() }),
                 Ev::Eof => return Err(JunitError::Empty { file: self.file.clone() }),
                 Ev::End | Ev::CData(_) | Ev::Other => {}
             }
@@ -388,30 +389,34 @@ impl<R: Read> Parser<R> {
                 Ev::Empty(tag) => return Ok(Some((tag, true))),
                 Ev::End => return Ok(None),
                 Ev::Eof => return Err(self.truncated(open)),
-                Ev::CData(_) | Ev::DocType | Ev::Other => {}
+                Ev::CData(_) | Ev::Other => {}
             }
         }
     }
 
-    /// Reads a `<testsuite>` into `report`; nested suites follow their parent.
+    /// Reads a `<testsuite>` into `report`; nested suites follow their parent. The open suites
+    /// are kept on a stack of their own, not the call stack: no nesting can overflow it.
     fn suite(&mut self, tag: Tag, empty: bool, report: &mut Report) -> Result<()> {
-        let index = report.suites.len();
-        let time = tag.time();
-        let a = tag.attrs;
-        report.suites.push(Suite {
-            name: a.name.unwrap_or_default(),
-            timestamp: a.timestamp,
-            time,
-            ..Suite::default()
-        });
+        let index = push_suite(report, tag);
         if empty {
             return Ok(());
         }
-        let mut seen = HashMap::new();
-        while let Some((child, leaf)) = self.next_child("testsuite")? {
+        // Each open suite: its index in `report.suites` and the cases seen in it.
+        let mut open = vec![(index, HashMap::new())];
+        while let Some((index, seen)) = open.last_mut() {
+            let index = *index;
+            let Some((child, leaf)) = self.next_child("testsuite")? else {
+                open.pop();
+                continue;
+            };
             match child.kind {
-                Kind::TestCase => add_case(&mut report.suites[index], &mut seen, self.case(child, leaf)?),
-                Kind::TestSuite => self.suite(child, leaf, report)?,
+                Kind::TestCase => add_case(&mut report.suites[index], seen, self.case(child, leaf)?),
+                Kind::TestSuite => {
+                    let nested = push_suite(report, child);
+                    if !leaf {
+                        open.push((nested, HashMap::new()));
+                    }
+                }
                 Kind::Properties => report.suites[index].properties.extend(self.properties(leaf)?),
                 Kind::SystemOut => report.suites[index].system_out = Some(self.output(Kind::SystemOut, leaf, false)?.0),
                 Kind::SystemErr => report.suites[index].system_err = Some(self.output(Kind::SystemErr, leaf, false)?.0),
@@ -532,7 +537,7 @@ impl<R: Read> Parser<R> {
                 Ev::CData(text) => sink.push_str(&text),
                 Ev::End => break,
                 Ev::Eof => return Err(self.truncated(open)),
-                Ev::Empty(_) | Ev::DocType | Ev::Other => {}
+                Ev::Empty(_) | Ev::Other => {}
             }
         }
         detail.text = sink.finish().0;
@@ -567,7 +572,7 @@ impl<R: Read> Parser<R> {
                 Ev::Start(_) => self.skip(element_name(kind))?,
                 Ev::End => break,
                 Ev::Eof => return Err(self.truncated(element_name(kind))),
-                Ev::Empty(_) | Ev::DocType | Ev::Other => {}
+                Ev::Empty(_) | Ev::Other => {}
             }
         }
         Ok(sink.finish())
@@ -602,7 +607,7 @@ impl<R: Read> Parser<R> {
                 Ev::Start(_) => depth += 1,
                 Ev::End => depth -= 1,
                 Ev::Eof => return Err(self.truncated(parent)),
-                Ev::Empty(_) | Ev::CData(_) | Ev::DocType | Ev::Other => {}
+                Ev::Empty(_) | Ev::CData(_) | Ev::Other => {}
             }
         }
         Ok(())
@@ -635,17 +640,33 @@ impl<R: Read> Parser<R> {
     }
 
     fn next(&mut self) -> Result<Ev> {
+        let start = self.xml.buffer_position();
         self.buf.clear();
         let event = match self.xml.read_event_into(&mut self.buf) {
             Ok(event) => event,
             Err(e) => return Err(self.xml_error(e)),
         };
         let ev = match event {
-            Event::Start(e) => Tag::parse(&e).map(Ev::Start),
-            Event::Empty(e) => Tag::parse(&e).map(Ev::Empty),
-            Event::End(_) => Ok(Ev::End),
+            Event::Start(e) => {
+                self.depth += 1;
+                if self.depth > self.opts.max_depth {
+                    return Err(self.too_deep(start));
+                }
+                Tag::parse(&e).map(Ev::Start)
+            }
+            Event::Empty(e) => {
+                if self.depth >= self.opts.max_depth {
+                    return Err(self.too_deep(start));
+                }
+                Tag::parse(&e).map(Ev::Empty)
+            }
+            Event::End(_) => {
+                self.depth = self.depth.saturating_sub(1);
+                Ok(Ev::End)
+            }
             Event::CData(text) => Ok(Ev::CData(text.into_inner().into_owned())),
-            Event::DocType(_) => Ok(Ev::DocType),
+            // Anywhere in the file, not only in the prolog where XML allows one.
+            Event::DocType(_) => return Err(JunitError::Doctype { file: self.file.clone(), at: self.here() }),
             Event::Eof => Ok(Ev::Eof),
             _ => Ok(Ev::Other),
         };
@@ -683,6 +704,12 @@ impl<R: Read> Parser<R> {
         JunitError::Malformed { file: self.file.clone(), at: Position { offset, line_column: None }, source }
     }
 
+    /// An element that starts at `offset` and would be one level deeper than the limit.
+    fn too_deep(&self, offset: u64) -> JunitError {
+        let at = Position { offset, line_column: None };
+        JunitError::TooDeep { file: self.file.clone(), at, limit: self.opts.max_depth }
+    }
+
     fn truncated(&self, open: &str) -> JunitError {
         JunitError::Truncated { file: self.file.clone(), at: self.here(), open: open.to_owned() }
     }
@@ -699,6 +726,14 @@ impl Detail {
         let blank = self.message.is_none() && self.kind.is_none() && self.text.text.is_empty();
         (!blank).then_some(self)
     }
+}
+
+/// Appends an empty suite with the attributes of its start tag; returns its index.
+fn push_suite(report: &mut Report, tag: Tag) -> usize {
+    let time = tag.time();
+    let a = tag.attrs;
+    report.suites.push(Suite { name: a.name.unwrap_or_default(), timestamp: a.timestamp, time, ..Suite::default() });
+    report.suites.len() - 1
 }
 
 /// Adds a case to its suite, or a repeated one (same classname and name) as further attempts.

@@ -32,6 +32,10 @@
 //! reference the caller resolves. We refuse any `DOCTYPE` (JUnit has no DTD, and entity
 //! declarations are how "billion laughs" bombs work) and resolve only XML's predefined entities
 //! and character references; anything else is an error naming the file and position.
+//! Elements nested deeper than [`ReadOptions::max_depth`] (64 by default; real JUnit files nest
+//! three to five levels) are refused with [`JunitError::TooDeep`]. The reader keeps its own stack
+//! of open suites instead of recursing, so no input, however deep, can overflow the call stack;
+//! the limit bounds what a hostile file costs in the XML parser's stack of open element names.
 //!
 //! # Why not `junit-report` or `quick-junit`
 //! Both were tried (in a scratch crate, 2026-11) on the real files under `tests/data/junit/`:
@@ -167,11 +171,14 @@ pub struct ReadOptions {
     pub max_file_bytes: u64,
     /// Each text field keeps at most this many bytes; the rest is counted and dropped.
     pub max_text_bytes: usize,
+    /// Elements nested deeper than this (the root element is 1 deep) are refused with
+    /// [`JunitError::TooDeep`].
+    pub max_depth: usize,
 }
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        Self { max_file_bytes: 512 * 1024 * 1024, max_text_bytes: 64 * 1024 }
+        Self { max_file_bytes: 512 * 1024 * 1024, max_text_bytes: 64 * 1024, max_depth: 64 }
     }
 }
 
@@ -212,6 +219,10 @@ pub enum JunitError {
         "{file} at {at}: DOCTYPE refused: JUnit has no DTD, and entity declarations can expand without bound (XML entity bomb)"
     )]
     Doctype { file: PathBuf, at: Position },
+    #[error(
+        "{file} at {at}: elements nested more than {limit} deep: JUnit files nest only a few levels (testsuites > testsuite > testcase > failure), so this is not one a test runner wrote"
+    )]
+    TooDeep { file: PathBuf, at: Position, limit: usize },
 }
 
 fn size_note(size: &Option<u64>) -> String {
@@ -228,14 +239,15 @@ impl JunitError {
             | Self::Malformed { file, .. }
             | Self::Truncated { file, .. }
             | Self::WrongRoot { file, .. }
-            | Self::Doctype { file, .. } => file,
+            | Self::Doctype { file, .. }
+            | Self::TooDeep { file, .. } => file,
         }
     }
 
     fn position_mut(&mut self) -> Option<&mut Position> {
         match self {
             Self::Malformed { at, .. } | Self::Truncated { at, .. } | Self::WrongRoot { at, .. } => Some(at),
-            Self::Doctype { at, .. } => Some(at),
+            Self::Doctype { at, .. } | Self::TooDeep { at, .. } => Some(at),
             Self::Io { .. } | Self::TooLarge { .. } | Self::Empty { .. } => None,
         }
     }
