@@ -157,6 +157,19 @@ async fn publishes_are_authenticated_per_provider_checked_whole_and_idempotent()
     )
     .await;
     assert!(status == 400 && body.contains("DOCTYPE refused"), "{status} {body}");
+    let deep = format!("{}{}", "<testsuite>".repeat(100), "</testsuite>".repeat(100));
+    let (status, body) = post(
+        &replica,
+        Some(&alpha),
+        multipart(&[
+            ("job", None, alpha_job.as_bytes()),
+            ("build", None, b"7"),
+            ("file", Some("started.json"), STARTED_ALPHA),
+            ("file", Some("artifacts/junit_deep.xml"), deep.as_bytes()),
+        ]),
+    )
+    .await;
+    assert!(status == 400 && body.contains("nested more than 64 deep"), "{status} {body}");
     let (status, body) = post(
         &replica,
         Some(&alpha),

@@ -239,15 +239,10 @@ struct Fields {
     org_repo: TextField,
 }
 
+#[derive(Default)]
 struct TextField {
     name: &'static str,
     value: Option<String>,
-}
-
-impl Default for TextField {
-    fn default() -> Self {
-        TextField { name: "", value: None }
-    }
 }
 
 impl TextField {

@@ -47,30 +47,30 @@ impl Index {
                 .await
                 .map_err(self.err("take the LKG lock"))?;
         }
-        let latest = sqlx::query("SELECT generation, report FROM lkg_versions ORDER BY generation DESC LIMIT 1")
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(self.err("read the recorded LKG"))?;
-        let latest: Option<(i64, String)> =
-            latest.map(|r| self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?)))).transpose()?;
-        let outcome = match latest {
-            Some((recorded, _)) if recorded > generation => LkgRecorded::Stale { recorded },
-            Some((recorded, ref stored)) if recorded == generation => {
-                if stored == report {
-                    LkgRecorded::Same
-                } else {
-                    LkgRecorded::Conflict
-                }
-            }
-            _ => {
-                sqlx::query("INSERT INTO lkg_versions (generation, computed_at, report) VALUES ($1, $2, $3)")
-                    .bind(generation)
-                    .bind(now)
-                    .bind(report)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(self.err("record the LKG"))?;
-                LkgRecorded::Written
+        // One statement that writes: SQLite takes its write lock here, before any read, so two
+        // writers queue on the busy timeout instead of deadlocking on a read lock each.
+        let inserted = sqlx::query(
+            "INSERT INTO lkg_versions (generation, computed_at, report) SELECT $1, $2, $3 \
+             WHERE NOT EXISTS (SELECT 1 FROM lkg_versions WHERE generation >= $1)",
+        )
+        .bind(generation)
+        .bind(now)
+        .bind(report)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.err("record the LKG"))?;
+        let outcome = if inserted.rows_affected() == 1 {
+            LkgRecorded::Written
+        } else {
+            let latest = sqlx::query("SELECT generation, report FROM lkg_versions ORDER BY generation DESC LIMIT 1")
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(self.err("read the recorded LKG"))?;
+            let (recorded, stored): (i64, String) = self.decode(|| Ok((latest.try_get(0)?, latest.try_get(1)?)))?;
+            match recorded {
+                _ if recorded > generation => LkgRecorded::Stale { recorded },
+                _ if stored == report => LkgRecorded::Same,
+                _ => LkgRecorded::Conflict,
             }
         };
         tx.commit().await.map_err(self.err("commit the LKG record"))?;

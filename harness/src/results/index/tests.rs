@@ -326,3 +326,60 @@ async fn grid_results_hold_the_latest_builds_of_one_job_on_both_databases() {
         assert_eq!(builds, [("ci-a", "1", fail), ("ci-a", "2", pass), ("ci-a", "3", pass), ("ci-b", "9", fail)]);
     }
 }
+
+#[tokio::test]
+async fn the_index_generation_grows_with_every_change_and_lkg_records_only_move_forward() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        assert_eq!(index.index_generation().await.unwrap(), 0);
+        let first = record("ci-a", "1", 100, vec![result("a", TestStatus::Pass)]);
+        index.index_build(&first).await.unwrap();
+        index.index_build(&record("ci-b", "1", 100, vec![])).await.unwrap();
+        index.index_build(&first).await.unwrap();
+        assert_eq!(index.index_generation().await.unwrap(), 2, "{}: an unchanged build moved it", index.name());
+
+        assert_eq!(index.record_lkg(2, "{\"two\":1}", 10).await.unwrap(), LkgRecorded::Written);
+        assert_eq!(index.record_lkg(2, "{\"two\":1}", 11).await.unwrap(), LkgRecorded::Same);
+        assert_eq!(index.record_lkg(2, "{\"two\":2}", 12).await.unwrap(), LkgRecorded::Conflict);
+        assert_eq!(index.record_lkg(1, "{\"one\":1}", 13).await.unwrap(), LkgRecorded::Stale { recorded: 2 });
+        assert_eq!(index.latest_lkg().await.unwrap(), Some((2, "{\"two\":1}".to_owned())), "{}", index.name());
+    }
+}
+
+#[tokio::test]
+async fn concurrent_lkg_records_of_one_generation_write_it_once() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        let tasks: Vec<_> = (0..16)
+            .map(|i| {
+                let index = index.clone();
+                tokio::spawn(async move { index.record_lkg(5 + i % 2, "{}", 1).await })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap().unwrap());
+        }
+        let written = outcomes.iter().filter(|o| **o == LkgRecorded::Written).count();
+        // Generation 5 may be written before 6 or be stale by then; 6 is written exactly once.
+        assert!((1..=2).contains(&written), "{}: {outcomes:?}", index.name());
+        assert_eq!(index.latest_lkg().await.unwrap().unwrap().0, 6);
+    }
+}
+
+#[tokio::test]
+async fn tokens_are_kept_by_hash_and_revoked_once() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        let id = index.add_token("alpha", "hash-1", "CI", 100).await.unwrap();
+        index.add_token("beta", "hash-2", "", 101).await.unwrap();
+        let found = index.token_by_hash("hash-1").await.unwrap().unwrap();
+        assert_eq!((found.id, found.provider.as_str(), found.revoked_at), (id, "alpha", None));
+        assert!(index.add_token("alpha", "hash-1", "", 102).await.is_err(), "a hash is unique");
+        assert!(index.revoke_token(id, 200).await.unwrap());
+        assert!(!index.revoke_token(id, 201).await.unwrap());
+        assert_eq!(index.token_by_hash("hash-1").await.unwrap().unwrap().revoked_at, Some(200));
+        assert_eq!(index.tokens().await.unwrap().len(), 2, "{}", index.name());
+        assert!(index.token_by_hash("nope").await.unwrap().is_none());
+    }
+}
