@@ -686,6 +686,8 @@ fn serve_reports_a_database_that_is_down_and_recovers_when_it_restarts() {
     postgres.down();
     let (status, body) = http_get(&address, "/healthz");
     assert!(status == 503 && body.contains("unhealthy"), "{status} {body}");
+    let (status, body) = http_get(&address, "/readyz");
+    assert!(status == 503 && body.contains("not ready"), "{status} {body}");
     for page in ["/", grid] {
         let (status, body) = http_get(&address, page);
         assert!(status == 503 && body.contains("the results database is unavailable"), "{page}: {status} {body}");
@@ -698,6 +700,7 @@ fn serve_reports_a_database_that_is_down_and_recovers_when_it_restarts() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!(http_get(&address, grid), (200, before), "the same grid once the database is back");
+    assert_eq!(http_get(&address, "/readyz"), (200, "ok".to_owned()));
     kill(Pid::from_raw(server.id() as i32), Signal::SIGTERM).unwrap();
     assert!(server.wait().unwrap().success());
     env.assert_nothing_left();

@@ -341,3 +341,45 @@ fn reason(code: u16) -> &'static str {
         _ => "invalid",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_openapi_document_describes_the_route_and_its_fields() {
+        let document: serde_yaml_ng::Value =
+            serde_yaml_ng::from_str(include_str!("../../../upload/openapi.yaml")).expect("upload/openapi.yaml is YAML");
+        let paths: Vec<&str> = document["paths"].as_mapping().unwrap().keys().map(|k| k.as_str().unwrap()).collect();
+        assert_eq!(paths, [PATH]);
+        let schema = &document["paths"][PATH]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"];
+        let mut fields: Vec<&str> =
+            schema["properties"].as_mapping().unwrap().keys().map(|k| k.as_str().unwrap()).collect();
+        fields.sort();
+        let mut served = vec![upload::JOB, upload::BUILD, upload::PULL, upload::ORG_REPO, upload::FILE];
+        served.sort();
+        assert_eq!(fields, served);
+        let responses = document["paths"][PATH]["post"]["responses"].as_mapping().unwrap();
+        for status in ["200", "201", "400", "401", "403", "409", "413", "415", "503"] {
+            assert!(responses.contains_key(status), "{status} is not documented");
+        }
+    }
+
+    #[test]
+    fn a_job_name_belongs_to_the_provider_it_names_the_longest_match_winning() {
+        let yaml = crate::config::BUNDLED;
+        let local = &yaml[yaml.find("  - name: local").unwrap()..];
+        let text = format!(
+            "{}\n{}\n",
+            yaml.replacen("- name: local", "- name: aws", 1).trim_end(),
+            local.replacen("- name: local", "- name: aws-gov", 1).trim_end()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("providers.yaml"), text).unwrap();
+        let config = ProvidersConfig::load(dir.path().join("providers.yaml")).unwrap();
+        assert_eq!(provider_by_job_name(&config, "ci-cloud-provider-aws-e2e").as_deref(), Some("aws"));
+        assert_eq!(provider_by_job_name(&config, "ci-cloud-provider-aws-gov-e2e").as_deref(), Some("aws-gov"));
+        assert_eq!(provider_by_job_name(&config, "ci-cloud-provider-awsx-e2e"), None);
+        assert_eq!(provider_by_job_name(&config, "my-own-job"), None);
+    }
+}
