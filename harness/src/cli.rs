@@ -117,6 +117,9 @@ pub struct ServeArgs {
     /// The most files an uploaded build may have.
     #[arg(long, default_value_t = upload::Limits::default().max_files, value_name = "N")]
     pub max_upload_files: usize,
+    /// Uploads read at once; the rest wait their turn (memory stays under N × --max-upload-bytes).
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub concurrent_uploads: usize,
     /// Where build directories are, for the dashboard's logs and artifacts: a directory,
     /// file:///dir, gs://bucket[/prefix] or s3://bucket[/prefix] [default: <user data
     /// dir>/cloud-provider-harness/results, where `harness run` publishes].
@@ -265,6 +268,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                     max_file_bytes: args.max_file_bytes,
                     max_files: args.max_upload_files,
                 },
+                concurrent_uploads: args.concurrent_uploads,
                 config: args.source.config.load()?,
                 database: args.source.database(),
                 store: args.store.unwrap_or_else(crate::results::default_store_url),

@@ -43,6 +43,8 @@ pub struct Ingest {
     pub config: Arc<ProvidersConfig>,
     pub limits: upload::Limits,
     pub metrics: Arc<Metrics>,
+    /// Uploads read at once: each may hold up to `limits.max_body_bytes` in memory.
+    pub uploads: tokio::sync::Semaphore,
 }
 
 pub fn router(ingest: Arc<Ingest>) -> Router {
@@ -91,6 +93,8 @@ struct Audit {
 async fn post_build(State(ingest): State<Arc<Ingest>>, headers: HeaderMap, body: Body) -> Response {
     let started = Instant::now();
     let mut audit = Audit::default();
+    // Bounds memory: later uploads wait here rather than all being read at once.
+    let _permit = ingest.uploads.acquire().await.expect("the semaphore is never closed");
     let outcome = accept(&ingest, &headers, body, &mut audit).await;
     let provider = audit.provider.as_deref().unwrap_or("");
     let (job, build) = (audit.job.as_deref().unwrap_or(""), audit.build.as_deref().unwrap_or(""));

@@ -47,6 +47,8 @@ pub struct ServeOptions {
     pub poll: Duration,
     /// What one upload to the ingestion API may hold.
     pub limits: upload::Limits,
+    /// Uploads read at once (the rest wait): memory is bounded by this × the body limit.
+    pub concurrent_uploads: usize,
     pub config: ProvidersConfig,
     /// The SQL index the LKG and the dashboard read.
     pub database: String,
@@ -74,6 +76,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         config,
         limits: options.limits,
         metrics: metrics.clone(),
+        uploads: tokio::sync::Semaphore::new(options.concurrent_uploads.max(1)),
     };
     let refresher = tokio::spawn(refresh(loader, generation, options.poll, options.refresh, snapshots));
     let app = router(receiver, metrics, index, store, Arc::new(dashboard), Arc::new(ingest));
