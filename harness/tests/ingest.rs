@@ -145,56 +145,24 @@ async fn publishes_are_authenticated_per_provider_checked_whole_and_idempotent()
             .await;
     assert!(status == 400 && body.contains("malformed multipart"), "{status} {body}");
     let bomb = br#"<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;"><!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]><testsuite><testcase name="&lol3;"/></testsuite>"#;
-    let (status, body) = post(
-        &replica,
-        Some(&alpha),
-        multipart(&[
-            ("job", None, alpha_job.as_bytes()),
-            ("build", None, b"7"),
-            ("file", Some("started.json"), STARTED_ALPHA),
-            ("file", Some("artifacts/junit_bomb.xml"), bomb),
-        ]),
-    )
-    .await;
-    assert!(status == 400 && body.contains("DOCTYPE refused"), "{status} {body}");
     let deep = format!("{}{}", "<testsuite>".repeat(100), "</testsuite>".repeat(100));
-    let (status, body) = post(
-        &replica,
-        Some(&alpha),
-        multipart(&[
-            ("job", None, alpha_job.as_bytes()),
-            ("build", None, b"7"),
-            ("file", Some("started.json"), STARTED_ALPHA),
-            ("file", Some("artifacts/junit_deep.xml"), deep.as_bytes()),
-        ]),
-    )
-    .await;
-    assert!(status == 400 && body.contains("nested more than 64 deep"), "{status} {body}");
-    let (status, body) = post(
-        &replica,
-        Some(&alpha),
-        multipart(&[
-            ("job", None, alpha_job.as_bytes()),
-            ("build", None, b"7"),
-            ("file", Some("started.json"), STARTED_ALPHA),
-            ("file", Some("../../x"), b"escaped"),
-        ]),
-    )
-    .await;
-    assert!(status == 400 && body.contains("inside the build directory"), "{status} {body}");
     let big = vec![b'x'; 300_000];
-    let (status, body) = post(
-        &replica,
-        Some(&alpha),
-        multipart(&[
+    let refusals: [(&str, &[u8], u16, &str); 4] = [
+        ("artifacts/junit_bomb.xml", bomb, 400, "DOCTYPE refused"),
+        ("artifacts/junit_deep.xml", deep.as_bytes(), 400, "nested more than 64 deep"),
+        ("../../x", b"escaped", 400, "inside the build directory"),
+        ("build-log.txt", &big, 413, "200000-byte limit"),
+    ];
+    for (path, bytes, want, message) in refusals {
+        let parts = multipart(&[
             ("job", None, alpha_job.as_bytes()),
             ("build", None, b"7"),
             ("file", Some("started.json"), STARTED_ALPHA),
-            ("file", Some("build-log.txt"), &big),
-        ]),
-    )
-    .await;
-    assert!(status == 413 && body.contains("200000-byte limit"), "{status} {body}");
+            ("file", Some(path), bytes),
+        ]);
+        let (status, body) = post(&replica, Some(&alpha), parts).await;
+        assert!(status == want && body.contains(message), "{path}: {status} {body}");
+    }
     assert_eq!(service.stored_files(), Vec::<String>::new(), "a refused publish wrote to the store");
     assert!(!service.dir.path().join("x").exists() && !work.path().join("x").exists());
     assert_eq!(index.counts().await.unwrap(), (0, 0), "a refused publish was indexed");
@@ -230,6 +198,7 @@ async fn publishes_are_authenticated_per_provider_checked_whole_and_idempotent()
     let output = publish(&replica, &alpha, &alpha_build, "ci-cloud-provider-alpha-blocked", "1");
     assert!(!output.status.success() && text(&output).contains("503"), "{}", text(&output));
     assert!(text(&output).contains("object store"), "{}", text(&output));
+    assert!(text(&output).contains("retrying in"), "a 503 is retried: {}", text(&output));
     assert!(index.build("ci-cloud-provider-alpha-blocked", "1").await.unwrap().is_none());
     assert_eq!(index.counts().await.unwrap(), (1, 2));
 

@@ -71,24 +71,14 @@ pub async fn publish(
     check_started(dir)?;
     let mut files = Vec::new();
     collect_files(dir, Path::new(""), &mut files)?;
-    // finished.json goes last: its presence tells readers the build is complete.
-    let (finished, rest): (Vec<_>, Vec<_>) = files.into_iter().partition(|f| f == Path::new(FINISHED_JSON));
     let base = location.object_dir();
     let upload = |relative: PathBuf| {
         let object = format!("{base}/{}", object_path(&relative));
         let local = dir.join(&relative);
         async move { store.upload_file_if_changed(&object, &local).await }
     };
-    let mut puts: Vec<Put> =
-        stream::iter(rest.into_iter().map(upload)).buffer_unordered(UPLOADS_IN_FLIGHT).try_collect().await?;
-    for relative in finished {
-        puts.push(upload(relative).await?);
-    }
-    advance_latest_build(store, location).await?;
-    let record = record::read_build(store, location, opts).await?;
-    let indexed = index.index_build(&record).await?;
-    let written = puts.iter().filter(|p| **p == Put::Written).count();
-    Ok(Published { url: store.url_of(&base), written, unchanged: puts.len() - written, indexed, record })
+    let puts = put_finished_last(files, |f| f == Path::new(FINISHED_JSON), upload).await?;
+    index_written(store, index, location, opts, puts).await
 }
 
 /// Publishes a build held in memory (an upload to the ingestion API) as [`publish`] does a local
@@ -103,22 +93,45 @@ pub async fn publish_files(
     opts: &ReadBuildOptions,
 ) -> Result<Published> {
     let base = location.object_dir();
-    let (finished, rest): (Vec<_>, Vec<_>) = files.iter().partition(|f| f.path == FINISHED_JSON);
     let upload = |file: &upload::UploadedFile| {
         let object = format!("{base}/{}", file.path);
         let bytes = file.bytes.clone();
         async move { store.put_if_changed(&object, bytes).await }
     };
+    let puts = put_finished_last(files.iter().collect(), |f| f.path == FINISHED_JSON, upload).await?;
+    index_written(store, index, location, opts, puts).await
+}
+
+/// Writes every file with `put`, several at once, and `finished.json` last: its presence tells
+/// readers the build is complete.
+async fn put_finished_last<T, F, Fut>(files: Vec<T>, is_finished: impl Fn(&T) -> bool, put: F) -> Result<Vec<Put>>
+where
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<Put, StoreError>>,
+{
+    let (finished, rest): (Vec<T>, Vec<T>) = files.into_iter().partition(|f| is_finished(f));
     let mut puts: Vec<Put> =
-        stream::iter(rest.into_iter().map(upload)).buffer_unordered(UPLOADS_IN_FLIGHT).try_collect().await?;
+        stream::iter(rest.into_iter().map(&put)).buffer_unordered(UPLOADS_IN_FLIGHT).try_collect().await?;
     for file in finished {
-        puts.push(upload(file).await?);
+        puts.push(put(file).await?);
     }
+    Ok(puts)
+}
+
+/// Moves `latest-build.txt` forward and indexes the build from what the store now holds.
+async fn index_written(
+    store: &ResultStore,
+    index: &Index,
+    location: &BuildLocation,
+    opts: &ReadBuildOptions,
+    puts: Vec<Put>,
+) -> Result<Published> {
     advance_latest_build(store, location).await?;
     let record = record::read_build(store, location, opts).await?;
     let indexed = index.index_build(&record).await?;
     let written = puts.iter().filter(|p| **p == Put::Written).count();
-    Ok(Published { url: store.url_of(&base), written, unchanged: puts.len() - written, indexed, record })
+    let url = store.url_of(&location.object_dir());
+    Ok(Published { url, written, unchanged: puts.len() - written, indexed, record })
 }
 
 /// The files of `files` the store holds with other content at `location` (a build published
