@@ -335,13 +335,27 @@ async fn builds_survive_a_postgres_restart_and_a_killed_replica_in_the_middle_of
     .unwrap();
     wait_for(2).await;
     one.kill();
+    let audit_at_kill = two.audit_log().lines().count();
     let report = load.await.unwrap();
     assert_eq!(report.errors, Vec::<String>::new());
     assert_eq!(report.created + report.existed, total);
     assert!(report.retries > 0, "no publish was retried: the faults did not hit the load");
+    // Alpha's publishers (even numbers) post to replica one first: once it was killed, their
+    // builds could only land through a retry on replica two.
+    let moved = two
+        .audit_log()
+        .lines()
+        .skip(audit_at_kill)
+        .filter(|l| l.contains("publish accepted") && l.contains("job=\"ci-cloud-provider-alpha-load-"))
+        .count();
+    assert!(moved > 0, "no build of alpha's landed on replica two after replica one was killed");
     let index = service.index().await;
     assert_indexed_once(&index, &PLAN).await;
     assert_one_lkg(&[&two], &index, &PLAN).await;
-    eprintln!("with the faults: {} retries, p99 {:?}", report.retries, report.quantile(0.99));
+    eprintln!(
+        "with the faults: {} retries, {moved} of alpha's builds on replica two, p99 {:?}",
+        report.retries,
+        report.quantile(0.99)
+    );
     drop(restarted);
 }

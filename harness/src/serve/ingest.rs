@@ -93,8 +93,6 @@ struct Audit {
 async fn post_build(State(ingest): State<Arc<Ingest>>, headers: HeaderMap, body: Body) -> Response {
     let started = Instant::now();
     let mut audit = Audit::default();
-    // Bounds memory: later uploads wait here rather than all being read at once.
-    let _permit = ingest.uploads.acquire().await.expect("the semaphore is never closed");
     let outcome = accept(&ingest, &headers, body, &mut audit).await;
     let provider = audit.provider.as_deref().unwrap_or("");
     let (job, build) = (audit.job.as_deref().unwrap_or(""), audit.build.as_deref().unwrap_or(""));
@@ -123,6 +121,8 @@ async fn accept(ingest: &Ingest, headers: &HeaderMap, body: Body, audit: &mut Au
     let provider = authenticate(ingest, headers).await?;
     audit.provider = Some(provider.clone());
     check_length(headers, &ingest.limits)?;
+    // Bounds memory: later uploads wait here rather than all being read at once.
+    let _permit = ingest.uploads.acquire().await.expect("the semaphore is never closed");
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let upload = upload::read(content_type, body.into_data_stream(), &ingest.limits)
         .await
