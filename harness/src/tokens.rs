@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::ProvidersConfig;
 use crate::results::index::{Index, TokenInfo};
+use crate::results::unix_now;
 
 const PREFIX: &str = "chp_";
 
@@ -31,7 +32,7 @@ pub async fn create(index: &Index, config: &ProvidersConfig, provider: &str, des
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).context("reading the operating system's randomness")?;
     let token = format!("{PREFIX}{}", hex::encode(secret));
-    let id = index.add_token(provider, &hash(&token), description, now()).await?;
+    let id = index.add_token(provider, &hash(&token), description, unix_now()).await?;
     Ok(Created { id, token })
 }
 
@@ -47,10 +48,6 @@ pub async fn authenticate(index: &Index, token: &str) -> crate::results::index::
 /// The SHA-256 of a token, in hex: what the index keeps.
 pub fn hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
-}
-
-pub fn now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -77,8 +74,8 @@ mod tests {
         assert_eq!(authenticate(&index, &created.token).await.unwrap().unwrap().provider, *provider);
         assert!(authenticate(&index, "chp_0000").await.unwrap().is_none());
         assert!(authenticate(&index, "not-a-token").await.unwrap().is_none());
-        assert!(index.revoke_token(created.id, now()).await.unwrap());
-        assert!(!index.revoke_token(created.id, now()).await.unwrap(), "revoked twice");
+        assert!(index.revoke_token(created.id, unix_now()).await.unwrap());
+        assert!(!index.revoke_token(created.id, unix_now()).await.unwrap(), "revoked twice");
         assert!(authenticate(&index, &created.token).await.unwrap().is_none(), "a revoked token still works");
 
         let unknown = create(&index, &config, "no-such-provider", "").await.err().unwrap().to_string();

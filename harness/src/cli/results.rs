@@ -119,11 +119,7 @@ async fn run_publish_remote(args: &PublishArgs, location: &BuildLocation) -> Res
         published.url,
         published.attempts,
         body["state"].as_str().unwrap_or("?"),
-        match body["passed"].as_bool() {
-            Some(true) => "PASSED",
-            Some(false) => "FAILED",
-            None => "outcome unknown",
-        },
+        outcome_word(body["passed"].as_bool()),
     );
     let problems = body["problems"].as_array().cloned().unwrap_or_default();
     for p in &problems {
@@ -178,14 +174,18 @@ fn summary(p: &Published, database: &str) -> String {
         p.written,
         p.unchanged,
         p.record.info.state.as_str(),
-        match p.record.info.passed {
-            Some(true) => "PASSED",
-            Some(false) => "FAILED",
-            None => "outcome unknown",
-        },
+        outcome_word(p.record.info.passed),
         count(TestStatus::Pass),
         count(TestStatus::Fail),
         count(TestStatus::Flaky),
         count(TestStatus::Skip),
     )
+}
+
+fn outcome_word(passed: Option<bool>) -> &'static str {
+    match passed {
+        Some(true) => "PASSED",
+        Some(false) => "FAILED",
+        None => "outcome unknown",
+    }
 }

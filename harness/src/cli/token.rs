@@ -59,7 +59,7 @@ pub async fn run_token(command: TokenCommand) -> Result<()> {
         }
         TokenCommand::Revoke { id, database } => {
             let index = Index::open(&database.url()).await?;
-            if !index.revoke_token(id, crate::tokens::now()).await? {
+            if !index.revoke_token(id, crate::results::unix_now()).await? {
                 bail!("no valid token with id {id} in {}: see harness token list", index.name());
             }
             println!("token {id} revoked");

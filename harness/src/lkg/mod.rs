@@ -70,7 +70,7 @@ async fn snapshot(
     }
     let links = add_builds(&mut engine, &builds, by_build);
     info!("LKG over {} build(s) of {} provider(s)", builds.len(), config.providers.len());
-    Ok(Snapshot { engine, builds: links, loaded_at: now() })
+    Ok(Snapshot { engine, builds: links, loaded_at: crate::results::unix_now() })
 }
 
 /// The builds of providers in providers.yaml; the others are left out, with a warning.
@@ -179,8 +179,4 @@ fn lkg_status(status: record::TestStatus) -> TestStatus {
         record::TestStatus::Skip => TestStatus::Skip,
         record::TestStatus::Flaky => TestStatus::Flaky,
     }
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default()
 }

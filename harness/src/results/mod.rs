@@ -30,6 +30,11 @@ pub mod store;
 
 use std::path::PathBuf;
 
+/// Now, in seconds since the Unix epoch: how `started.json`, `finished.json` and the index keep time.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default()
+}
+
 /// Where the embedded default keeps published builds and their index: `$HARNESS_DATA_DIR`, else
 /// `~/.local/share/cloud-provider-harness`.
 pub fn data_dir() -> PathBuf {

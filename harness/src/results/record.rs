@@ -10,7 +10,7 @@
 //! the index compares digests to make indexing the same build again a no-op.
 
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
@@ -300,6 +300,5 @@ fn digest_part(digest: &mut Sha256, name: &str, bytes: &[u8]) {
 }
 
 fn age(started_epoch: i64) -> Duration {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    Duration::from_secs(now.saturating_sub(started_epoch).max(0) as u64)
+    Duration::from_secs(super::unix_now().saturating_sub(started_epoch).max(0) as u64)
 }

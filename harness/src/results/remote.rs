@@ -83,9 +83,6 @@ pub async fn publish_remote(
     location: &BuildLocation,
     options: &RemoteOptions,
 ) -> Result<RemotePublished, RemoteError> {
-    if options.remotes.is_empty() {
-        return Err(RemoteError::NoRemote);
-    }
     check_started(dir)?;
     let files = read_files(dir).await?;
     post_files(client, &files, location, options).await

@@ -33,6 +33,7 @@ use crate::results::layout::{
 use crate::results::publish;
 use crate::results::record::{ReadBuildOptions, Unfinished};
 use crate::results::store::ResultStore;
+use crate::results::unix_now;
 use crate::suites::{SuiteContext, SuiteRunner};
 use steps::{StepResult, Steps};
 
@@ -228,7 +229,7 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
         ..Versions::default()
     };
     let finished = Finished {
-        timestamp: Some(now()),
+        timestamp: Some(unix_now()),
         passed: Some(passed),
         result: Some(result),
         metadata: versions.to_metadata(),
@@ -448,7 +449,7 @@ fn started(provider: &Provider, version: &KubernetesVersion, location: &BuildLoc
     metadata.insert_string(JOB_KEY, location.job());
     metadata.insert_string(BUILD_KEY, location.build());
     Started {
-        timestamp: now(),
+        timestamp: unix_now(),
         repos: [(provider.repo.trim_start_matches("https://github.com/").to_owned(), provider.branch.clone())]
             .into_iter()
             .collect(),
@@ -495,8 +496,4 @@ async fn interrupt() -> &'static str {
 
 fn signal_name(name: &str) -> &'static str {
     if name == "SIGTERM" { "SIGTERM" } else { "SIGINT" }
-}
-
-fn now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default()
 }

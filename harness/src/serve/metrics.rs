@@ -95,6 +95,10 @@ impl Metrics {
         self.loaded_at.set(snapshot.loaded_at);
     }
 
+    pub fn refresh_failed(&self) {
+        self.refreshes.get_or_create(&ResultLabel { result: "error" }).inc();
+    }
+
     pub fn request(&self, method: &str, route: &str, status: u16, took: Duration) {
         let labels = RequestLabels { method: method.to_owned(), route: route.to_owned(), status };
         self.requests.get_or_create(&labels).inc();

@@ -79,7 +79,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         uploads: tokio::sync::Semaphore::new(options.concurrent_uploads.max(1)),
     };
     let refresher = tokio::spawn(refresh(loader, generation, options.poll, options.refresh, snapshots));
-    let app = router(receiver, metrics, index, store, Arc::new(dashboard), Arc::new(ingest));
+    let app = router(receiver, metrics, Arc::new(dashboard), Arc::new(ingest));
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("listening on {}: pass a free address with --listen", options.listen))?;
@@ -103,13 +103,11 @@ fn repos(config: &ProvidersConfig) -> BTreeMap<String, String> {
 fn router(
     snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>,
     metrics: Arc<Metrics>,
-    index: Index,
-    store: ResultStore,
     dashboard: Arc<IndexSource>,
     ingest: Arc<ingest::Ingest>,
 ) -> Router {
     let observed = metrics.clone();
-    let ready_index = index.clone();
+    let (index, ready_index, store) = (ingest.index.clone(), ingest.index.clone(), ingest.store.clone());
     lkg::api::router(snapshots)
         .merge(dashboards::web::router(dashboard))
         .merge(ingest::router(ingest))
@@ -186,7 +184,7 @@ impl LkgLoader {
         let mut view = lkg::api::lkg(snapshot);
         view.loaded_at = 0;
         let report = serde_json::to_string(&view).expect("the LKG view serialises");
-        let result = match self.index.record_lkg(generation, &report, crate::tokens::now()).await {
+        let result = match self.index.record_lkg(generation, &report, crate::results::unix_now()).await {
             Ok(LkgRecorded::Written) => "written",
             Ok(LkgRecorded::Same) => "same",
             Ok(LkgRecorded::Stale { .. }) => "stale",
@@ -219,7 +217,7 @@ async fn refresh(
             Ok(now) if now == generation && loaded.elapsed() < every => continue,
             Ok(_) => {}
             Err(error) => {
-                loader.metrics.refreshes.get_or_create(&ResultLabel { result: "error" }).inc();
+                loader.metrics.refresh_failed();
                 warn!("checking the index for new builds failed; still serving the last answers: {error}");
                 continue;
             }
@@ -231,7 +229,7 @@ async fn refresh(
                 snapshots.send_replace(Arc::new(snapshot));
             }
             Err(error) => {
-                loader.metrics.refreshes.get_or_create(&ResultLabel { result: "error" }).inc();
+                loader.metrics.refresh_failed();
                 warn!("reloading the LKG failed; still serving the last answers: {error:#}");
             }
         }
