@@ -3,7 +3,8 @@
 //! # Shapes read
 //! - ginkgo v1 `junit_01.xml` (Kubernetes `e2e.test`, older certified conformance results): a
 //!   `<testsuite>` root, hundreds of `<testcase>`s, most `<skipped>`; a spec retried with
-//!   `--flake-attempts` appears as several `<testcase>`s with the same name.
+//!   `--flakeAttempts` appears as several `<testcase>`s with the same name, one right after the
+//!   other, and distinct specs can share a name too (see below).
 //! - ginkgo v2: `<testsuites>` root, suite `<properties>`, `status="passed|failed|skipped|pending|…"`
 //!   on each `<testcase>`, large `<system-err>`. A spec that passed on a retry keeps
 //!   `status="passed"` and only says `Attempt #N Failed.  Retrying` in its output: each such marker
@@ -16,10 +17,37 @@
 //!   `<system-out>`/`<system-err>`.
 //!
 //! # Model
-//! A [`Report`] holds [`Suite`]s (nested suites are flattened, parent first); a [`TestCase`] is keyed
-//! by classname and name within its suite and holds its [`Attempt`]s in the order they ran. Its
-//! [`Status`] follows from them: the last attempt that was not skipped decides, and a pass after a
-//! failure is [`Status::Flaky`] (counted as passed, and reported).
+//! A [`Report`] holds [`Suite`]s (nested suites are flattened, parent first); a [`TestCase`] holds
+//! its [`Attempt`]s in the order they ran. Its [`Status`] follows from them: the last attempt that
+//! was not skipped decides, and a pass after a failure is [`Status::Flaky`] (counted as passed, and
+//! reported).
+//!
+//! # Repeated test cases: retries, and same-named cases
+//! A `<testcase>` with the same classname and name as the one right before it in its suite is a
+//! *retry* of it, and becomes further attempts of that case, only when that attempt failed or
+//! errored and the repeat ran (was not skipped): that is how ginkgo v1 writes a spec retried with
+//! `--flakeAttempts` (its `SpecRunner.runSpec` reports every attempt as it ends, and the JUnit
+//! reporter adds a `<testcase>` per report, so each retry directly follows the failed attempt).
+//! Retry elements (`<flakyFailure>`, `<rerunFailure>`, …) and ginkgo v2's `Failed.  Retrying`
+//! markers are attempts of their own `<testcase>` as before.
+//!
+//! Every other repeat is a case of its own: two passes, a pass then a failure, two skips, a repeat
+//! after a skip, and a failure then a pass of the same name with other cases in between. Real
+//! files hold such cases: ginkgo v1 conformance results where the secret, configMap and
+//! downwardAPI specs of one `Projected` describe share a name (v1.7, v1.8; never next to each
+//! other), the two `[ReportBeforeSuite]` nodes of a ginkgo v2 suite, skipped pairs. Reading a
+//! failure of one such spec as a flake of the other would call a failed run good, and which spec
+//! came first would decide it. (A failure followed *directly* by a passing same-named case cannot
+//! be told from a retry; it is read as one.)
+//!
+//! Such cases are named as TestGrid's updater names the rows of a build when it keeps same-named
+//! results apart (`disable_merged_status`, `SplitCells` in `pkg/updater`): in document order, `name`,
+//! `name [1]`, `name [2]`, …, counting every `<testcase>` TestGrid shows, so a retried case takes
+//! the number of its first attempt and its retries use up the next ones; cases TestGrid leaves out
+//! (a `<skipped>` with no text and no message but "skipped") take the numbers after those. A name
+//! that appears once is left alone. By default TestGrid instead merges same-named results into
+//! one row (FLAKY when some passed and some failed, in either order); `tests/data/junit/README.md`
+//! says where the two differ and `tests/testgrid_parity.rs` compares both with TestGrid's own code.
 //!
 //! # Reading: streaming, bounded, refusing what is dangerous
 //! The reader drives quick-xml's event reader and never builds a tree of the file. Character data
@@ -47,11 +75,14 @@
 //!   "missing <testsuites> element") and ginkgo v2's (`timestamp` without a UTC offset). It read
 //!   pytest's file with `tests=0`, since it trusts the count attributes. It also builds the whole
 //!   report with every output in memory, has no size limit, and has no notion of the same test
-//!   case appearing twice (ginkgo's retries).
+//!   case appearing twice (ginkgo's retries, or same-named specs).
 //!
 //! So the project keeps this one model and reads and writes it with quick-xml (the parser both
 //! crates use) directly. The writer emits nextest's retry elements, which TestGrid ignores (a flaky
 //! case shows as passed there) and which this reader turns back into the same attempts.
+//!
+//! [`Counts`] are of test cases; on a file without retries they equal TestGrid's rows for it (with
+//! `disable_merged_status`), plus the cases TestGrid leaves out as skipped without a reason.
 
 mod reader;
 #[cfg(test)]
@@ -92,7 +123,8 @@ pub struct Property {
     pub value: String,
 }
 
-/// A test, identified by classname and name within its suite, with every attempt that ran it.
+/// A test with every attempt that ran it. The reader names same-named `<testcase>`s of a suite
+/// that are not retries `name`, `name [1]`, … as TestGrid does (see the module docs).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TestCase {
     pub name: String,

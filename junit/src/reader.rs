@@ -1,6 +1,7 @@
 //! The streaming JUnit reader: quick-xml events for markup, raw streamed bytes for character data.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fs::File;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{self, BufRead, BufReader, Read};
@@ -329,6 +330,8 @@ struct CaseParts {
     after: Vec<Attempt>,
     retries: usize,
     properties: Vec<Property>,
+    /// A `<skipped>` child TestGrid would drop the case for: no text, no message but "skipped".
+    unnamed_skip: bool,
 }
 
 struct Parser<R> {
@@ -401,20 +404,25 @@ impl<R: Read> Parser<R> {
         if empty {
             return Ok(());
         }
-        // Each open suite: its index in `report.suites` and the cases seen in it.
-        let mut open = vec![(index, HashMap::new())];
-        while let Some((index, seen)) = open.last_mut() {
+        // Each open suite: its index in `report.suites` and the names of the cases seen in it.
+        let mut open = vec![(index, Repeats::default())];
+        while let Some((index, repeats)) = open.last_mut() {
             let index = *index;
             let Some((child, leaf)) = self.next_child("testsuite")? else {
-                open.pop();
+                if let Some((index, repeats)) = open.pop() {
+                    repeats.name(&mut report.suites[index]);
+                }
                 continue;
             };
             match child.kind {
-                Kind::TestCase => add_case(&mut report.suites[index], seen, self.case(child, leaf)?),
+                Kind::TestCase => {
+                    let (case, dropped) = self.case(child, leaf)?;
+                    repeats.add(&mut report.suites[index], case, dropped);
+                }
                 Kind::TestSuite => {
                     let nested = push_suite(report, child);
                     if !leaf {
-                        open.push((nested, HashMap::new()));
+                        open.push((nested, Repeats::default()));
                     }
                 }
                 Kind::Properties => report.suites[index].properties.extend(self.properties(leaf)?),
@@ -427,7 +435,8 @@ impl<R: Read> Parser<R> {
         Ok(())
     }
 
-    fn case(&mut self, tag: Tag, empty: bool) -> Result<TestCase> {
+    /// A `<testcase>`, and whether TestGrid drops it from its grid (see [`Repeats`]).
+    fn case(&mut self, tag: Tag, empty: bool) -> Result<(TestCase, bool)> {
         let time = tag.time();
         let a = tag.attrs;
         let main = Attempt {
@@ -448,23 +457,32 @@ impl<R: Read> Parser<R> {
         let mut attempts = parts.before;
         attempts.push(parts.main);
         attempts.extend(parts.after);
-        Ok(TestCase {
+        let case = TestCase {
             name: a.name.unwrap_or_default(),
             classname: a.classname,
             properties: parts.properties,
             attempts,
-        })
+        };
+        Ok((case, parts.unnamed_skip))
     }
 
     fn case_child(&mut self, tag: Tag, empty: bool, parts: &mut CaseParts) -> Result<()> {
         match tag.kind {
             Kind::Failure | Kind::Error | Kind::Skipped => {
+                let tag_kind = tag.kind;
                 let (outcome, rank) = match tag.kind {
                     Kind::Failure => (Outcome::Failed, 3),
                     Kind::Error => (Outcome::Error, 2),
                     _ => (Outcome::Skipped, 1),
                 };
                 let (detail, out, err) = self.detail(tag, empty)?;
+                if tag_kind == Kind::Skipped {
+                    // TestGrid's updater drops a case whose <skipped> has no text and no message
+                    // but "skipped": ginkgo v1's every skip, ginkgo v2's for a spec left out.
+                    parts.unnamed_skip = detail.text.text.is_empty()
+                        && detail.text.dropped_bytes == 0
+                        && matches!(detail.message.as_deref(), None | Some("" | "skipped"));
+                }
                 if rank > parts.rank {
                     parts.rank = rank;
                     parts.main.outcome = outcome;
@@ -736,22 +754,117 @@ fn push_suite(report: &mut Report, tag: Tag) -> usize {
     report.suites.len() - 1
 }
 
-/// Adds a case to its suite, or a repeated one (same classname and name) as further attempts.
-fn add_case(suite: &mut Suite, seen: &mut HashMap<u64, usize>, case: TestCase) {
-    let mut hasher = DefaultHasher::new();
-    (&case.classname, &case.name).hash(&mut hasher);
-    let key = hasher.finish();
-    match seen.get(&key).map(|&i| &mut suite.cases[i]) {
-        Some(first) if first.name == case.name && first.classname == case.classname => {
-            first.attempts.extend(case.attempts);
-            first.properties.extend(case.properties);
+/// The cases of one suite by name, while the suite is read: which repeats are retries, and the
+/// names TestGrid gives the repeats that are not.
+///
+/// A `<testcase>` with the classname and name of the one just before it in the suite is a retry
+/// of it (more attempts of one case) when that attempt failed or errored and this one ran (was
+/// not skipped): ginkgo v1's `--flakeAttempts` writes a retried spec that way, each attempt right
+/// after the failed one. Any other repeat is a case of its own: two passes, a pass then a failure,
+/// two skips, or a failure then a pass of a same-named spec elsewhere in the file (ginkgo v1 files
+/// hold distinct specs with one name).
+///
+/// Repeats are named as TestGrid's updater (`pkg/updater`, `convertResult` then `SplitCells`, with
+/// `disable_merged_status`) names the rows of a build: it numbers the `<testcase>` elements of one
+/// name in document order, `name`, `name [1]`, `name [2]`, …, skipping those it drops (a
+/// `<skipped>` with no text and no message but "skipped"). A case takes the number of its first
+/// element (its retries use up the next ones, as TestGrid shows each attempt as a row); cases
+/// TestGrid drops take the numbers after all of those. A name that appears once keeps its name.
+#[derive(Default)]
+struct Repeats {
+    /// A hash of each name to the first and the last case with that name.
+    names: HashMap<u64, (usize, usize)>,
+    /// Per case of the suite, in order.
+    meta: Vec<CaseMeta>,
+    /// The first case of each name seen more than once.
+    repeated: Vec<usize>,
+}
+
+#[derive(Clone, Copy)]
+struct CaseMeta {
+    /// The case's `<testcase>` elements that TestGrid shows.
+    shown: usize,
+    /// TestGrid drops its first element.
+    dropped: bool,
+    /// The next case with the same name.
+    next: Option<usize>,
+}
+
+impl Repeats {
+    /// Adds a `<testcase>` to the suite: as attempts of the case before it when it is a retry,
+    /// else as a case (named by [`Repeats::name`] once the suite is read).
+    fn add(&mut self, suite: &mut Suite, case: TestCase, dropped: bool) {
+        let shown = usize::from(!dropped);
+        if let Some(last) = suite.cases.last_mut()
+            && is_retry(last, &case)
+        {
+            last.attempts.extend(case.attempts);
+            last.properties.extend(case.properties);
+            if let Some(meta) = self.meta.last_mut() {
+                meta.shown += shown;
+            }
+            return;
         }
-        // A 64-bit hash collision between two different cases: keep both, unmerged.
-        Some(_) => suite.cases.push(case),
-        None => {
-            seen.insert(key, suite.cases.len());
-            suite.cases.push(case);
+        let index = suite.cases.len();
+        let mut hasher = DefaultHasher::new();
+        case.name.hash(&mut hasher);
+        match self.names.entry(hasher.finish()) {
+            Entry::Vacant(entry) => {
+                entry.insert((index, index));
+            }
+            Entry::Occupied(mut entry) => {
+                let (first, last) = *entry.get();
+                // A 64-bit hash collision between two names leaves the later one alone.
+                if suite.cases[first].name == case.name {
+                    if first == last {
+                        self.repeated.push(first);
+                    }
+                    self.meta[last].next = Some(index);
+                    entry.insert((first, index));
+                }
+            }
         }
+        self.meta.push(CaseMeta { shown, dropped, next: None });
+        suite.cases.push(case);
+    }
+
+    /// Gives the repeated names of the suite their numbers.
+    fn name(self, suite: &mut Suite) {
+        for first in self.repeated {
+            let mut number = 0;
+            let mut dropped = Vec::new();
+            let mut at = Some(first);
+            while let Some(index) = at {
+                let meta = self.meta[index];
+                if meta.dropped {
+                    dropped.push(index);
+                } else {
+                    number_case(&mut suite.cases[index], number);
+                }
+                number += meta.shown;
+                at = meta.next;
+            }
+            for index in dropped {
+                number_case(&mut suite.cases[index], number);
+                number += 1;
+            }
+        }
+    }
+}
+
+/// Whether `case` is a retry of `last`, the case just before it: same test, `last`'s latest
+/// attempt failed or errored, and `case` ran.
+fn is_retry(last: &TestCase, case: &TestCase) -> bool {
+    last.name == case.name
+        && last.classname == case.classname
+        && last.attempts.last().is_some_and(|a| a.outcome.is_failure())
+        && case.attempts.iter().any(|a| a.outcome != Outcome::Skipped)
+}
+
+/// TestGrid's name for the `number`th row of a name: `name`, `name [1]`, `name [2]`, ….
+fn number_case(case: &mut TestCase, number: usize) {
+    if number > 0 {
+        case.name = format!("{} [{number}]", case.name);
     }
 }
 

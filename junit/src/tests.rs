@@ -23,6 +23,7 @@ fn case<'a>(report: &'a Report, name: &str) -> &'a TestCase {
 
 const REAL_FILES: &[&str] = &[
     "k8s-conformance-v1.7-gke-junit_01.xml",
+    "k8s-conformance-v1.8-gke-junit_01.xml",
     "ginkgo-v2.34.0-generated-junit_01.xml",
     "kubetest2-writer-test-junit_runner.xml",
     "pytest-9.2.0-generated-junit.xml",
@@ -32,23 +33,37 @@ const REAL_FILES: &[&str] = &[
 
 #[test]
 fn ginkgo_v1_conformance_file_counts_match_its_header() {
+    // tests="125": the testcases that ran. Four names appear twice, each time a distinct spec
+    // that ran and passed: eight cases, not four cases with two attempts each.
     let report = read("k8s-conformance-v1.7-gke-junit_01.xml");
     assert_eq!(report.suites.len(), 1);
-    assert_eq!(report.suites[0].cases.len(), 647, "651 testcase elements, 4 names repeated");
+    assert_eq!(report.suites[0].cases.len(), 651, "651 testcase elements");
     let counts = report.counts();
-    assert_eq!((counts.passed, counts.skipped, counts.failed, counts.flaky), (121, 526, 0, 0));
-    let total_attempts: usize = report.suites[0].cases.iter().map(|c| c.attempts.len()).sum();
-    assert_eq!(total_attempts, 651);
+    assert_eq!((counts.passed, counts.skipped, counts.failed, counts.flaky), (125, 526, 0, 0));
+    assert!(report.cases().all(|(_, c)| c.attempts.len() == 1));
+    let report = read("k8s-conformance-v1.8-gke-junit_01.xml");
+    assert_eq!(report.suites[0].cases.len(), 693);
+    let counts = report.counts();
+    assert_eq!((counts.passed, counts.skipped, counts.failed, counts.flaky), (125, 568, 0, 0));
 }
 
 #[test]
-fn ginkgo_v1_repeated_names_become_attempts_of_one_case() {
+fn ginkgo_v1_same_named_specs_are_cases_of_their_own_named_as_testgrid_names_them() {
     let report = read("k8s-conformance-v1.7-gke-junit_01.xml");
-    let repeated =
-        case(&report, "[k8s.io] Projected optional updates should be reflected in volume [Conformance] [Volume]");
-    let times: Vec<_> = repeated.attempts.iter().map(|a| a.time).collect();
-    assert_eq!(times, [Some(26.325315627), Some(26.514370648)]);
-    assert_eq!(repeated.status(), Status::Passed);
+    let name = "[k8s.io] Projected optional updates should be reflected in volume [Conformance] [Volume]";
+    let times = |name: &str| case(&report, name).attempts.iter().map(|a| a.time).collect::<Vec<_>>();
+    assert_eq!(times(name), [Some(26.325315627)]);
+    assert_eq!(times(&format!("{name} [1]")), [Some(26.514370648)]);
+    let repeated: Vec<&str> = report.cases().map(|(_, c)| c.name.as_str()).filter(|n| n.ends_with("] [1]")).collect();
+    assert_eq!(repeated.len(), 4, "{repeated:#?}");
+    // v1.8: the secret, configMap and downwardAPI specs of the one `Projected` describe.
+    let report = read("k8s-conformance-v1.8-gke-junit_01.xml");
+    let name = "[k8s.io] Projected optional updates should be reflected in volume [Conformance] [sig-storage]";
+    assert_eq!(case(&report, name).attempts[0].time, Some(70.366796542));
+    assert_eq!(case(&report, &format!("{name} [1]")).attempts[0].time, Some(26.324383637));
+    let names: Vec<&str> = report.cases().map(|(_, c)| c.name.as_str()).collect();
+    let distinct: std::collections::HashSet<&str> = names.iter().copied().collect();
+    assert_eq!(distinct.len(), names.len(), "every case has a name of its own");
 }
 
 #[test]
@@ -77,10 +92,11 @@ fn e2e_test_v1_37_dry_run_counts_match_what_ginkgo_wrote() {
     let attempts: usize = report.cases().map(|(_, c)| c.attempts.len()).sum();
     assert_eq!(attempts, 3213);
     let counts = report.counts();
-    assert_eq!((counts.total, counts.passed, counts.skipped), (3212, 468, 2744));
+    assert_eq!((counts.total, counts.passed, counts.skipped), (3213, 469, 2744));
     assert_eq!((counts.failed, counts.errors, counts.flaky), (0, 0, 0));
-    // Two passing runs of one suite node are not a retry.
+    // Two passing runs of one name (two suite nodes) are two cases, not a retry.
     assert_eq!(case(&report, "[ReportBeforeSuite]").status(), Status::Passed);
+    assert_eq!(case(&report, "[ReportBeforeSuite] [1]").status(), Status::Passed);
 }
 
 #[test]
@@ -187,15 +203,38 @@ fn writing_then_reading_gives_the_same_report_for_every_real_file() {
 }
 
 #[test]
-fn writer_uses_retry_elements_and_repeats_cases_it_cannot_merge() {
+fn writer_uses_retry_elements_and_repeats_attempts_that_are_no_retry() {
     let report = read("nextest-fixture-nextest-tests-junit.xml");
     let xml = to_string(&report);
     assert_eq!(xml.matches("<flakyFailure").count(), 3);
     assert_eq!(xml.matches("<rerunFailure").count(), 2);
     assert!(xml.contains("tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"0\""));
-    let twice = read("k8s-conformance-v1.7-gke-junit_01.xml");
-    let xml = to_string(&twice);
+    // Every case the reader makes is one <testcase>: the same-named specs went in under numbers.
+    let xml = to_string(&read("k8s-conformance-v1.7-gke-junit_01.xml"));
     assert_eq!(xml.matches("<testcase ").count(), 651);
+    // Failures then a skip fit one element, as flaky elements before the skip.
+    let attempt = |outcome| Attempt { outcome, ..Attempt::default() };
+    let with = |outcomes: &[Outcome]| Report {
+        name: None,
+        suites: vec![Suite {
+            name: "s".into(),
+            cases: vec![TestCase {
+                name: "x".into(),
+                attempts: outcomes.iter().map(|&o| attempt(o)).collect(),
+                ..TestCase::default()
+            }],
+            ..Suite::default()
+        }],
+    };
+    let written = with(&[Outcome::Failed, Outcome::Error, Outcome::Skipped]);
+    let xml = to_string(&written);
+    assert_eq!(xml.matches("<testcase ").count(), 1, "{xml}");
+    assert_eq!(read_str(&xml, &ReadOptions::default()).unwrap().suites, written.suites);
+    // Attempts after a pass are no retry: repeated <testcase>s, read back as cases of their own.
+    let xml = to_string(&with(&[Outcome::Passed, Outcome::Failed, Outcome::Passed]));
+    assert_eq!(xml.matches("<testcase ").count(), 2, "{xml}");
+    let again = read_str(&xml, &ReadOptions::default()).unwrap();
+    assert_eq!(statuses(&again), [("x", Status::Passed), ("x [1]", Status::Flaky)]);
 }
 
 #[test]
@@ -522,4 +561,192 @@ fn flaky_is_decided_by_the_last_attempt_that_ran() {
     assert_eq!(with(&[Outcome::Error, Outcome::Passed, Outcome::Skipped]).status(), Status::Flaky);
     assert_eq!(with(&[Outcome::Skipped, Outcome::Skipped]).status(), Status::Skipped);
     assert_eq!(with(&[]).status(), Status::Skipped);
+}
+
+/// Each case's name and status, in order.
+fn statuses(report: &Report) -> Vec<(&str, Status)> {
+    report.cases().map(|(_, c)| (c.name.as_str(), c.status())).collect()
+}
+
+/// A ginkgo v1-shaped suite of `<testcase>`s: (name, what it did) in order, where what it did is
+/// `pass`, `fail`, `error`, `skip` (as ginkgo v1 writes a spec left out) or `skip:<reason>`.
+fn ginkgo_v1_suite(cases: &[(&str, &str)]) -> String {
+    let mut xml = String::from("<testsuite tests=\"0\" failures=\"0\" time=\"1\">\n");
+    for (name, did) in cases {
+        let body = match *did {
+            "pass" => String::new(),
+            "fail" => "<failure type=\"Failure\">boom</failure>".to_owned(),
+            "error" => "<error message=\"panicked\"></error>".to_owned(),
+            "skip" => "<skipped></skipped>".to_owned(),
+            other => format!("<skipped message=\"{}\"></skipped>", other.strip_prefix("skip:").expect(other)),
+        };
+        xml.push_str(&format!("<testcase name=\"{name}\" classname=\"Kubernetes e2e suite\">{body}</testcase>\n"));
+    }
+    xml.push_str("</testsuite>");
+    xml
+}
+
+fn read_suite(cases: &[(&str, &str)]) -> Report {
+    read_str(&ginkgo_v1_suite(cases), &ReadOptions::default()).unwrap()
+}
+
+#[test]
+fn a_failure_then_a_same_named_pass_elsewhere_in_the_file_is_a_failure_not_a_flake() {
+    // Issue 18: two distinct specs with one name, the first failing, the second passing, with
+    // other specs (skipped or passed) in between, as in ginkgo v1 conformance files. It was read
+    // as one flaky case (0 failed), and `harness lkg check` called the run good.
+    for between in ["skip", "pass"] {
+        let report = read_suite(&[("X", "fail"), ("other", between), ("X", "pass")]);
+        assert_eq!(
+            statuses(&report),
+            [
+                ("X", Status::Failed),
+                ("other", if between == "skip" { Status::Skipped } else { Status::Passed }),
+                ("X [1]", Status::Passed)
+            ]
+        );
+        assert_eq!((report.counts().failed, report.counts().flaky), (1, 0), "with a {between} in between");
+    }
+    // The same two specs the other way round: the same verdict.
+    let report = read_suite(&[("X", "pass"), ("other", "skip"), ("X", "fail")]);
+    assert_eq!(statuses(&report), [("X", Status::Passed), ("other", Status::Skipped), ("X [1]", Status::Failed)]);
+    assert_eq!((report.counts().failed, report.counts().flaky), (1, 0));
+}
+
+#[test]
+fn a_repeat_directly_after_a_failure_is_a_retry() {
+    // ginkgo v1 --flakeAttempts: each attempt right after the failed one.
+    let report = read_suite(&[("X", "fail"), ("X", "pass")]);
+    assert_eq!(statuses(&report), [("X", Status::Flaky)]);
+    assert_eq!(report.suites[0].cases[0].attempts.len(), 2);
+    let report = read_suite(&[("X", "fail"), ("X", "error"), ("X", "pass"), ("Y", "pass")]);
+    assert_eq!(statuses(&report), [("X", Status::Flaky), ("Y", Status::Passed)]);
+    let outcomes: Vec<_> = report.suites[0].cases[0].attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, [Outcome::Failed, Outcome::Error, Outcome::Passed]);
+    // Failing every attempt: one failed case.
+    let report = read_suite(&[("X", "fail"), ("X", "fail")]);
+    assert_eq!(statuses(&report), [("X", Status::Failed)]);
+    assert_eq!(report.counts(), Counts { total: 1, failed: 1, ..Counts::default() });
+}
+
+#[test]
+fn a_repeat_after_a_pass_or_a_skip_is_a_case_of_its_own() {
+    // A pass then a failure: two cases, one failed (it was one failed case with two attempts).
+    let report = read_suite(&[("X", "pass"), ("X", "fail")]);
+    assert_eq!(statuses(&report), [("X", Status::Passed), ("X [1]", Status::Failed)]);
+    // Passes are never retried.
+    let report = read_suite(&[("X", "pass"), ("X", "pass"), ("X", "pass")]);
+    assert_eq!(statuses(&report), [("X", Status::Passed), ("X [1]", Status::Passed), ("X [2]", Status::Passed)]);
+    // A retried case, then another spec of the same name: TestGrid numbers every attempt it shows,
+    // so the second case is `X [2]`.
+    let report = read_suite(&[("X", "fail"), ("X", "pass"), ("X", "pass")]);
+    assert_eq!(statuses(&report), [("X", Status::Flaky), ("X [2]", Status::Passed)]);
+    // Skipped pairs (as in v1.34 files), and a repeat after a skip.
+    let report = read_suite(&[("X", "skip"), ("X", "skip")]);
+    assert_eq!(statuses(&report), [("X", Status::Skipped), ("X [1]", Status::Skipped)]);
+    let report = read_suite(&[("X", "skip:not on this provider"), ("X", "fail"), ("X", "pass")]);
+    assert_eq!(statuses(&report), [("X", Status::Skipped), ("X [1]", Status::Flaky)]);
+    // A skip is never a retry, not even of a failure; and what follows it is not either.
+    let report = read_suite(&[("X", "fail"), ("X", "skip:later"), ("X", "pass")]);
+    assert_eq!(statuses(&report), [("X", Status::Failed), ("X [1]", Status::Skipped), ("X [2]", Status::Passed)]);
+}
+
+#[test]
+fn cases_testgrid_leaves_out_are_numbered_after_those_it_shows() {
+    // TestGrid drops a <skipped> without text or reason before it numbers the rows, so the pass
+    // here is its row `X`; the dropped skip takes the next number.
+    let report = read_suite(&[("X", "skip"), ("X", "pass")]);
+    assert_eq!(statuses(&report), [("X [1]", Status::Skipped), ("X", Status::Passed)]);
+    let report = read_suite(&[("X", "skip"), ("X", "skip:reason"), ("X", "skip"), ("X", "pass")]);
+    let names: Vec<_> = statuses(&report).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["X [2]", "X", "X [3]", "X [1]"]);
+}
+
+#[test]
+fn a_same_named_case_of_another_classname_is_no_retry_but_shares_the_numbering() {
+    // TestGrid's row name is the suite and case name; the classname is not part of it.
+    let xml = r#"<testsuites><testsuite name="pytest">
+        <testcase classname="tests.test_a" name="test_x"><failure message="boom"/></testcase>
+        <testcase classname="tests.test_b" name="test_x"/>
+    </testsuite></testsuites>"#;
+    let report = read_str(xml, &ReadOptions::default()).unwrap();
+    assert_eq!(statuses(&report), [("test_x", Status::Failed), ("test_x [1]", Status::Passed)]);
+}
+
+#[test]
+fn numbering_is_per_suite() {
+    let xml = r#"<testsuites>
+        <testsuite name="a"><testcase name="x"/><testcase name="x"/></testsuite>
+        <testsuite name="b"><testcase name="x"/>
+            <testsuite name="c"><testcase name="x"/></testsuite>
+            <testcase name="x"/></testsuite>
+    </testsuites>"#;
+    let report = read_str(xml, &ReadOptions::default()).unwrap();
+    let names: Vec<_> = report.cases().map(|(s, c)| (s.name.as_str(), c.name.as_str())).collect();
+    assert_eq!(names, [("a", "x"), ("a", "x [1]"), ("b", "x"), ("b", "x [1]"), ("c", "x")]);
+}
+
+/// The v1.8 conformance file with a `<failure>` put into the `n`th (0-based) testcase named `name`.
+fn v1_8_with_failure(name: &str, n: usize) -> Report {
+    let xml = std::fs::read_to_string(data("k8s-conformance-v1.8-gke-junit_01.xml")).unwrap();
+    let open = format!("<testcase name=\"{name}\"");
+    let at = xml.match_indices(&open).nth(n).expect("the case").0;
+    let end = at + xml[at..].find("></testcase>").unwrap() + 1;
+    let failed = format!("{}<failure type=\"Failure\">timed out</failure>{}", &xml[..end], &xml[end..]);
+    read_str(&failed, &ReadOptions::default()).unwrap()
+}
+
+#[test]
+fn a_failed_projected_spec_in_a_real_file_fails_the_run_whichever_of_the_pair_it_is() {
+    // The v1.8 file's secret and configMap specs "Projected optional updates should be reflected
+    // in volume": the first ran at about a third of the file, the second near the end.
+    let name = "[k8s.io] Projected optional updates should be reflected in volume [Conformance] [sig-storage]";
+    for (n, failed, passed) in
+        [(0, name.to_owned(), format!("{name} [1]")), (1, format!("{name} [1]"), name.to_owned())]
+    {
+        let report = v1_8_with_failure(name, n);
+        let counts = report.counts();
+        assert_eq!((counts.total, counts.passed, counts.failed, counts.flaky), (693, 124, 1, 0), "spec {n} failed");
+        assert_eq!(case(&report, &failed).status(), Status::Failed);
+        assert_eq!(case(&report, &passed).status(), Status::Passed);
+    }
+}
+
+#[test]
+fn every_short_sequence_of_repeats_reads_to_distinct_names_and_writes_back_the_same() {
+    // Every sequence of up to four <testcase>s over two names and four outcomes.
+    let names = ["X", "Y"];
+    let outcomes = ["pass", "fail", "skip", "skip:why"];
+    let mut sequences: Vec<Vec<(&str, &str)>> = vec![Vec::new()];
+    let mut last = sequences.clone();
+    for _ in 0..4 {
+        let mut longer = Vec::new();
+        for sequence in &last {
+            for name in names {
+                for outcome in outcomes {
+                    let mut next = sequence.clone();
+                    next.push((name, outcome));
+                    longer.push(next);
+                }
+            }
+        }
+        sequences.extend(longer.iter().cloned());
+        last = longer;
+    }
+    assert_eq!(sequences.len(), 1 + 8 + 64 + 512 + 4096);
+    for sequence in &sequences {
+        let report = read_suite(sequence);
+        let cases = report.suites.first().map_or(&[][..], |s| &s.cases[..]);
+        let distinct: std::collections::HashSet<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(distinct.len(), cases.len(), "{sequence:?}");
+        let attempts: usize = cases.iter().map(|c| c.attempts.len()).sum();
+        assert_eq!(attempts, sequence.len(), "{sequence:?}");
+        for case in cases {
+            let (last, before) = case.attempts.split_last().unwrap();
+            assert!(before.iter().all(|a| a.outcome.is_failure()), "{sequence:?}: {case:?}");
+            assert!(before.is_empty() || last.outcome != Outcome::Skipped, "{sequence:?}");
+        }
+        let again = read_str(&to_string(&report), &ReadOptions::default()).unwrap();
+        assert_eq!(again.suites, report.suites, "{sequence:?}");
+    }
 }

@@ -1,10 +1,13 @@
 //! The JUnit writer: `<testsuites>` with nextest's retry elements for attempts.
 //!
 //! A test case's attempts are written as few `<testcase>` elements as the retry elements allow:
-//! failures followed by a pass become `<flakyFailure>`/`<flakyError>` before the passing element;
-//! a failure followed by more failures becomes `<failure>` plus `<rerunFailure>`/`<rerunError>`.
-//! Any other sequence (say, two passes) repeats the `<testcase>`, as ginkgo v1 does; the reader
-//! merges repeated cases back into one, so writing then reading gives the same attempts.
+//! failures followed by a pass (or a skip) become `<flakyFailure>`/`<flakyError>` before that
+//! element; a failure followed by more failures becomes `<failure>` plus
+//! `<rerunFailure>`/`<rerunError>`. So any case the reader produces (failed attempts, then at
+//! most one that did not fail) is one `<testcase>`, and writing then reading gives it back.
+//! Attempts after a pass or a skip are no retry of anything: they are written as further
+//! `<testcase>`s with the same name, which the reader (like TestGrid) reads as cases of their own,
+//! `name [1]` and on.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -65,15 +68,14 @@ fn case_elements(case: &TestCase) -> Vec<Element<'_>> {
     let mut i = 0;
     while i < attempts.len() {
         let j = attempts[i..].iter().position(|a| !a.outcome.is_failure()).map_or(attempts.len(), |p| i + p);
-        if j < attempts.len() && attempts[j].outcome == Outcome::Passed {
+        if j < attempts.len() {
+            // Failures, then an attempt that did not fail.
             elements.push(Element { case, before: &attempts[i..j], main: &attempts[j], after: &[] });
             i = j + 1;
-        } else if j > i {
+        } else {
+            // Failures to the end (at least one, as `i < j`).
             elements.push(Element { case, before: &[], main: &attempts[i], after: &attempts[i + 1..j] });
             i = j;
-        } else {
-            elements.push(Element { case, before: &[], main: &attempts[i], after: &[] });
-            i += 1;
         }
     }
     elements

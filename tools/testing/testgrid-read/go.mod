@@ -7,6 +7,7 @@ require (
 	cloud.google.com/go/storage v1.31.0
 	github.com/GoogleCloudPlatform/testgrid v0.0.176
 	github.com/sirupsen/logrus v1.9.3
+	google.golang.org/api v0.134.0
 	google.golang.org/protobuf v1.36.3
 )
 
@@ -42,7 +43,6 @@ require (
 	golang.org/x/sys v0.10.0 // indirect
 	golang.org/x/text v0.11.0 // indirect
 	golang.org/x/xerrors v0.0.0-20220907171357-04be3eba64a2 // indirect
-	google.golang.org/api v0.134.0 // indirect
 	google.golang.org/appengine v1.6.7 // indirect
 	google.golang.org/genproto v0.0.0-20230731193218-e0aa005b6bdf // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20230731193218-e0aa005b6bdf // indirect

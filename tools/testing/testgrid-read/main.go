@@ -37,6 +37,19 @@
 //	  ]
 //	}
 //
+// With --junit FILE no GCS is needed: the updater runs against an in-memory bucket (memgcs.go)
+// holding one finished, passed build of a job named "junit" (gcs_prefix junit/logs/junit, build
+// "1", started now) whose only artifact is FILE, as artifacts/junit_01.xml. The test group is
+// built from the flags as usual (disable_prowjob_analysis is forced, so there is no Pod row;
+// --disable-merged-status applies), and the output gains one field:
+//
+//	"testcases": [                      // what TestGrid's metadata/junit Parse returns for FILE,
+//	  {"name": "<suite>.<testcase>",     // one per <testcase> in document order, suites flattened
+//	   "classname": "...",               // and named as the updater's flattenResults names them
+//	   "error": false, "failure": true,  // which of <error>, <failure>, <skipped> it holds
+//	   "skipped": false, "skipped_message": "", "skipped_text": ""}
+//	]
+//
 // Logs (TestGrid's logrus output) go to stderr. Exit status 1 with a one-line reason first on
 // any failure, including a failed group update (which updater.Update itself only logs).
 package main
@@ -55,6 +68,7 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/GoogleCloudPlatform/testgrid/config"
 	"github.com/GoogleCloudPlatform/testgrid/config/yamlcfg"
+	"github.com/GoogleCloudPlatform/testgrid/metadata/junit"
 	configpb "github.com/GoogleCloudPlatform/testgrid/pb/config"
 	statepb "github.com/GoogleCloudPlatform/testgrid/pb/state"
 	statuspb "github.com/GoogleCloudPlatform/testgrid/pb/test_status"
@@ -78,6 +92,8 @@ type options struct {
 	daysOfResults          int
 	numFailuresToAlert     int
 	disableProwjobAnalysis bool
+	disableMergedStatus    bool
+	junitFile              string
 	stateBucket            string
 	stateDir               string
 	fresh                  bool
@@ -96,6 +112,8 @@ func parseFlags() options {
 	flag.IntVar(&o.daysOfResults, "days-of-results", 0, "if > 0, override the group's days_of_results (TestGrid's default is 7: older builds become an UNKNOWN \"build too old\" column)")
 	flag.IntVar(&o.numFailuresToAlert, "num-failures-to-alert", 0, "num_failures_to_alert of the group built from flags")
 	flag.BoolVar(&o.disableProwjobAnalysis, "disable-prowjob-analysis", false, "disable_prowjob_analysis of the group built from flags (drops the <job>.Pod row)")
+	flag.BoolVar(&o.disableMergedStatus, "disable-merged-status", false, "disable_merged_status of the group built from flags: same-named rows of a build are kept apart as name, name [1], ... instead of merged into one (possibly FLAKY) row")
+	flag.StringVar(&o.junitFile, "junit", "", "read this one JUnit file as the only artifact of one build, in an in-memory bucket (no GCS needed); see the package docs")
 	flag.StringVar(&o.stateBucket, "state-bucket", "", "bucket for the config and grid state (default: the bucket of the gcs prefix)")
 	flag.StringVar(&o.stateDir, "state-dir", "testgrid-read", "folder in --state-bucket for the config and grid state")
 	flag.BoolVar(&o.fresh, "fresh", false, "delete the group's grid state first instead of updating it incrementally")
@@ -169,6 +187,7 @@ func testGroupConfig(opt options) (*configpb.Configuration, *configpb.TestGroup,
 			GcsPrefix:              opt.gcsPrefix,
 			NumFailuresToAlert:     int32(opt.numFailuresToAlert),
 			DisableProwjobAnalysis: opt.disableProwjobAnalysis,
+			DisableMergedStatus:    opt.disableMergedStatus,
 			// What TestGrid's yamlcfg sets on every test group.
 			UseKubernetesClient: true,
 			IsExternal:          true,
@@ -202,6 +221,14 @@ func testGroupConfig(opt options) (*configpb.Configuration, *configpb.TestGroup,
 }
 
 func run(ctx context.Context, opt options) (*gridJSON, error) {
+	var junitData []byte
+	if opt.junitFile != "" {
+		var err error
+		if junitData, err = os.ReadFile(opt.junitFile); err != nil {
+			return nil, fmt.Errorf("reading --junit: %w", err)
+		}
+		opt = junitOptions(opt)
+	}
 	cfg, group, err := testGroupConfig(opt)
 	if err != nil {
 		return nil, err
@@ -228,15 +255,21 @@ func run(ctx context.Context, opt options) (*gridJSON, error) {
 		return nil, fmt.Errorf("grid path: %w", err)
 	}
 
-	// storage.NewClient honours STORAGE_EMULATOR_HOST (and then skips authentication).
-	storageClient, err := gcs.ClientWithCreds(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("storage client: %w", err)
+	var client gcs.ConditionalClient
+	var storageClient *storage.Client
+	if opt.junitFile != "" {
+		client = newMemClient()
+	} else {
+		// storage.NewClient honours STORAGE_EMULATOR_HOST (and then skips authentication).
+		storageClient, err = gcs.ClientWithCreds(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("storage client: %w", err)
+		}
+		defer storageClient.Close()
+		client = gcs.NewClient(storageClient)
 	}
-	defer storageClient.Close()
-	client := gcs.NewClient(storageClient)
 
-	if opt.fresh {
+	if opt.fresh && storageClient != nil {
 		err := storageClient.Bucket(gridPath.Bucket()).Object(gridPath.Object()).Delete(ctx)
 		if err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
 			return nil, fmt.Errorf("deleting %s: %w", gridPath, err)
@@ -249,6 +282,12 @@ func run(ctx context.Context, opt options) (*gridJSON, error) {
 	}
 	if _, err := client.Upload(ctx, *configPath, buf, gcs.DefaultACL, gcs.NoCache); err != nil {
 		return nil, fmt.Errorf("uploading config to %s: %w", configPath, err)
+	}
+
+	if opt.junitFile != "" {
+		if err := seedJunitBuild(ctx, client, junitData); err != nil {
+			return nil, err
+		}
 	}
 
 	poolCtx, cancelPool := context.WithCancel(ctx)
@@ -296,7 +335,100 @@ func run(ctx context.Context, opt options) (*gridJSON, error) {
 	if attrs == nil {
 		return nil, fmt.Errorf("the updater wrote no grid at %s", gridPath)
 	}
-	return convert(ctx, group.Name, grid)
+	out, err := convert(ctx, group.Name, grid)
+	if err != nil || junitData == nil {
+		return out, err
+	}
+	if out.Testcases, err = parsedTestcases(junitData); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// The --junit build: the job, its bucket and the one build that holds the file.
+const (
+	junitJob    = "junit"
+	junitBucket = "junit"
+	junitBuild  = "1"
+)
+
+// junitOptions turns --junit into the flags of a group reading that one build.
+func junitOptions(opt options) options {
+	opt.gcsPrefix = junitBucket + "/logs/" + junitJob
+	opt.configYAML = ""
+	opt.name = junitJob
+	opt.disableProwjobAnalysis = true
+	opt.columnHeaders = nil
+	return opt
+}
+
+// seedJunitBuild writes the build: started.json and finished.json (passed) of now, and the file.
+func seedJunitBuild(ctx context.Context, client gcs.Client, data []byte) error {
+	now := time.Now().Unix()
+	files := map[string][]byte{
+		"started.json":           []byte(fmt.Sprintf(`{"timestamp": %d}`, now)),
+		"finished.json":          []byte(fmt.Sprintf(`{"timestamp": %d, "passed": true, "result": "SUCCESS"}`, now)),
+		"artifacts/junit_01.xml": data,
+	}
+	for name, body := range files {
+		p, err := gcs.NewPath(fmt.Sprintf("gs://%s/logs/%s/%s/%s", junitBucket, junitJob, junitBuild, name))
+		if err != nil {
+			return err
+		}
+		if _, err := client.Upload(ctx, *p, body, gcs.DefaultACL, gcs.NoCache); err != nil {
+			return fmt.Errorf("writing %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+type testcaseJSON struct {
+	Name           string `json:"name"`
+	Classname      string `json:"classname"`
+	Error          bool   `json:"error"`
+	Failure        bool   `json:"failure"`
+	Skipped        bool   `json:"skipped"`
+	SkippedMessage string `json:"skipped_message"`
+	SkippedText    string `json:"skipped_text"`
+}
+
+// parsedTestcases is TestGrid's metadata/junit Parse of the file, suites flattened the way the
+// updater's flattenResults does (nested suites first, names joined with "." where both are set).
+func parsedTestcases(data []byte) ([]testcaseJSON, error) {
+	suites, err := junit.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("TestGrid's junit.Parse: %w", err)
+	}
+	out := []testcaseJSON{}
+	var walk func(parent string, suite junit.Suite)
+	walk = func(parent string, suite junit.Suite) {
+		name := dotName(parent, suite.Name)
+		for _, inner := range suite.Suites {
+			walk(name, inner)
+		}
+		for _, r := range suite.Results {
+			tc := testcaseJSON{Name: dotName(name, r.Name), Classname: r.ClassName, Error: r.Errored != nil, Failure: r.Failure != nil}
+			if r.Skipped != nil {
+				tc.Skipped, tc.SkippedMessage, tc.SkippedText = true, r.Skipped.Message, r.Skipped.Value
+			}
+			out = append(out, tc)
+		}
+	}
+	for _, s := range suites.Suites {
+		walk("", s)
+	}
+	return out, nil
+}
+
+// dotName is the updater's: left.right, or whichever is set.
+func dotName(left, right string) string {
+	if left != "" && right != "" {
+		return left + "." + right
+	}
+	if right == "" {
+		return left
+	}
+	return right
 }
 
 type columnJSON struct {
@@ -328,6 +460,8 @@ type gridJSON struct {
 	Name    string       `json:"name"`
 	Columns []columnJSON `json:"columns"`
 	Rows    []rowJSON    `json:"rows"`
+	// Only with --junit.
+	Testcases []testcaseJSON `json:"testcases,omitempty"`
 }
 
 func convert(ctx context.Context, name string, grid *statepb.Grid) (*gridJSON, error) {
