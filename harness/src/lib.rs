@@ -11,6 +11,7 @@ pub mod progress;
 pub mod results;
 pub mod run;
 pub mod serve;
+pub mod signals;
 pub mod suites;
 pub mod testing;
 pub mod tokens;

@@ -30,6 +30,10 @@ suites:
     kind: exec
     command: [sleep, "317"]
     timeout: 10m
+  - name: hang-longer
+    kind: exec
+    command: [sleep, "318"]
+    timeout: 10m
   - name: gate
     kind: exec
     command: [sh, -c, 'if test "{kubernetes_version}" = v1.37.1; then echo "fixture: broken on {kubernetes_version}" >&2; exit 1; fi']
@@ -230,21 +234,53 @@ fn a_broken_ccm_fails_the_deploy_step_and_the_cluster_still_goes_down() {
 
 #[test]
 fn sigint_during_test_aborts_the_build_and_brings_the_cluster_down() {
+    interrupt_during_test(Launch::Terminal, Signal::SIGINT, "hang", "317");
+}
+
+/// As `nohup harness run &` or a CI runner starts it: SIGINT ignored. SIGTERM still stops it, and
+/// what it started did not inherit the ignored SIGINT.
+#[test]
+fn sigterm_stops_a_run_launched_with_sigint_ignored() {
+    interrupt_during_test(Launch::SigintIgnored, Signal::SIGTERM, "hang-longer", "318");
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Launch {
+    Terminal,
+    SigintIgnored,
+}
+
+/// Runs the `suite` (a `sleep SECONDS`; each test its own, so tests running at once tell their
+/// processes apart) and sends `signal` to the harness while it runs.
+fn interrupt_during_test(launch: Launch, signal: Signal, suite: &str, seconds: &str) {
     let env = Env::new();
-    let child = env
-        .harness(&["--provider", "fixture", "--suites", "hang", "--build-id", "9"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut command = env.harness(&["--provider", "fixture", "--suites", suite, "--build-id", "9"]);
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    if launch == Launch::SigintIgnored {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only sigaction runs in the child before exec.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::signal::signal(Signal::SIGINT, nix::sys::signal::SigHandler::SigIgn)
+                    .map(|_| ())
+                    .map_err(std::io::Error::from)
+            });
+        }
+    }
+    let child = command.spawn().unwrap();
     let started = Instant::now();
-    let hang_output = env.artifacts().join("artifacts/hang-output.txt");
+    let hang_output = env.artifacts().join(format!("artifacts/{suite}-output.txt"));
+    let sleep_cmdline = format!("sleep\0{seconds}\0").into_bytes();
     while !hang_output.exists() {
         assert!(started.elapsed() < Duration::from_secs(300), "the hang suite never started");
         std::thread::sleep(Duration::from_millis(200));
     }
-    std::thread::sleep(Duration::from_millis(500));
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let sleeper = wait_for_process(&sleep_cmdline);
+    assert!(
+        !harness::signals::is_ignored(sleeper, Signal::SIGINT).unwrap(),
+        "the suite's process inherited an ignored SIGINT"
+    );
+    kill(Pid::from_raw(child.id() as i32), signal).unwrap();
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(130), "{}", text(&output));
     let finished = env.finished();
@@ -253,7 +289,23 @@ fn sigint_during_test_aborts_the_build_and_brings_the_cluster_down() {
     assert!(steps.contains(&("Test".to_owned(), Status::Failed)), "{steps:?}");
     assert!(steps.contains(&("Down".to_owned(), Status::Passed)), "{steps:?}");
     env.assert_nothing_left();
-    assert!(!process_running(b"sleep\x00317\x00"), "the suite's process outlived the run");
+    assert!(!process_running(&sleep_cmdline), "the suite's process outlived the run");
+}
+
+/// The pid of the process with exactly this command line, once it runs (within 60 s).
+fn wait_for_process(cmdline: &[u8]) -> i32 {
+    let started = Instant::now();
+    loop {
+        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            (std::fs::read(e.path().join("cmdline")).ok()? == cmdline).then_some(pid)
+        });
+        if let Some(pid) = found {
+            return pid;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no process {:?}", String::from_utf8_lossy(cmdline));
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Whether a process with exactly this command line (NUL-separated) runs.

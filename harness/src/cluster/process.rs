@@ -29,7 +29,7 @@ pub struct ProcessRecord {
 pub fn spawn(component: &str, binary: &Path, args: &[String], log: &Path) -> std::io::Result<ProcessRecord> {
     use std::os::unix::process::CommandExt;
     let out = fs::OpenOptions::new().create(true).append(true).open(log)?;
-    let child = Command::new(binary)
+    let child = crate::signals::with_default_signals(&mut Command::new(binary))
         .args(args)
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)

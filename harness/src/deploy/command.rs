@@ -217,6 +217,7 @@ pub(crate) async fn run(invocation: &Invocation<'_>) -> Result<(), Failure> {
         // Its own process group, so that what it starts (docker, scripts) is stopped with it.
         .process_group(0)
         .kill_on_drop(true);
+    crate::signals::with_default_signals_async(&mut command);
     if let Some(dir) = invocation.dir {
         command.current_dir(dir);
     }

@@ -176,7 +176,7 @@ async fn run_command(
     let dir = command.dir.as_ref().map_or(dir.to_path_buf(), |d| dir.join(d));
     let out = std::fs::File::create(log).map_err(|e| format!("{what}: cannot create {}: {e}", log.display()))?;
     let err = out.try_clone().map_err(|e| format!("{what}: {e}"))?;
-    let mut child = tokio::process::Command::new(program)
+    let mut child = crate::signals::with_default_signals_async(&mut tokio::process::Command::new(program))
         .args(args)
         .envs(&env)
         .current_dir(&dir)

@@ -255,6 +255,7 @@ pub(crate) async fn run_captured(
         .stderr(err)
         .process_group(0)
         .kill_on_drop(true);
+    crate::signals::with_default_signals_async(&mut command);
     if let Some(cwd) = &invocation.cwd {
         command.current_dir(cwd);
     }

@@ -96,6 +96,7 @@ pub async fn run_command(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    crate::signals::with_default_signals_async(&mut command);
     let mut child = command.spawn().map_err(|e| {
         let why = match e.kind() {
             std::io::ErrorKind::NotFound => "not found (no such file, and not on PATH)".to_owned(),
@@ -214,7 +215,8 @@ mod tests {
         let hanging = runner(HookKind::StartInstance, hook(&["bash", "-c", &script], Duration::from_millis(500)));
         let started = std::time::Instant::now();
         let err = hanging.run(HookKind::StartInstance, Some("n")).await.unwrap_err();
-        assert!(started.elapsed() < Duration::from_secs(10), "the timeout bounds the hook");
+        // Unbounded, the hook would sleep 300 s; a minute is room for a loaded machine.
+        assert!(started.elapsed() < Duration::from_secs(60), "the timeout bounds the hook");
         assert!(
             err.starts_with("hook start_instance (`bash -c")
                 && err.ends_with("did not finish within 500ms; it was killed"),
