@@ -125,6 +125,10 @@ pub struct ServeArgs {
     /// dir>/cloud-provider-harness/results, where `harness run` publishes].
     #[arg(long, env = "HARNESS_STORE", value_name = "URL")]
     pub store: Option<String>,
+    /// Create the database (SQLite) and apply its migrations if needed; without it a SQLite file
+    /// that does not exist is an error (the deployment runs `harness migrate` as a Job first).
+    #[arg(long)]
+    pub migrate: bool,
     #[command(flatten)]
     pub source: lkg::SourceArgs,
 }
@@ -271,6 +275,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 concurrent_uploads: args.concurrent_uploads,
                 config: args.source.config.load()?,
                 database: args.source.database(),
+                migrate: args.migrate,
                 store: args.store.unwrap_or_else(crate::results::default_store_url),
                 lkg: args.source.options(),
             };

@@ -117,6 +117,7 @@ fn synthetic() -> Data {
                 kubernetes_version: sha("kubernetes", kubernetes),
                 provider_version: sha(name, provider),
                 results,
+                build_passed: None,
             });
         }
     }
@@ -135,6 +136,7 @@ fn named_run(build: u64, provider: &str, kubernetes: &str, provider_version: &st
                 attempts: vec![if failing && n == 7 { Attempt::Fail } else { Attempt::Pass }],
             })
             .collect(),
+        build_passed: None,
     }
 }
 

@@ -8,7 +8,7 @@ use crate::ledger::{Ledger, PairKey, ProviderLedger, Recorded};
 use crate::report::{self, Selection};
 use crate::{
     CompactRun, Culprit, History, LkgError, PairReport, ProviderReport, ProviderSpec, Report, Run, TestCatalog, TestId,
-    Verdict, VersionSet,
+    UnplacedRun, Verdict, VersionSet,
 };
 
 /// What [`Engine::add_run`] did with a run.
@@ -58,6 +58,11 @@ impl Engine {
         self.good_pairs.keys().map(String::as_str)
     }
 
+    /// The Kubernetes history runs are ordered by.
+    pub fn kubernetes_history(&self) -> &History {
+        &self.ledger.kubernetes
+    }
+
     /// The catalog compact runs take their test ids from.
     pub fn catalog(&self) -> &TestCatalog {
         &self.ledger.catalog
@@ -91,6 +96,12 @@ impl Engine {
                 RunAdded::New
             }
         }
+    }
+
+    /// Lists a run that cannot be placed at all (its build names no version to place it by), so
+    /// the provider's answers name it; a build id already known is ignored.
+    pub fn add_unplaced(&mut self, provider: &str, run: UnplacedRun) -> Result<RunAdded, LkgError> {
+        self.ledger.add_unplaced(provider, run)
     }
 
     pub fn lkg(&self, provider: &str) -> Result<Option<PairReport>, LkgError> {

@@ -10,10 +10,9 @@ pub enum LkgError {
     DanglingTag { tag: String, commit: String },
     #[error("unknown provider {provider:?}: it has no history or policy; add it to the providers first")]
     UnknownProvider { provider: String },
-    #[error(
-        "{revision:?} is neither a commit nor a tag of the {repo} history (fetch a newer history, or check the version)"
-    )]
-    UnknownRevision { repo: String, revision: String },
+    /// `reason` says why, as precisely as the history knows (see [`crate::History::reason`]).
+    #[error("{revision:?} is not in the {repo} history: {reason}")]
+    UnknownRevision { repo: String, revision: String, reason: String },
     #[error("test id {id} is not in the test catalog ({catalog_len} tests): intern test names in the engine's catalog")]
     UnknownTestId { id: u32, catalog_len: usize },
     /// A run that was refused; the engine is unchanged.

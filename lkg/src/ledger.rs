@@ -113,13 +113,13 @@ impl Ledger {
     /// Records a run; a refused run leaves the ledger unchanged.
     pub fn record(&mut self, run: &Run) -> Result<Recorded, LkgError> {
         let versions = [&run.kubernetes_version, &run.provider_version];
-        self.record_tests(&run.build_id, &run.provider, versions, Tests::Named(&run.tests))
+        self.record_tests(&run.build_id, &run.provider, versions, Tests::Named(&run.tests), run.build_passed)
     }
 
     /// Records a run of test ids from this ledger's catalog; a refused run leaves it unchanged.
     pub fn record_compact(&mut self, run: &CompactRun) -> Result<Recorded, LkgError> {
         let versions = [&run.kubernetes_version, &run.provider_version];
-        self.record_tests(&run.build_id, &run.provider, versions, Tests::Compact(&run.results))
+        self.record_tests(&run.build_id, &run.provider, versions, Tests::Compact(&run.results), run.build_passed)
     }
 
     fn record_tests(
@@ -128,6 +128,7 @@ impl Ledger {
         provider_name: &str,
         [kubernetes_version, provider_version]: [&String; 2],
         tests: Tests,
+        build_passed: Option<bool>,
     ) -> Result<Recorded, LkgError> {
         let invalid = |reason| LkgError::InvalidRun { build_id: build_id.to_owned(), reason: Box::new(reason) };
         let provider = self.providers.get_mut(provider_name).ok_or_else(|| invalid(unknown_provider(provider_name)))?;
@@ -171,17 +172,29 @@ impl Ledger {
                 &self.interned[..]
             }
         };
-        let verdict = match provider.judge.judge(results, self.catalog.len(), &mut self.scratch) {
+        let mut verdict = match provider.judge.judge(results, self.catalog.len(), &mut self.scratch) {
             Ok(verdict) => verdict,
             Err(id) => {
                 provider.builds.remove(build_id);
                 return Err(invalid(LkgError::UnknownTestId { id: id.0, catalog_len: self.catalog.len() }));
             }
         };
+        // A pair's verdict never disagrees with its evidence builds' own.
+        verdict.good &= build_passed != Some(false);
         let record = provider.pairs.entry(key).or_default();
         record.push(build, verdict);
         let verdict = record.verdict(provider.spec.policy.flake.consecutive_good_runs);
         Ok(Recorded::New { key, verdict })
+    }
+
+    /// Lists `run` among the provider's unplaced runs, once per build id.
+    pub fn add_unplaced(&mut self, provider_name: &str, run: UnplacedRun) -> Result<crate::RunAdded, LkgError> {
+        let provider = self.providers.get_mut(provider_name).ok_or_else(|| unknown_provider(provider_name))?;
+        if !provider.builds.insert(Arc::from(run.build_id.as_str())) {
+            return Ok(crate::RunAdded::AlreadyKnown);
+        }
+        provider.unplaced.push(run);
+        Ok(crate::RunAdded::Unplaced)
     }
 
     /// Room for `runs` more runs of each provider, to spare growing its indexes run by run.
@@ -215,7 +228,11 @@ impl Ledger {
 }
 
 fn ordinal(history: &History, repo: &str, revision: &str) -> Result<usize, LkgError> {
-    history.ordinal(revision).ok_or_else(|| LkgError::UnknownRevision { repo: repo.into(), revision: revision.into() })
+    history.ordinal(revision).ok_or_else(|| LkgError::UnknownRevision {
+        repo: repo.into(),
+        revision: revision.into(),
+        reason: history.why_unknown(revision),
+    })
 }
 
 fn unknown_provider(name: &str) -> LkgError {

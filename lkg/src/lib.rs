@@ -26,7 +26,7 @@ mod compute;
 mod engine;
 mod error;
 mod fast_hash;
-mod history;
+pub mod history;
 mod ledger;
 mod model;
 mod report;

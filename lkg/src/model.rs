@@ -148,6 +148,9 @@ pub struct CompactRun {
     /// Ids from the catalog the run is judged with; a test listed twice is one test whose
     /// statuses follow each other.
     pub results: Vec<CompactResult>,
+    /// The build's own verdict (`finished.json` `passed`), when it has one: see [`Run::build_passed`].
+    #[serde(default)]
+    pub build_passed: Option<bool>,
 }
 
 /// One run of a provider's CCM build against a Kubernetes version.
@@ -160,6 +163,11 @@ pub struct Run {
     /// A commit id or tag of the provider's history.
     pub provider_version: String,
     pub tests: Vec<TestResult>,
+    /// The build's own verdict (`finished.json` `passed`), when it has one. A build that failed
+    /// is never good evidence, whatever its tests say: it failed for a reason (a required suite,
+    /// a step outside the tests) that the tests alone may not show. `None` leaves it to the tests.
+    #[serde(default)]
+    pub build_passed: Option<bool>,
 }
 
 /// How flaky tests and unlucky streaks count.

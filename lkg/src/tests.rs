@@ -57,6 +57,7 @@ fn run(build: &str, provider: &str, kubernetes: &str, provider_version: &str, te
             .iter()
             .map(|(name, attempts)| TestResult { name: name.to_string(), attempts: attempts.to_vec() })
             .collect(),
+        build_passed: None,
     }
 }
 
@@ -354,20 +355,20 @@ fn a_commit_not_in_the_history_is_reported_and_ignored_for_ordering() {
             (
                 "7",
                 vec![
-                    r#""deadbeef" is neither a commit nor a tag of the kubernetes history (fetch a newer history, or check the version)"#
+                    r#""deadbeef" is not in the kubernetes history: neither a commit, a unique abbreviation, a tag nor a branch of it"#
                 ]
             ),
             (
                 "8",
                 vec![
-                    r#""v9.9.9" is neither a commit nor a tag of the aws history (fetch a newer history, or check the version)"#
+                    r#""v9.9.9" is not in the aws history: neither a commit, a unique abbreviation, a tag nor a branch of it"#
                 ]
             ),
             (
                 "9",
                 vec![
-                    r#""nope" is neither a commit nor a tag of the kubernetes history (fetch a newer history, or check the version)"#,
-                    r#""nada" is neither a commit nor a tag of the aws history (fetch a newer history, or check the version)"#,
+                    r#""nope" is not in the kubernetes history: neither a commit, a unique abbreviation, a tag nor a branch of it"#,
+                    r#""nada" is not in the aws history: neither a commit, a unique abbreviation, a tag nor a branch of it"#,
                 ]
             ),
         ]
@@ -378,7 +379,7 @@ fn a_commit_not_in_the_history_is_reported_and_ignored_for_ordering() {
             build_id: "7".into(),
             kubernetes_version: "deadbeef".into(),
             provider_version: "a1".into(),
-            problems: vec![r#""deadbeef" is neither a commit nor a tag of the kubernetes history (fetch a newer history, or check the version)"#.into()],
+            problems: vec![r#""deadbeef" is not in the kubernetes history: neither a commit, a unique abbreviation, a tag nor a branch of it"#.into()],
         }
     );
     let runs = [green("1", "aws", "k3", "a1"), red("2", "aws", "k4", "a1"), green("7", "aws", "deadbeef", "a1")];
@@ -409,7 +410,11 @@ fn queries_about_unknown_providers_or_revisions_are_errors() {
     assert_eq!(engine.lkg("azure"), Err(LkgError::UnknownProvider { provider: "azure".into() }));
     assert_eq!(
         engine.pair("aws", "k9", "a1"),
-        Err(LkgError::UnknownRevision { repo: "kubernetes".into(), revision: "k9".into() })
+        Err(LkgError::UnknownRevision {
+            repo: "kubernetes".into(),
+            revision: "k9".into(),
+            reason: "neither a commit, a unique abbreviation, a tag nor a branch of it".into()
+        })
     );
 }
 
@@ -685,6 +690,7 @@ fn compact_runs_are_judged_like_named_ones() {
             kubernetes_version: run.kubernetes_version.clone(),
             provider_version: run.provider_version.clone(),
             results,
+            build_passed: run.build_passed,
         };
         compact.add_compact_run(&run).unwrap();
     }
@@ -696,6 +702,7 @@ fn compact_runs_are_judged_like_named_ones() {
             kubernetes_version: "k6".into(),
             provider_version: "a4".into(),
             results: vec![CompactResult::new(TestId(1000), TestStatus::Pass)],
+            build_passed: None,
         })
         .unwrap_err();
     assert_eq!(
@@ -703,4 +710,26 @@ fn compact_runs_are_judged_like_named_ones() {
         "run 99: test id 1000 is not in the test catalog (2 tests): intern test names in the engine's catalog"
     );
     assert_eq!(compact.add_run(&green("99", "aws", "k6", "a4")), Ok(RunAdded::New), "a refused build id is not taken");
+}
+
+/// A build `finished.json` calls failed (a required suite failed, a step outside the tests broke)
+/// is never good evidence, even when every named required test passed in it.
+#[test]
+fn a_build_that_failed_is_never_good_whatever_its_required_tests_say() {
+    let mut engine = engine(&[("aws", requiring(&["a"]))]);
+    let failed_build = Run { build_passed: Some(false), ..green("1", "aws", "k3", "a1") };
+    add_all(&mut engine, &[green("0", "aws", "k2", "a1"), failed_build]);
+    assert_eq!(verdict(&engine, "aws", "k3", "a1"), Some(Verdict::Bad));
+    assert_eq!(lkg(&engine, "aws"), pair_of("k2", "a1"), "the failed build is not the LKG");
+    let culprit = engine.culprit("aws").unwrap().expect("a culprit range");
+    assert_eq!(culprit.kubernetes, range("k2", "k3", &["k3"]));
+    // A build whose own verdict is unknown is judged by its tests; one that passed, likewise.
+    add_all(&mut engine, &[Run { build_passed: Some(true), ..green("2", "aws", "k4", "a1") }]);
+    add_all(&mut engine, &[Run { build_passed: None, ..green("3", "aws", "k5", "a1") }]);
+    assert_eq!(lkg(&engine, "aws"), pair_of("k5", "a1"));
+    // And a build that passed does not rescue a required test that failed in it.
+    add_all(&mut engine, &[Run { build_passed: Some(true), ..red("4", "aws", "k6", "a1") }]);
+    let mut strict = self::engine(&[("aws", requiring(&["b"]))]);
+    add_all(&mut strict, &[Run { build_passed: Some(true), ..red("5", "aws", "k6", "a1") }]);
+    assert_eq!(verdict(&strict, "aws", "k6", "a1"), Some(Verdict::Bad));
 }

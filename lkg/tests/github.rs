@@ -377,6 +377,7 @@ async fn a_history_from_github_orders_runs_by_release_tags() {
         kubernetes_version: kubernetes.into(),
         provider_version: "p1".into(),
         tests: vec![lkg::TestResult { name: "conformance".into(), attempts: vec![attempt] }],
+        build_passed: None,
     };
     engine.add_run(&run("1", "v1.30.0", lkg::Attempt::Pass)).unwrap();
     engine.add_run(&run("2", sha("v1.30.3"), lkg::Attempt::Fail)).unwrap();

@@ -85,6 +85,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                         .into_iter()
                         .map(|(name, attempts)| TestResult { name: name.into(), attempts })
                         .collect(),
+                    build_passed: None,
                 })
                 .collect();
             Scenario { kubernetes, providers, runs }

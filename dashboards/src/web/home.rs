@@ -26,7 +26,8 @@ pub async fn page(State(source): State<Arc<dyn Source>>, headers: HeaderMap) -> 
         (Ok(builds), Ok(jobs)) => (builds, jobs),
         (Err(error), _) | (_, Err(error)) => return unavailable(&error),
     };
-    let version_set = source.lkg().and_then(|snapshot| snapshot.engine.version_set());
+    let version_set =
+        source.lkg().and_then(|snapshot| snapshot.default_engine().and_then(|engine| engine.version_set()));
     let home = Home { version_set, matrix: Matrix::new(builds), jobs };
     negotiate(&headers, &home, "Matrix", |home| render(home, source.as_ref()))
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use lkg::api::ProviderView;
@@ -16,21 +16,46 @@ use super::layout::{error_page, negotiate, revision_link, short};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LkgPage {
+    /// The release line shown, and every line (newest first).
+    pub line: String,
+    pub lines: Vec<String>,
     pub version_set: Option<VersionSet>,
     pub providers: Vec<ProviderView>,
     pub loaded_at: i64,
 }
 
-pub async fn page(State(source): State<Arc<dyn Source>>, headers: HeaderMap) -> Response {
+/// `?line=`.
+#[derive(Debug, Deserialize)]
+pub struct LineQuery {
+    line: Option<String>,
+}
+
+pub async fn page(
+    State(source): State<Arc<dyn Source>>,
+    Query(query): Query<LineQuery>,
+    headers: HeaderMap,
+) -> Response {
     let Some(snapshot) = source.lkg() else {
         return error_page(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "no LKG is loaded yet: the server computes it at start and every --refresh",
         );
     };
+    let line = query.line.filter(|line| !line.is_empty());
+    let (line, engine) = match snapshot.line(line.as_deref()) {
+        Ok(found) => found,
+        Err(error) => return error_page(axum::http::StatusCode::NOT_FOUND, &error.to_string()),
+    };
     // Each provider's report once (not the engine's whole report, then each again with its links).
-    let providers = snapshot.engine.providers().filter_map(|name| lkg::api::provider(&snapshot, name).ok()).collect();
-    let view = LkgPage { version_set: snapshot.engine.version_set(), providers, loaded_at: snapshot.loaded_at };
+    let providers =
+        engine.providers().filter_map(|name| lkg::api::provider(&snapshot, Some(&line), name).ok()).collect();
+    let view = LkgPage {
+        lines: snapshot.line_names(),
+        line,
+        version_set: engine.version_set(),
+        providers,
+        loaded_at: snapshot.loaded_at,
+    };
     negotiate(&headers, &view, "Last known good", |view| render(view, source.as_ref()))
 }
 
@@ -38,6 +63,13 @@ fn render(view: &LkgPage, source: &dyn Source) -> Markup {
     let kubernetes = source.repo("kubernetes");
     html! {
         h1 { "Last known good" }
+        nav.lines aria-label="release lines" {
+            "Release line: "
+            @for line in &view.lines {
+                @if *line == view.line { strong aria-current="page" { (line) } " " }
+                @else { a href={ "/lkg?line=" (line) } { (line) } " " }
+            }
+        }
         section.versionset aria-label="version set" {
             @match &view.version_set {
                 Some(set) => {

@@ -10,6 +10,7 @@ use lkg::api::{self, CheckVerdict, CulpritView, LkgView, ProviderView, Snapshot}
 use lkg::{CommitRange, PairReport};
 
 use super::ConfigArg;
+use crate::lkg::export::ExportFormat;
 use crate::lkg::{HistorySpec, LkgOptions};
 use crate::results::default_database_url;
 use crate::results::index::Index;
@@ -20,6 +21,8 @@ pub enum LkgCommand {
     /// range and every pair.
     Show {
         provider: Option<String>,
+        #[command(flatten)]
+        line: LineArg,
         #[command(flatten)]
         source: SourceArgs,
         #[arg(long, value_enum, default_value_t = Output::Table)]
@@ -36,6 +39,8 @@ pub enum LkgCommand {
         #[arg(long)]
         kubernetes: String,
         #[command(flatten)]
+        line: LineArg,
+        #[command(flatten)]
         source: SourceArgs,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
@@ -45,19 +50,39 @@ pub enum LkgCommand {
     Culprits {
         provider: String,
         #[command(flatten)]
+        line: LineArg,
+        #[command(flatten)]
         source: SourceArgs,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
-    /// Write a file a provider repository can commit, naming the Kubernetes commit it last passed with.
+    /// Write the Kubernetes version a provider last passed with as exactly one line, the way
+    /// provider repositories pin Kubernetes (`cat FILE | tr -d '[:space:]'` reads the bare value).
     Export {
         #[arg(long)]
         provider: String,
-        #[arg(long, value_enum, default_value_t = ExportFormat::KubernetesLkgInfo)]
+        #[arg(long, value_enum, default_value_t = ExportFormat::Version)]
         format: ExportFormat,
-        /// Write it here instead of stdout (a provider repo keeps it as KUBERNETES_LKG_INFO).
+        /// Write it to this file (any name: cloud-provider-gcp keeps its pin in
+        /// ginko-test-package-version.env) instead of stdout.
         #[arg(long, value_name = "FILE")]
         file: Option<PathBuf>,
+        /// Write the evidence (provider commit, builds) here; by default it goes to stdout when
+        /// --file is given, else to stderr. Never into the version file.
+        #[arg(long, value_name = "FILE")]
+        evidence: Option<PathBuf>,
+        #[command(flatten)]
+        line: LineArg,
+        #[command(flatten)]
+        source: SourceArgs,
+    },
+    /// Publish each provider's LKG as marker objects in the store, as kops publishes
+    /// `latest-ci-updown-green.txt`: `lkg/<provider>/<line>/latest-lkg.txt` (one line, the
+    /// version) and `latest-lkg.json` beside it. A CI job reads the LKG with one `gsutil cat`.
+    PublishMarkers {
+        /// The object store [default: HARNESS_STORE, else the local store].
+        #[arg(long, env = "HARNESS_STORE", value_name = "URL")]
+        store: Option<String>,
         #[command(flatten)]
         source: SourceArgs,
     },
@@ -87,6 +112,15 @@ pub struct SourceArgs {
     pub github_api: String,
 }
 
+/// `--line`.
+#[derive(Debug, Args)]
+pub struct LineArg {
+    /// The release line: `master` (a provider's default branch against Kubernetes master) or a
+    /// Kubernetes minor such as `1.36` (its `release-1.36` branch) [default: the newest line].
+    #[arg(long, value_name = "LINE")]
+    pub line: Option<String>,
+}
+
 impl SourceArgs {
     /// The SQL index to read.
     pub fn database(&self) -> String {
@@ -104,7 +138,7 @@ impl SourceArgs {
 
     async fn snapshot(&self) -> Result<Snapshot> {
         let config = self.config.load()?;
-        let index = Index::open(&self.database()).await?;
+        let index = Index::open_existing(&self.database()).await?;
         let snapshot = crate::lkg::load(&config, &self.options(), &index).await;
         index.close().await;
         snapshot
@@ -122,28 +156,26 @@ pub enum Output {
     Json,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ExportFormat {
-    /// The k/k commit on the first line (as cloud-provider-gcp's KUBERNETES_LKG_INFO), then `#`
-    /// lines with the provider commit and the evidence builds.
-    KubernetesLkgInfo,
-}
-
 pub async fn run_lkg(command: LkgCommand) -> Result<()> {
     match command {
-        LkgCommand::Show { provider: None, source, output } => {
+        LkgCommand::Show { provider: None, line, source, output } => {
             let snapshot = source.snapshot().await?;
-            let view = api::lkg(&snapshot);
-            let providers =
-                view.providers.keys().map(|name| api::provider(&snapshot, name)).collect::<Result<Vec<_>, _>>()?;
+            let line = line.line.as_deref();
+            let view = api::lkg(&snapshot, line)?;
+            let providers = view
+                .providers
+                .keys()
+                .map(|name| api::provider(&snapshot, line, name))
+                .collect::<Result<Vec<_>, _>>()?;
             print(output, &view, || lkg_table(&view, &providers))
         }
-        LkgCommand::Show { provider: Some(name), source, output } => {
-            let view = api::provider(&source.snapshot().await?, &name)?;
+        LkgCommand::Show { provider: Some(name), line, source, output } => {
+            let view = api::provider(&source.snapshot().await?, line.line.as_deref(), &name)?;
             print(output, &view, || provider_table(&view))
         }
-        LkgCommand::Check { provider, provider_version, kubernetes, source, output } => {
-            let view = api::check(&source.snapshot().await?, &provider, &provider_version, &kubernetes)?;
+        LkgCommand::Check { provider, provider_version, kubernetes, line, source, output } => {
+            let snapshot = source.snapshot().await?;
+            let view = api::check(&snapshot, line.line.as_deref(), &provider, &provider_version, &kubernetes)?;
             print(output, &view, || {
                 let verdict = serde_json::to_value(view.verdict).ok().and_then(|v| v.as_str().map(str::to_owned));
                 let verdict = verdict.unwrap_or_default();
@@ -161,22 +193,44 @@ pub async fn run_lkg(command: LkgCommand) -> Result<()> {
             }
             Ok(())
         }
-        LkgCommand::Culprits { provider, source, output } => {
-            let view = api::culprits(&source.snapshot().await?, &provider)?;
+        LkgCommand::Culprits { provider, line, source, output } => {
+            let view = api::culprits(&source.snapshot().await?, line.line.as_deref(), &provider)?;
             print(output, &view, || culprit_table(&view))
         }
-        LkgCommand::Export { provider, format: ExportFormat::KubernetesLkgInfo, file, source } => {
-            let view = api::provider(&source.snapshot().await?, &provider)?;
-            let text = kubernetes_lkg_info(&view)?;
-            match file {
-                Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display())),
-                None => {
-                    print!("{text}");
+        LkgCommand::Export { provider, format, file, evidence, line, source } => {
+            let snapshot = source.snapshot().await?;
+            let export = crate::lkg::export::Export::of(&snapshot, line.line.as_deref(), &provider)?;
+            let line = export.line(format);
+            let evidence_text = export.evidence_text();
+            match &file {
+                Some(path) => write_file(path, &line)?,
+                None => print!("{line}"),
+            }
+            match (&evidence, &file) {
+                (Some(path), _) => write_file(path, &evidence_text),
+                (None, Some(_)) => {
+                    print!("{evidence_text}");
+                    Ok(())
+                }
+                (None, None) => {
+                    eprint!("{evidence_text}");
                     Ok(())
                 }
             }
         }
+        LkgCommand::PublishMarkers { store, source } => {
+            let snapshot = source.snapshot().await?;
+            let store =
+                crate::results::store::ResultStore::open(&store.unwrap_or_else(crate::results::default_store_url))?;
+            let written = crate::lkg::export::publish_markers(&store, &snapshot).await?;
+            println!("{written} marker object(s) written under {}", store.url_of("lkg/"));
+            Ok(())
+        }
     }
+}
+
+fn write_file(path: &std::path::Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 fn print<T: serde::Serialize>(output: Output, view: &T, table: impl FnOnce() -> String) -> Result<()> {
@@ -227,7 +281,8 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 fn lkg_table(view: &LkgView, providers: &[ProviderView]) -> String {
-    let mut text = match &view.version_set {
+    let mut text = format!("Release line {} (lines: {})\n", view.line, view.lines.join(", "));
+    text += &match &view.version_set {
         Some(set) => format!("LKG version set: Kubernetes {}\n", short(&set.kubernetes_commit)),
         None => "LKG version set: none (no Kubernetes commit is good with every provider yet)\n".to_string(),
     };
@@ -266,7 +321,7 @@ fn culprit_summary(culprit: &lkg::Culprit) -> String {
 }
 
 fn provider_table(view: &ProviderView) -> String {
-    let mut text = String::new();
+    let mut text = format!("{} on release line {}\n", view.provider, view.line);
     let describe = |pair: Option<&PairReport>| match pair {
         Some(pair) => format!(
             "Kubernetes {} with {} {}",
@@ -340,24 +395,4 @@ fn evidence_lines(pair: &PairReport, builds: &BTreeMap<String, api::BuildLink>) 
         }
     }
     text
-}
-
-/// The k/k commit on the first line, so `$(head -1 KUBERNETES_LKG_INFO)` is the hash.
-fn kubernetes_lkg_info(view: &ProviderView) -> Result<String> {
-    let Some(lkg) = &view.report.lkg else {
-        bail!("provider {} has no good run yet: there is no LKG to export", view.provider);
-    };
-    let mut text = format!("{}\n", lkg.kubernetes_commit);
-    let _ = writeln!(
-        text,
-        "# The newest kubernetes/kubernetes commit {} passed with (cloud-provider-harness).",
-        view.provider
-    );
-    let _ = writeln!(text, "# provider: {}", view.provider);
-    let _ = writeln!(text, "# provider-commit: {}", lkg.provider_commit);
-    for id in &lkg.evidence {
-        let url = view.builds.get(id).map(|b| b.artifacts_url.as_str()).unwrap_or("-");
-        let _ = writeln!(text, "# evidence: {id} {url}");
-    }
-    Ok(text)
 }

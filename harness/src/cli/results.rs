@@ -72,6 +72,10 @@ pub struct IndexArgs {
     /// A build without finished.json that started longer ago than this is indexed as aborted.
     #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
     pub running_timeout: Duration,
+    /// Index only this job's periodic builds (`logs/<job>/`); repeatable. For a bucket of many
+    /// jobs, such as one a provider's existing Prow jobs upload to.
+    #[arg(long = "job", value_name = "JOB")]
+    pub jobs: Vec<String>,
 }
 
 pub async fn run_publish(args: PublishArgs) -> Result<()> {
@@ -140,7 +144,11 @@ pub async fn run_index(args: IndexArgs) -> Result<()> {
         unfinished: Unfinished::RunningUnlessOlderThan(args.running_timeout),
         ..ReadBuildOptions::default()
     };
-    let report = publish::reindex(&store, &index, &opts).await?;
+    let report = if args.jobs.is_empty() {
+        publish::reindex(&store, &index, &opts).await?
+    } else {
+        publish::reindex_jobs(&store, &index, &opts, &args.jobs).await?
+    };
     println!(
         "indexed {} into {}: {} new, {} replaced, {} unchanged builds",
         store.url(),

@@ -109,6 +109,20 @@ impl ProvidersConfig {
         self.providers.iter().find(|p| p.name == name)
     }
 
+    /// The provider a job's builds count for: the one whose `prow.jobs` lists it, else the one
+    /// whose `ci-cloud-provider-<provider>-` prefix it has (the longest, so `aws-eks` wins over
+    /// `aws` for `ci-cloud-provider-aws-eks-e2e`).
+    pub fn provider_of_job(&self, job: &str) -> Option<&Provider> {
+        if let Some(listed) = self.providers.iter().find(|p| p.prow.jobs.iter().any(|j| j == job)) {
+            return Some(listed);
+        }
+        let rest = job.strip_prefix(jobs::JOB_PREFIX)?;
+        self.providers
+            .iter()
+            .filter(|p| rest.strip_prefix(p.name.as_str()).is_some_and(|after| after.starts_with('-')))
+            .max_by_key(|p| p.name.len())
+    }
+
     pub fn suite(&self, name: &str) -> Option<&Suite> {
         self.suites.iter().find(|s| s.name == name)
     }
@@ -251,8 +265,13 @@ pub struct Provider {
     pub name: String,
     /// Its source repository, e.g. `https://github.com/kubernetes/cloud-provider-aws`.
     pub repo: String,
-    /// The branch whose first-parent history LKG walks.
+    /// The branch whose first-parent history LKG walks: the `master` release line.
     pub branch: String,
+    /// Its release branches (`release-1.36`), each a release line of its own tested against that
+    /// Kubernetes minor; `branch` is not among them.
+    pub release_branches: Vec<String>,
+    /// Existing Prow jobs whose builds count for it, and the repository whose commit is its version.
+    pub prow: ProwSource,
     /// The Kubernetes versions of the matrix, in file order (the first is the default).
     pub kubernetes: Vec<KubernetesVersion>,
     pub ccm: Ccm,
@@ -278,6 +297,19 @@ impl Provider {
         let Some(requested) = requested.map(str::trim) else { return self.kubernetes.first() };
         let wanted = requested.strip_prefix('v').unwrap_or(requested);
         self.kubernetes.iter().find(|v| v.to_string()[1..] == *wanted || v.minor_line() == wanted)
+    }
+
+    /// The release line of each branch it tests: `master` for `branch`, `1.36` for
+    /// `release-1.36`.
+    pub fn release_lines(&self) -> Vec<(String, String)> {
+        let mut lines = vec![(lkg::api::DEFAULT_LINE.to_owned(), self.branch.clone())];
+        lines.extend(self.release_branches.iter().filter_map(|b| Some((release_line_of(b)?, b.clone()))));
+        lines
+    }
+
+    /// The `org/repo` whose commit in `started.json` `repos` is this provider's version.
+    pub fn prow_repo(&self) -> Option<String> {
+        self.prow.repo.clone().or_else(|| self.github_repo().map(|(owner, repo)| format!("{owner}/{repo}")))
     }
 
     /// `(owner, repo)` when `repo` is a GitHub URL.
@@ -534,12 +566,31 @@ pub struct JobSpec {
     pub interval: Duration,
 }
 
+/// Existing CI (Prow's pod-utils, kubetest2) as an LKG source: builds that carry no harness
+/// metadata, only Prow's standard fields.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProwSource {
+    /// Job names (`ci-cloud-provider-gcp-e2e-latest`) whose builds are this provider's.
+    pub jobs: Vec<String>,
+    /// The `org/repo` key of `started.json` `repos` whose commit is the provider's version;
+    /// by default the one `repo` names on GitHub.
+    pub repo: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderTestGrid {
     /// The dashboard its jobs are tabs of; default `cloud-provider-<name>`.
     pub dashboard: String,
     /// Consecutive failures before TestGrid alerts; default 3.
     pub num_failures_to_alert: u16,
+}
+
+/// The release line a `release-1.36` branch tests (`1.36`); `None` for another name.
+pub fn release_line_of(branch: &str) -> Option<String> {
+    let line = branch.strip_prefix("release-")?;
+    let (major, minor) = line.split_once('.')?;
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (numeric(major) && numeric(minor)).then(|| line.to_owned())
 }
 
 /// A Kubernetes release, `vMAJOR.MINOR.PATCH` with an optional `-pre.release` suffix.

@@ -50,6 +50,9 @@ pub struct RawProvider {
     pub name: String,
     pub repo: String,
     pub branch: String,
+    /// Release branches (`release-1.36`): a release line each.
+    pub branches: Option<Vec<String>>,
+    pub prow: Option<RawProw>,
     pub kubernetes: Vec<String>,
     pub ccm: RawCcm,
     pub deployer: RawDeployer,
@@ -63,6 +66,14 @@ pub struct RawProvider {
     pub jobs: Option<Vec<RawJob>>,
     #[serde(default)]
     pub testgrid: RawProviderTestGrid,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProw {
+    #[serde(default)]
+    pub jobs: Vec<String>,
+    pub repo: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -545,3 +545,27 @@ fn a_bad_required_test_regex_is_reported_on_one_line() {
     assert_eq!((problem.path.as_str(), problem.location), ("providers[0].required.tests[1].regex", at(15, 35)));
     assert_eq!(problem.problem.to_string(), "`(` is not a valid regular expression: unclosed group");
 }
+
+#[test]
+fn release_branches_are_release_lines_and_existing_prow_jobs_map_to_their_provider() {
+    let text = edit(
+        "    branch: main",
+        "    branch: main\n    branches: [main, release-1.36, release-1.35]\n    prow: {jobs: [ci-p-e2e-latest], repo: o/p}",
+    );
+    let config = load(&text).unwrap();
+    let p = config.provider("p").unwrap();
+    let lines: Vec<(String, String)> = p.release_lines();
+    assert_eq!(
+        lines,
+        [("master".into(), "main".into()), ("1.36".into(), "release-1.36".into()), ("1.35".into(), "release-1.35".into())]
+    );
+    assert_eq!(config.provider_of_job("ci-p-e2e-latest").map(|p| p.name.as_str()), Some("p"));
+    assert_eq!(config.provider_of_job("ci-cloud-provider-p-k8s-1.37").map(|p| p.name.as_str()), Some("p"));
+    assert!(config.provider_of_job("ci-other-e2e").is_none());
+    assert_eq!(p.prow_repo().as_deref(), Some("o/p"));
+
+    let bad = only_problem(&edit("    branch: main", "    branch: main\n    branches: [feature-x]"));
+    assert!(bad.problem.to_string().contains("release-MAJOR.MINOR"), "{bad:?}");
+    let bad = only_problem(&edit("    branch: main", "    branch: main\n    prow: {repo: just-a-name}"));
+    assert!(bad.problem.to_string().contains("org/repo"), "{bad:?}");
+}

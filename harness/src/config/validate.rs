@@ -411,6 +411,8 @@ impl Checker<'_> {
         let named = self.name(&at.key("name"), "provider name", &raw.name);
         let repo = self.plain(&at.key("repo"), "repository", raw.repo);
         let branch = self.plain(&at.key("branch"), "branch", raw.branch);
+        let release_branches = self.release_branches(raw.branches.unwrap_or_default(), &branch, &at.key("branches"));
+        let prow = self.prow(raw.prow, &at.key("prow"));
         let deployer = self.deployer(raw.deployer, &at.key("deployer"));
         let kubernetes = self.versions(raw.kubernetes, &at.key("kubernetes"), deployer.as_ref().map(Deployer::kind));
         // `None` when the deployer is invalid (reported): placeholders are then not second-guessed.
@@ -468,6 +470,8 @@ impl Checker<'_> {
             name: raw.name,
             repo,
             branch,
+            release_branches,
+            prow,
             kubernetes,
             ccm,
             deployer,
@@ -856,6 +860,42 @@ impl Checker<'_> {
             self.report(at, Problem::BadName { what, name: name.to_owned() });
         }
         ok
+    }
+
+    /// `branches`: the provider's `branch` (the master line, allowed for clarity) and release
+    /// branches `release-MAJOR.MINOR`, each once.
+    fn release_branches(&mut self, branches: Vec<String>, default: &str, at: &YamlPath) -> Vec<String> {
+        let mut release = Vec::new();
+        for (i, branch) in branches.into_iter().enumerate() {
+            if branch == default {
+                continue;
+            }
+            if super::release_line_of(&branch).is_none() {
+                let reason = "a release line is a release-MAJOR.MINOR branch (or the provider's `branch`)";
+                self.report(&at.index(i), Problem::BadValue { what: "branch", value: branch, reason });
+            } else if release.contains(&branch) {
+                let reason = "listed twice";
+                self.report(&at.index(i), Problem::BadValue { what: "branch", value: branch, reason });
+            } else {
+                release.push(branch);
+            }
+        }
+        release
+    }
+
+    /// `prow`: existing job names and the `org/repo` whose commit is the provider's.
+    fn prow(&mut self, raw: Option<super::raw::RawProw>, at: &YamlPath) -> super::ProwSource {
+        let Some(raw) = raw else { return super::ProwSource::default() };
+        let jobs =
+            raw.jobs.into_iter().enumerate().map(|(i, job)| self.plain(&at.key("jobs").index(i), "job", job)).collect();
+        if let Some(repo) = &raw.repo
+            && (repo.split('/').count() != 2 || repo.split('/').any(str::is_empty))
+        {
+            let reason = "an org/repo as started.json's repos keys name it, e.g. kubernetes/cloud-provider-gcp";
+            self.report(&at.key("repo"), Problem::BadValue { what: "repository", value: repo.clone(), reason });
+        }
+        let repo = raw.repo;
+        super::ProwSource { jobs, repo }
     }
 
     /// A non-empty value without whitespace (repository, branch).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use lkg::History;
-use lkg::sources::{GitHub, GitHubConfig, HistoryCache, HistorySource, LocalGit, Walk, history_of};
+use lkg::sources::{GitHub, GitHubConfig, HistoryCache, HistorySource, LocalGit, SourceError, Walk, history_of};
 
 use super::LkgOptions;
 
@@ -57,6 +57,17 @@ impl FromStr for HistorySpec {
 }
 
 impl HistorySpec {
+    /// The same source on `branch` (a release line's): a `tested` history stays as it is.
+    pub fn on_branch(&self, branch: &str) -> HistorySpec {
+        match self {
+            Self::Tested => Self::Tested,
+            Self::Git { path, .. } => Self::Git { path: path.clone(), branch: Some(branch.to_owned()) },
+            Self::GitHub { owner, repo, .. } => {
+                Self::GitHub { owner: owner.clone(), repo: repo.clone(), branch: Some(branch.to_owned()) }
+            }
+        }
+    }
+
     /// The history of `name` (for messages), on `default_branch` unless the spec names one, taking
     /// in `revisions` (each version the runs name, with when it was first tested). GitHub's answers
     /// go through `cache`.
@@ -87,9 +98,10 @@ impl HistorySpec {
     }
 }
 
-/// The first-parent history of `branch`, with every revision the runs name that the source
-/// resolves into it (a tag or an abbreviated commit id) as an alias. A revision it cannot place is
-/// left for the engine to report as unplaced.
+/// The first-parent history of `branch`, with the source's tags and branches that point into it as
+/// aliases, and every revision the runs name that the source resolves into it (a tag, an
+/// abbreviated commit id, a CI version's commit) as an alias too. A revision it cannot place is
+/// left for the engine to report as unplaced, with the reason the source gave.
 async fn fetched(
     source: &dyn HistorySource,
     branch: &str,
@@ -98,75 +110,94 @@ async fn fetched(
 ) -> Result<History> {
     let commits = source.first_parent_commits(branch, &Walk::limit(depth)).await?;
     let history = history_of(&commits)?;
-    let mut aliases = Vec::new();
+    let mut aliases: Vec<(String, String)> = match source.refs().await {
+        Ok(refs) => refs.into_iter().filter(|(_, commit)| history.ordinal(commit).is_some()).collect(),
+        Err(error) => {
+            tracing::warn!(
+                "listing the tags of {}: {error}; only the revisions builds name are resolved",
+                source.describe()
+            );
+            Vec::new()
+        }
+    };
+    let mut reasons = Vec::new();
+    let head = commits.first().map(|commit| commit.sha.clone());
+    let truncated = commits.len() >= depth;
+    let history = history.with_tags(aliases.clone())?;
     for revision in revisions.keys().filter(|revision| history.ordinal(revision).is_none()) {
-        match source.resolve(revision).await {
+        let asked = lkg::history::ci_commit(revision).unwrap_or(revision);
+        match source.resolve(asked).await {
             Ok(commit) if history.ordinal(&commit).is_some() => aliases.push((revision.clone(), commit)),
-            Ok(commit) => tracing::warn!(
-                "{revision} is {commit} in {}, which is not among the {} newest commits of {branch}",
-                source.describe(),
-                commits.len()
-            ),
-            Err(error) => tracing::warn!("{revision}: {error}"),
+            Ok(commit) => {
+                let reason = outside_reason(source, branch, head.as_deref(), &commit, truncated, depth).await;
+                reasons.push((revision.clone(), format!("{commit} in {}: {reason}", source.describe())));
+            }
+            Err(SourceError::UnknownRevision { .. }) => reasons.push((
+                revision.clone(),
+                format!(
+                    "{} has no commit, tag or branch {asked:?}: not a version of this repository",
+                    source.describe()
+                ),
+            )),
+            Err(error) => reasons.push((revision.clone(), format!("{}: {error}", source.describe()))),
         }
     }
-    Ok(history.with_tags(aliases)?)
+    let fallback = format!(
+        "not among the {} first-parent commits of {branch} fetched from {}, nor a tag, branch or abbreviation of one",
+        commits.len(),
+        source.describe()
+    );
+    let history = history.with_tags(aliases)?.with_fallback_reason(fallback);
+    Ok(reasons.into_iter().fold(history, |history, (revision, reason)| history.with_reason(revision, reason)))
 }
 
-/// The tested versions, newest first: as releases when all are versions, else by first test.
+/// Why a commit the source knows is not in the fetched first-parent history of `branch`.
+async fn outside_reason(
+    source: &dyn HistorySource,
+    branch: &str,
+    head: Option<&str>,
+    commit: &str,
+    truncated: bool,
+    depth: usize,
+) -> String {
+    let Some(head) = head else { return format!("{branch} has no commits") };
+    match source.is_ancestor(commit, head).await {
+        Ok(true) if truncated => {
+            format!("older than the {depth} newest first-parent commits of {branch} fetched: raise --history-depth")
+        }
+        Ok(true) => format!(
+            "reachable from {branch} but not on its first-parent line (a commit of a branch merged into it): test the merge commit"
+        ),
+        Ok(false) => format!("not on {branch}: a commit of another branch (a release line has its own history)"),
+        Err(error) => format!("not among the first-parent commits of {branch} fetched ({error})"),
+    }
+}
+
+/// The tested versions, newest first: as versions when all are (semver precedence: build
+/// metadata ignored, numeric identifiers compared as numbers; ties by first test), else by first
+/// test. A revision not in it was never tested: the history knows nothing else.
 fn tested(revisions: &BTreeMap<String, i64>) -> Result<History> {
     let mut ordered: Vec<(&String, i64)> = revisions.iter().map(|(revision, at)| (revision, *at)).collect();
-    let releases: Option<Vec<Release>> = ordered.iter().map(|(revision, _)| Release::parse(revision)).collect();
-    match releases {
-        Some(_) => ordered.sort_by_key(|(revision, _)| Release::parse(revision)),
-        None => ordered.sort_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0))),
-    }
     if ordered.iter().any(|(revision, _)| revision.is_empty()) {
         bail!("a build names an empty version");
     }
-    Ok(History::new(ordered.into_iter().rev().map(|(revision, _)| revision.clone()))?)
-}
-
-/// `v1.36.4`, `1.37.0-rc.1`: ordered by number, a pre-release before its release, pre-releases
-/// as semver orders them (`alpha.9` before `alpha.10`).
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Release {
-    numbers: (u64, u64, u64),
-    /// `None` (the release) sorts after any pre-release.
-    final_release: bool,
-    pre: Vec<PreRelease>,
-}
-
-/// One dot-separated identifier of a pre-release: numbers compare as numbers, and before words.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum PreRelease {
-    Number(u64),
-    Word(String),
-}
-
-impl Release {
-    fn parse(text: &str) -> Option<Release> {
-        let text = text.strip_prefix('v').unwrap_or(text);
-        let (core, pre) = match text.split_once(['-', '+']) {
-            Some((core, pre)) => (core, pre.to_owned()),
-            None => (text, String::new()),
-        };
-        let mut parts = core.split('.').map(|part| part.parse::<u64>().ok());
-        let numbers = (parts.next()??, parts.next()??, parts.next()??);
-        if parts.next().is_some() {
-            return None;
-        }
-        let final_release = pre.is_empty();
-        let pre = if final_release { Vec::new() } else { pre.split('.').map(pre_release).collect() };
-        Some(Release { numbers, final_release, pre })
+    let versions: Option<Vec<semver::Version>> = ordered.iter().map(|(revision, _)| parse_version(revision)).collect();
+    match versions {
+        Some(_) => ordered.sort_by(|a, b| {
+            let (va, vb) = (parse_version(a.0).expect("parsed above"), parse_version(b.0).expect("parsed above"));
+            va.cmp_precedence(&vb).then(a.1.cmp(&b.1)).then(a.0.cmp(b.0))
+        }),
+        None => ordered.sort_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0))),
     }
+    let history = History::new(ordered.into_iter().rev().map(|(revision, _)| revision.clone()))?;
+    Ok(history.with_fallback_reason(
+        "no build in the index tested it (a `tested` history holds only the versions builds ran with: give a git: or github: history to name other revisions)",
+    ))
 }
 
-fn pre_release(identifier: &str) -> PreRelease {
-    match identifier.parse::<u64>() {
-        Ok(number) if !identifier.starts_with('+') => PreRelease::Number(number),
-        _ => PreRelease::Word(identifier.to_owned()),
-    }
+/// `v1.36.4`, `1.37.0-rc.1`, `v1.37.0-alpha.1.234+0123456789abcd`, `v1.34.1+k3s1` as semver.
+pub(crate) fn parse_version(text: &str) -> Option<semver::Version> {
+    semver::Version::parse(text.strip_prefix('v').unwrap_or(text)).ok()
 }
 
 #[cfg(test)]
@@ -196,6 +227,32 @@ mod tests {
 
     fn newest_first(history: &History) -> Vec<&str> {
         history.newest_first().collect()
+    }
+
+    #[test]
+    fn ci_versions_are_ordered_by_semver_precedence_ignoring_build_metadata() {
+        // As dl.k8s.io/ci/latest.txt names them: the build number is numeric, the commit is metadata.
+        let history = tested(&revisions(&[
+            ("v1.37.0-alpha.1.234+fedcba98765432", 1),
+            ("v1.37.0-alpha.1.99+0123456789abcd", 2),
+            ("v1.37.0-alpha.2", 3),
+            ("v1.36.1+k3s1", 4),
+            ("v1.36.1", 5),
+            ("v1.36.1-rc.0+k3s1", 6),
+        ]))
+        .unwrap();
+        assert_eq!(
+            newest_first(&history),
+            [
+                "v1.37.0-alpha.2",
+                "v1.37.0-alpha.1.234+fedcba98765432",
+                "v1.37.0-alpha.1.99+0123456789abcd",
+                // Equal precedence (build metadata ignored): the later tested is newer.
+                "v1.36.1",
+                "v1.36.1+k3s1",
+                "v1.36.1-rc.0+k3s1",
+            ]
+        );
     }
 
     #[test]

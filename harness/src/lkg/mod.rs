@@ -3,6 +3,7 @@
 //! hands them to the `lkg` engine. `harness lkg` prints the answers, `harness serve` serves them.
 
 mod cache;
+pub mod export;
 mod histories;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -11,7 +12,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use lkg::api::{BuildLink, Snapshot};
 use lkg::sources::HistoryCache;
-use lkg::{CompactResult, CompactRun, Engine, ProviderPolicy, ProviderSpec, RunAdded, TestCatalog, TestId, TestStatus};
+use lkg::{
+    CompactResult, CompactRun, Engine, ProviderPolicy, ProviderSpec, RunAdded, TestCatalog, TestId, TestStatus,
+    UnplacedRun,
+};
 use tracing::{info, warn};
 
 pub use histories::HistorySpec;
@@ -45,6 +49,16 @@ pub async fn load(config: &ProvidersConfig, options: &LkgOptions, index: &Index)
     snapshot(config, options, index.lkg_rows().await?, &cache).await
 }
 
+/// A build as the LKG takes it: its provider and versions settled, its release line chosen.
+#[derive(Debug, Clone)]
+struct Attributed {
+    build: LkgBuild,
+    provider: String,
+    kubernetes_version: String,
+    provider_version: String,
+    line: String,
+}
+
 async fn snapshot(
     config: &ProvidersConfig,
     options: &LkgOptions,
@@ -54,54 +68,163 @@ async fn snapshot(
     let LkgRows { builds, tests, results } = rows;
     let mut catalog = TestCatalog::new();
     let test_ids: HashMap<i64, TestId> = tests.iter().map(|(row, name)| (*row, catalog.intern(name))).collect();
-    let builds = of_known_providers(config, builds);
-    let kubernetes = options
-        .kubernetes_history
-        .history("kubernetes", "master", &revisions(&builds, |b| &b.kubernetes_version), options, cache)
-        .await
-        .context("the Kubernetes history")?;
-    let providers = provider_specs(config, options, &builds, &catalog, cache).await?;
-    let mut engine = Engine::with_catalog(kubernetes, providers, catalog);
+    let (builds, versionless) = attribute(config, builds);
     let mut by_build: HashMap<i64, Vec<CompactResult>> = HashMap::new();
     for (build, test, status) in results {
         if let Some(id) = test_ids.get(&test) {
             by_build.entry(build).or_default().push(CompactResult::new(*id, lkg_status(status)));
         }
     }
-    let links = add_builds(&mut engine, &builds, by_build);
-    info!("LKG over {} build(s) of {} provider(s)", builds.len(), config.providers.len());
-    Ok(Snapshot { engine, builds: links, loaded_at: crate::results::unix_now() })
-}
-
-/// The builds of providers in providers.yaml; the others are left out, with a warning.
-fn of_known_providers(config: &ProvidersConfig, builds: Vec<LkgBuild>) -> Vec<LkgBuild> {
-    let known: BTreeSet<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
-    let (builds, foreign): (Vec<LkgBuild>, Vec<LkgBuild>) =
-        builds.into_iter().partition(|build| known.contains(build.provider.as_str()));
-    if !foreign.is_empty() {
-        let names: BTreeSet<&str> = foreign.iter().map(|b| b.provider.as_str()).collect();
-        let names = names.into_iter().collect::<Vec<_>>().join(", ");
-        warn!("{} build(s) of providers not in {} left out: {names}", foreign.len(), config.source.display());
+    let mut lines = BTreeMap::new();
+    let mut links = BTreeMap::new();
+    for line in line_names(config) {
+        let in_line: Vec<&Attributed> = builds.iter().filter(|b| b.line == line).collect();
+        let branch = kubernetes_branch(&line);
+        let spec = if line == lkg::api::DEFAULT_LINE {
+            options.kubernetes_history.clone()
+        } else {
+            options.kubernetes_history.on_branch(&branch)
+        };
+        let kubernetes = spec
+            .history("kubernetes", &branch, &revisions(&in_line, |b| &b.kubernetes_version), options, cache)
+            .await
+            .with_context(|| format!("the Kubernetes history of line {line}"))?;
+        let providers = provider_specs(config, options, &line, &in_line, &catalog, cache).await?;
+        let mut engine = Engine::with_catalog(kubernetes, providers, catalog.clone());
+        links.append(&mut add_builds(&mut engine, &in_line, &mut by_build));
+        // A build with no Kubernetes version has no line either: the default line names it.
+        if line == lkg::api::DEFAULT_LINE {
+            for (provider, unplaced) in &versionless {
+                for run in unplaced {
+                    let _ = engine.add_unplaced(provider, run.clone());
+                }
+            }
+        }
+        lines.insert(line, engine);
     }
-    builds
+    info!("LKG over {} build(s) of {} provider(s) on {} line(s)", builds.len(), config.providers.len(), lines.len());
+    Ok(Snapshot { lines, builds: links, loaded_at: crate::results::unix_now() })
 }
 
-/// Each provider's history (holding the versions its builds name) and policy.
+/// Every release line of the providers: `master`, then each `release-1.X` branch's `1.X`.
+fn line_names(config: &ProvidersConfig) -> BTreeSet<String> {
+    config.providers.iter().flat_map(|p| p.release_lines().into_iter().map(|(line, _)| line)).collect()
+}
+
+/// The kubernetes/kubernetes branch a line tests against: `master`, or `release-1.X`.
+fn kubernetes_branch(line: &str) -> String {
+    if line == lkg::api::DEFAULT_LINE { line.to_owned() } else { format!("release-{line}") }
+}
+
+/// Each build's provider (its own metadata, else providers.yaml's `prow.jobs` or job-name rule),
+/// versions (the harness's keys, else Prow's fields) and release line. Builds of no known
+/// provider are left out with a warning; builds with no versions to be had are returned per
+/// provider as unplaced runs, so every answer names them.
+fn attribute(config: &ProvidersConfig, builds: Vec<LkgBuild>) -> (Vec<Attributed>, BTreeMap<String, Vec<UnplacedRun>>) {
+    let (mut attributed, mut versionless, mut foreign) =
+        (Vec::new(), BTreeMap::<String, Vec<UnplacedRun>>::new(), BTreeSet::new());
+    for build in builds {
+        let provider = match build.provider.as_deref().and_then(|name| config.provider(name)) {
+            Some(provider) => provider,
+            None => match config.provider_of_job(&build.job) {
+                Some(provider) if build.provider.is_none() => provider,
+                _ => {
+                    foreign.insert(build.provider.clone().unwrap_or_else(|| format!("(job {})", build.job)));
+                    continue;
+                }
+            },
+        };
+        let provider_version = build.provider_version.clone().or_else(|| {
+            let repo = provider.prow_repo()?;
+            build.repos.get(&repo).and_then(|value| crate::results::layout::repo_ref_commit(value)).map(str::to_owned)
+        });
+        let kubernetes_version = build.kubernetes_version.clone();
+        let (Some(kubernetes_version), Some(provider_version)) = (kubernetes_version, provider_version) else {
+            let missing = missing_versions(&build, provider);
+            versionless.entry(provider.name.clone()).or_default().push(UnplacedRun {
+                build_id: format!("{}/{}", build.job, build.build),
+                kubernetes_version: build.kubernetes_version.clone().unwrap_or_default(),
+                provider_version: build.provider_version.clone().unwrap_or_default(),
+                problems: vec![missing],
+            });
+            continue;
+        };
+        let line = line_of(provider, &kubernetes_version);
+        attributed.push(Attributed {
+            provider: provider.name.clone(),
+            kubernetes_version,
+            provider_version,
+            line,
+            build,
+        });
+    }
+    if !foreign.is_empty() {
+        let names = foreign.into_iter().collect::<Vec<_>>().join(", ");
+        warn!("builds of providers not in {} left out: {names}", config.source.display());
+    }
+    for (provider, runs) in &versionless {
+        let mut jobs: BTreeMap<&str, usize> = BTreeMap::new();
+        for run in runs {
+            *jobs.entry(run.build_id.split('/').next().unwrap_or_default()).or_default() += 1;
+        }
+        for (job, count) in jobs {
+            warn!("{count} build(s) of job {job} ({provider}) carry no versions: listed as unplaced");
+        }
+    }
+    (attributed, versionless)
+}
+
+/// What a build without versions lacks, and where the harness looked.
+fn missing_versions(build: &LkgBuild, provider: &crate::config::Provider) -> String {
+    let mut missing = Vec::new();
+    if build.kubernetes_version.is_none() {
+        missing.push(
+            "no Kubernetes version (finished.json metadata kubernetes-version or job-version, or a kubernetes/kubernetes commit in started.json repos)"
+                .to_owned(),
+        );
+    }
+    if build.provider_version.is_none() {
+        let repo = provider.prow_repo().unwrap_or_else(|| "the provider's repository".into());
+        missing.push(format!(
+            "no provider version (finished.json metadata provider-version, or a {repo} commit in started.json repos; set prow.repo in providers.yaml if its key differs)"
+        ));
+    }
+    format!("carries {}", missing.join(" and "))
+}
+
+/// The line a run belongs to: the provider's `release-1.X` line when its Kubernetes version is a
+/// 1.X (release, pre-release or CI version), else `master`.
+fn line_of(provider: &crate::config::Provider, kubernetes_version: &str) -> String {
+    let minor = histories::parse_version(kubernetes_version).map(|v| format!("{}.{}", v.major, v.minor));
+    provider
+        .release_lines()
+        .into_iter()
+        .map(|(line, _)| line)
+        .find(|line| minor.as_deref() == Some(line.as_str()))
+        .unwrap_or_else(|| lkg::api::DEFAULT_LINE.to_owned())
+}
+
+/// The history (holding the versions its builds on `line` name) and policy of each provider that
+/// keeps `line`.
 async fn provider_specs(
     config: &ProvidersConfig,
     options: &LkgOptions,
-    builds: &[LkgBuild],
+    line: &str,
+    builds: &[&Attributed],
     catalog: &TestCatalog,
     cache: &Arc<dyn HistoryCache>,
 ) -> Result<BTreeMap<String, ProviderSpec>> {
     let mut providers = BTreeMap::new();
     for provider in &config.providers {
+        let Some((_, branch)) = provider.release_lines().into_iter().find(|(l, _)| l == line) else { continue };
         let spec = options.provider_histories.get(&provider.name).unwrap_or(&HistorySpec::Tested);
-        let own: Vec<LkgBuild> = builds.iter().filter(|b| b.provider == provider.name).cloned().collect();
+        // A branch named in --provider-history is the master line's; release lines use their own.
+        let spec = if line == lkg::api::DEFAULT_LINE { spec.clone() } else { spec.on_branch(&branch) };
+        let own: Vec<&Attributed> = builds.iter().copied().filter(|b| b.provider == provider.name).collect();
         let history = spec
-            .history(&provider.name, &provider.branch, &revisions(&own, |b| &b.provider_version), options, cache)
+            .history(&provider.name, &branch, &revisions(&own, |b| &b.provider_version), options, cache)
             .await
-            .with_context(|| format!("the history of provider {}", provider.name))?;
+            .with_context(|| format!("the history of provider {} on line {line}", provider.name))?;
         let policy =
             ProviderPolicy { required_tests: required_tests(&provider.required.tests, catalog), ..Default::default() };
         providers.insert(provider.name.clone(), ProviderSpec { history, policy });
@@ -112,19 +235,21 @@ async fn provider_specs(
 /// Adds every build as a run (ids `job/build`), and returns where each one's artifacts are.
 fn add_builds(
     engine: &mut Engine,
-    builds: &[LkgBuild],
-    mut results: HashMap<i64, Vec<CompactResult>>,
+    builds: &[&Attributed],
+    results: &mut HashMap<i64, Vec<CompactResult>>,
 ) -> BTreeMap<String, BuildLink> {
     let mut links = BTreeMap::new();
     let mut unplaced = 0;
-    for build in builds {
+    for attributed in builds {
+        let build = &attributed.build;
         let id = format!("{}/{}", build.job, build.build);
         let run = CompactRun {
             build_id: id.clone(),
-            provider: build.provider.clone(),
-            kubernetes_version: build.kubernetes_version.clone(),
-            provider_version: build.provider_version.clone(),
+            provider: attributed.provider.clone(),
+            kubernetes_version: attributed.kubernetes_version.clone(),
+            provider_version: attributed.provider_version.clone(),
             results: results.remove(&build.row).unwrap_or_default(),
+            build_passed: build.passed,
         };
         match engine.add_compact_run(&run) {
             Ok(RunAdded::Unplaced) => unplaced += 1,
@@ -134,8 +259,8 @@ fn add_builds(
         let link = BuildLink {
             artifacts_url: build.artifacts_url.clone(),
             started_at: build.started_at,
-            kubernetes_version: build.kubernetes_version.clone(),
-            provider_version: build.provider_version.clone(),
+            kubernetes_version: attributed.kubernetes_version.clone(),
+            provider_version: attributed.provider_version.clone(),
         };
         links.insert(id, link);
     }
@@ -146,11 +271,11 @@ fn add_builds(
 }
 
 /// Each version the builds name, with when it was first tested.
-fn revisions(builds: &[LkgBuild], version: impl Fn(&LkgBuild) -> &String) -> BTreeMap<String, i64> {
+fn revisions(builds: &[&Attributed], version: impl Fn(&Attributed) -> &String) -> BTreeMap<String, i64> {
     let mut first_tested = BTreeMap::new();
     for build in builds {
-        let at = first_tested.entry(version(build).clone()).or_insert(build.started_at);
-        *at = (*at).min(build.started_at);
+        let at = first_tested.entry(version(build).clone()).or_insert(build.build.started_at);
+        *at = (*at).min(build.build.started_at);
     }
     first_tested
 }

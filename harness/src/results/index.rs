@@ -14,7 +14,7 @@
 //! lock (busy timeout) instead of failing, and a Postgres writer that loses the insert race sees
 //! the winner's row and stops.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -49,6 +49,10 @@ pub enum IndexError {
         "{url:?} is not a database URL: use sqlite://path/to/index.sqlite (created if missing) or postgres://user@host/db"
     )]
     BadUrl { url: String },
+    #[error(
+        "no index at {path}: nothing was published there yet (run `harness run`, `harness publish` or `harness index` first), or --database / DATABASE_URL names the wrong file"
+    )]
+    Missing { path: std::path::PathBuf },
     #[error("cannot create {dir} for the SQLite index: {source}")]
     CreateDir { dir: std::path::PathBuf, source: std::io::Error },
     #[error("cannot lock {path} to migrate the SQLite index: {source}")]
@@ -115,11 +119,18 @@ pub struct LkgBuild {
     pub row: i64,
     pub job: String,
     pub build: String,
-    pub provider: String,
-    pub kubernetes_version: String,
-    pub provider_version: String,
+    /// As its metadata named it; `None` for builds of existing Prow jobs, which providers.yaml maps.
+    pub provider: Option<String>,
+    pub kubernetes_version: Option<String>,
+    pub provider_version: Option<String>,
     pub artifacts_url: String,
     pub started_at: i64,
+    /// `finished.json` `passed`: a build that failed is never good evidence.
+    pub passed: Option<bool>,
+    /// What Prow's own fields say it tested, for builds without the harness's metadata.
+    pub job_version: Option<String>,
+    pub repo_commit: Option<String>,
+    pub repos: BTreeMap<String, String>,
 }
 
 /// The index: a pool on one database.
@@ -144,6 +155,23 @@ impl Index {
     /// A query waits up to a minute for a connection: batch jobs ride out a database restart.
     pub async fn open(url: &str) -> Result<Index> {
         Self::open_waiting(url, Duration::from_secs(60)).await
+    }
+
+    /// As [`Index::open`] for commands that only read (`harness lkg`, `harness serve` without
+    /// `--migrate`): a SQLite file that does not exist is an error naming it, never created
+    /// empty (a typo in `--database` would otherwise answer "no LKG" with exit 0).
+    pub async fn open_existing(url: &str) -> Result<Index> {
+        Self::open_existing_waiting(url, Duration::from_secs(60)).await
+    }
+
+    /// [`Index::open_existing`] with [`Index::open_waiting`]'s acquire timeout.
+    pub async fn open_existing_waiting(url: &str, acquire_timeout: Duration) -> Result<Index> {
+        if let Some(file) = sqlite_file(url).filter(|file| file != ":memory:")
+            && !Path::new(&file).is_file()
+        {
+            return Err(IndexError::Missing { path: file.into() });
+        }
+        Self::open_waiting(url, acquire_timeout).await
     }
 
     /// As [`Index::open`], a query failing after `acquire_timeout` without a connection: a server
@@ -318,8 +346,8 @@ impl Index {
         learned: &mut TestIds,
     ) -> Result<Option<i64>> {
         let sql = "INSERT INTO builds (job_id, build, path, pull, state, started_at, finished_at, passed, result, \
-             kubernetes_version, provider_version, ccm_version, job_version, repo_commit, artifacts_url, digest) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+             kubernetes_version, provider_version, ccm_version, job_version, repo_commit, artifacts_url, digest, repos) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
              ON CONFLICT (job_id, build) DO NOTHING RETURNING id";
         let row = bind_build(sqlx::query(sql), job_id, &r.info)
             .fetch_optional(&mut **tx)
@@ -345,7 +373,8 @@ impl Index {
         }
         let sql = "UPDATE builds SET job_id = $1, build = $2, path = $3, pull = $4, state = $5, started_at = $6, \
              finished_at = $7, passed = $8, result = $9, kubernetes_version = $10, provider_version = $11, \
-             ccm_version = $12, job_version = $13, repo_commit = $14, artifacts_url = $15, digest = $16 WHERE id = $17";
+             ccm_version = $12, job_version = $13, repo_commit = $14, artifacts_url = $15, digest = $16, repos = $17 \
+             WHERE id = $18";
         bind_build(sqlx::query(sql), job_id, &r.info)
             .bind(build_id)
             .execute(&mut **tx)
@@ -635,9 +664,9 @@ impl Index {
         let builds = self
             .fetch_rows(
                 "SELECT b.id, j.name, b.build, p.name, b.kubernetes_version, b.provider_version, b.artifacts_url, \
-                 b.started_at FROM builds b JOIN jobs j ON j.id = b.job_id JOIN providers p ON p.id = j.provider_id \
-                 WHERE b.state = 'finished' AND b.kubernetes_version IS NOT NULL AND b.provider_version IS NOT NULL \
-                 ORDER BY b.started_at, b.id",
+                 b.started_at, b.passed, b.job_version, b.repo_commit, b.repos FROM builds b \
+                 JOIN jobs j ON j.id = b.job_id LEFT JOIN providers p ON p.id = j.provider_id \
+                 WHERE b.state = 'finished' ORDER BY b.started_at, b.id",
                 "list finished builds",
                 |r| {
                     Ok(LkgBuild {
@@ -649,6 +678,13 @@ impl Index {
                         provider_version: r.try_get(5)?,
                         artifacts_url: r.try_get(6)?,
                         started_at: r.try_get(7)?,
+                        passed: get_bool(r, "passed")?,
+                        job_version: r.try_get(9)?,
+                        repo_commit: r.try_get(10)?,
+                        repos: r
+                            .try_get::<Option<String>, _>(11)?
+                            .and_then(|json| serde_json::from_str(&json).ok())
+                            .unwrap_or_default(),
                     })
                 },
             )
@@ -812,6 +848,7 @@ fn bind_build<'q>(
         .bind(&v.repo_commit)
         .bind(&b.artifacts_url)
         .bind(&b.digest)
+        .bind((!v.repos.is_empty()).then(|| serde_json::to_string(&v.repos).expect("a map of strings serialises")))
 }
 
 /// Test ids by suite, then name.
@@ -869,6 +906,13 @@ fn normalise_url(url: &str) -> Result<(Backend, String)> {
     }
     let query = if query.contains("mode=") { query.to_owned() } else { [query, "mode=rwc"].join("&") };
     Ok((Backend::Sqlite, format!("sqlite://{file}?{}", query.trim_start_matches('&'))))
+}
+
+/// The file of a `sqlite:` URL (`sqlite://path?mode=…`, `sqlite:path`); `None` for another URL.
+fn sqlite_file(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("sqlite:")?;
+    let path = rest.trim_start_matches("//");
+    Some(path.split_once('?').map_or(path, |(file, _)| file).to_owned()).filter(|file| !file.is_empty())
 }
 
 /// An exclusive lock on `<database file>.lock`, held until dropped (`:memory:` needs none).

@@ -84,6 +84,9 @@ pub struct Started {
     /// Deprecated by TestGrid in favour of `finished.json`'s; read for old builds.
     #[serde(default, skip_serializing_if = "Metadata::is_empty")]
     pub metadata: Metadata,
+    /// Deprecated by TestGrid (`DeprecatedJobVersion`); written by old bootstrap jobs. Read only.
+    #[serde(rename = "job-version", default, skip_serializing_if = "Option::is_none")]
+    pub job_version: Option<String>,
 }
 
 /// `finished.json`.
@@ -102,6 +105,9 @@ pub struct Finished {
     pub revision: Option<String>,
     #[serde(default, skip_serializing_if = "Metadata::is_empty")]
     pub metadata: Metadata,
+    /// Deprecated by TestGrid in favour of `metadata["job-version"]`; written by kubetest. Read only.
+    #[serde(rename = "job-version", default, skip_serializing_if = "Option::is_none")]
+    pub job_version: Option<String>,
 }
 
 /// `finished.json`'s `result`.
@@ -324,6 +330,36 @@ impl Versions {
         }
     }
 }
+
+/// The commit a `repos` value names: `master:<sha>` or, for a presubmit, `master:<base>,<pr>:<sha>`
+/// (the base: the code the branch had). `None` when it names a branch only (`master`).
+pub fn repo_ref_commit(value: &str) -> Option<&str> {
+    let base = value.split(',').next()?;
+    let (_, sha) = base.split_once(':')?;
+    let sha = sha.trim();
+    (!sha.is_empty()).then_some(sha)
+}
+
+/// The Kubernetes version a build tested, from the fields Prow's pod-utils, kubetest and kubetest2
+/// write, for builds without the harness's `kubernetes-version` key: `finished.json`
+/// `metadata["job-version"]` (what kubetest2 and kubetest record: `v1.37.0-alpha.1.234+<sha>`),
+/// the deprecated top-level `job-version` of `finished.json` then `started.json`, else the commit
+/// of `kubernetes/kubernetes` in `repos`.
+pub fn prow_kubernetes_version(
+    started: &Started,
+    finished: &Finished,
+    repos: &BTreeMap<String, String>,
+) -> Option<String> {
+    [finished.metadata.string(keys::JOB_VERSION), finished.job_version.as_deref(), started.job_version.as_deref()]
+        .into_iter()
+        .flatten()
+        .find(|version| !version.is_empty())
+        .map(str::to_owned)
+        .or_else(|| repos.get(KUBERNETES_REPO).and_then(|value| repo_ref_commit(value)).map(str::to_owned))
+}
+
+/// The `repos` key of kubernetes/kubernetes.
+pub const KUBERNETES_REPO: &str = "kubernetes/kubernetes";
 
 /// The version TestGrid shows for a build's column (`metadata.Version`): the first of `revision`,
 /// `repo-commit`, `job-version` in `finished.json`'s metadata, else `started.json`'s `repo-commit`,

@@ -166,7 +166,37 @@ pub struct Reindexed {
 /// Reads every build in the store into the index. A build that cannot be read is reported and
 /// skipped; the others are still indexed.
 pub async fn reindex(store: &ResultStore, index: &Index, opts: &ReadBuildOptions) -> Result<Reindexed> {
-    let (locations, mut failed) = builds_in_store(store).await?;
+    let (locations, failed) = builds_in_store(store).await?;
+    reindex_locations(store, index, opts, locations, failed).await
+}
+
+/// [`reindex`] for the periodic builds of `jobs` only (`logs/<job>/…`): what a provider's existing
+/// Prow jobs left in a bucket that holds many other jobs.
+pub async fn reindex_jobs(
+    store: &ResultStore,
+    index: &Index,
+    opts: &ReadBuildOptions,
+    jobs: &[String],
+) -> Result<Reindexed> {
+    let (mut locations, mut failed) = (Vec::new(), Vec::new());
+    for job in jobs {
+        for build in store.list_dirs(&format!("logs/{job}")).await? {
+            match BuildLocation::periodic(job, &build) {
+                Ok(location) => locations.push(location),
+                Err(e) => failed.push(format!("{}: {e}", store.url_of(&format!("logs/{job}/{build}")))),
+            }
+        }
+    }
+    reindex_locations(store, index, opts, locations, failed).await
+}
+
+async fn reindex_locations(
+    store: &ResultStore,
+    index: &Index,
+    opts: &ReadBuildOptions,
+    locations: Vec<BuildLocation>,
+    mut failed: Vec<String>,
+) -> Result<Reindexed> {
     let mut report = Reindexed::default();
     let mut records = stream::iter(locations)
         .map(|location| async move { (record::read_build(store, &location, opts).await, location) })

@@ -211,6 +211,14 @@ pub async fn read_build(
     let mut versions = Versions::from_metadata(&finished.metadata);
     let started_versions = Versions::from_metadata(&started.metadata);
     versions.repo_commit = versions.repo_commit.or(started.repo_commit.clone());
+    // What Prow recorded (started.json's repos, finished.json's metadata.repos winning), and the
+    // Kubernetes version from Prow's own fields when the harness's key is absent.
+    let mut repos = started.repos.clone();
+    repos.append(&mut versions.repos);
+    versions.repos = repos;
+    if versions.kubernetes_version.is_none() {
+        versions.kubernetes_version = layout::prow_kubernetes_version(&started, &finished, &versions.repos);
+    }
     let provider = versions.provider.clone().or(started_versions.provider);
     let pull = match location {
         BuildLocation::Presubmit { pr, .. } => Some(pr.to_string()),

@@ -52,6 +52,8 @@ pub struct ServeOptions {
     pub config: ProvidersConfig,
     /// The SQL index the LKG and the dashboard read.
     pub database: String,
+    /// Create a SQLite index that does not exist yet (else that is an error).
+    pub migrate: bool,
     /// The object store the dashboard reads build logs and artifacts from.
     pub store: String,
     pub lkg: LkgOptions,
@@ -60,11 +62,20 @@ pub struct ServeOptions {
 /// Serves until SIGINT or SIGTERM.
 pub async fn serve(options: ServeOptions) -> Result<()> {
     let metrics = Arc::new(Metrics::new());
-    let index = Index::open_waiting(&options.database, DATABASE_WAIT).await?;
+    let index = if options.migrate {
+        Index::open_waiting(&options.database, DATABASE_WAIT).await?
+    } else {
+        Index::open_existing_waiting(&options.database, DATABASE_WAIT).await?
+    };
     let store = ResultStore::open(&options.store)?;
     let config = Arc::new(options.config);
-    let loader =
-        LkgLoader { config: config.clone(), options: options.lkg, index: index.clone(), metrics: metrics.clone() };
+    let loader = LkgLoader {
+        config: config.clone(),
+        options: options.lkg,
+        index: index.clone(),
+        store: store.clone(),
+        metrics: metrics.clone(),
+    };
     let (first, generation) = loader.load().await.context("loading the LKG to serve")?;
     let (snapshots, receiver) = watch::channel(Arc::new(first));
 
@@ -161,6 +172,8 @@ struct LkgLoader {
     config: Arc<ProvidersConfig>,
     options: LkgOptions,
     index: Index,
+    /// Where each provider's LKG marker objects go.
+    store: ResultStore,
     metrics: Arc<Metrics>,
 }
 
@@ -181,11 +194,22 @@ impl LkgLoader {
     }
 
     async fn record(&self, generation: i64, snapshot: &lkg::api::Snapshot) {
-        let mut view = lkg::api::lkg(snapshot);
-        view.loaded_at = 0;
-        let report = serde_json::to_string(&view).expect("the LKG view serialises");
+        // Every line's answer, without the load time: equal answers serialise equally.
+        let views: BTreeMap<&String, lkg::api::LkgView> = snapshot
+            .lines
+            .keys()
+            .filter_map(|line| lkg::api::lkg(snapshot, Some(line)).ok().map(|view| (line, view)))
+            .map(|(line, view)| (line, lkg::api::LkgView { loaded_at: 0, ..view }))
+            .collect();
+        let report = serde_json::to_string(&views).expect("the LKG view serialises");
         let result = match self.index.record_lkg(generation, &report, crate::results::unix_now()).await {
-            Ok(LkgRecorded::Written) => "written",
+            Ok(LkgRecorded::Written) => {
+                // The replica that records a generation first publishes its markers: one writer.
+                if let Err(error) = crate::lkg::export::publish_markers(&self.store, snapshot).await {
+                    warn!("publishing the LKG markers to the store failed: {error:#}");
+                }
+                "written"
+            }
             Ok(LkgRecorded::Same) => "same",
             Ok(LkgRecorded::Stale { .. }) => "stale",
             Ok(LkgRecorded::Conflict) => {

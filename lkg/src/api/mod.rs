@@ -6,6 +6,9 @@
 //!   with the evidence builds;
 //! - `GET /api/v1/culprits/{provider}`.
 //!
+//! Every route takes `?line=` (a release line: `master` or a Kubernetes minor such as `1.36`); the
+//! default is the newest line, and every answer names the line it is for.
+//!
 //! Answers come from the latest [`Snapshot`] the server was handed through a `watch` channel (the
 //! loader refreshes it); errors are JSON `{"error": {"status", "message"}}`.
 
@@ -23,8 +26,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 pub use views::{
-    BuildLink, CheckVerdict, CheckView, CulpritView, LkgView, ProviderView, Snapshot, ViewError, check, culprits, lkg,
-    provider,
+    BuildLink, CheckVerdict, CheckView, CulpritView, DEFAULT_LINE, LkgView, ProviderView, Snapshot, ViewError, check,
+    culprits, lkg, provider,
 };
 
 /// The routes under `/api/v1`, for the OpenAPI document's test.
@@ -48,16 +51,43 @@ fn current(snapshots: &watch::Receiver<Arc<Snapshot>>) -> Arc<Snapshot> {
     snapshots.borrow().clone()
 }
 
-async fn get_lkg(State(snapshots): Snapshots) -> Json<LkgView> {
-    Json(lkg(&current(&snapshots)))
+/// `?line=`, on every route.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LineQuery {
+    line: Option<String>,
 }
 
-async fn get_provider(State(snapshots): Snapshots, Path(name): Path<String>) -> Result<Json<ProviderView>, ApiError> {
-    Ok(Json(provider(&current(&snapshots), &name)?))
+type LineParam = Result<Query<LineQuery>, QueryRejection>;
+
+fn line_of(query: LineParam) -> Result<Option<String>, ApiError> {
+    let Query(query) = query.map_err(|rejection| {
+        ApiError::bad_request(format!(
+            "{}; the only parameter here is ?line=master or ?line=1.36",
+            rejection.body_text()
+        ))
+    })?;
+    Ok(query.line.filter(|line| !line.trim().is_empty()))
 }
 
-async fn get_culprits(State(snapshots): Snapshots, Path(name): Path<String>) -> Result<Json<CulpritView>, ApiError> {
-    Ok(Json(culprits(&current(&snapshots), &name)?))
+async fn get_lkg(State(snapshots): Snapshots, query: LineParam) -> Result<Json<LkgView>, ApiError> {
+    Ok(Json(lkg(&current(&snapshots), line_of(query)?.as_deref())?))
+}
+
+async fn get_provider(
+    State(snapshots): Snapshots,
+    Path(name): Path<String>,
+    query: LineParam,
+) -> Result<Json<ProviderView>, ApiError> {
+    Ok(Json(provider(&current(&snapshots), line_of(query)?.as_deref(), &name)?))
+}
+
+async fn get_culprits(
+    State(snapshots): Snapshots,
+    Path(name): Path<String>,
+    query: LineParam,
+) -> Result<Json<CulpritView>, ApiError> {
+    Ok(Json(culprits(&current(&snapshots), line_of(query)?.as_deref(), &name)?))
 }
 
 #[derive(Debug, Deserialize)]
@@ -66,6 +96,7 @@ struct CheckQuery {
     provider: String,
     provider_version: String,
     kubernetes: String,
+    line: Option<String>,
 }
 
 async fn get_check(
@@ -74,7 +105,7 @@ async fn get_check(
 ) -> Result<Json<CheckView>, ApiError> {
     let Query(query) = query.map_err(|rejection| {
         ApiError::bad_request(format!(
-            "{}; expected ?provider=NAME&provider_version=REVISION&kubernetes=REVISION",
+            "{}; expected ?provider=NAME&provider_version=REVISION&kubernetes=REVISION[&line=LINE]",
             rejection.body_text()
         ))
     })?;
@@ -86,9 +117,12 @@ async fn get_check(
     .into_iter()
     .find(|(_, value)| value.trim().is_empty());
     if let Some((name, _)) = empty {
-        return Err(ApiError::bad_request(format!("query parameter {name} is empty: give a commit id or tag")));
+        return Err(ApiError::bad_request(format!(
+            "query parameter {name} is empty: give a commit id, an abbreviation of one, a tag or a branch"
+        )));
     }
-    Ok(Json(check(&current(&snapshots), &query.provider, &query.provider_version, &query.kubernetes)?))
+    let line = query.line.as_deref().filter(|line| !line.trim().is_empty());
+    Ok(Json(check(&current(&snapshots), line, &query.provider, &query.provider_version, &query.kubernetes)?))
 }
 
 /// An error as the API returns it: its status and a message saying what to do.
@@ -107,7 +141,9 @@ impl ApiError {
 impl From<ViewError> for ApiError {
     fn from(error: ViewError) -> Self {
         match error {
-            ViewError::UnknownProvider { .. } => Self { status: StatusCode::NOT_FOUND, message: error.to_string() },
+            ViewError::UnknownProvider { .. } | ViewError::UnknownLine { .. } => {
+                Self { status: StatusCode::NOT_FOUND, message: error.to_string() }
+            }
         }
     }
 }

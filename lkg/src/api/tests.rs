@@ -21,6 +21,7 @@ fn run(build: &str, provider: &str, kubernetes: &str, provider_version: &str, pa
         kubernetes_version: kubernetes.into(),
         provider_version: provider_version.into(),
         tests: vec![TestResult { name: "t".into(), attempts: vec![attempt] }],
+        build_passed: Some(passed),
     }
 }
 
@@ -50,7 +51,19 @@ fn snapshot() -> Snapshot {
         };
         builds.insert(run.build_id.clone(), link);
     }
-    Snapshot { engine, builds, loaded_at: 7 }
+    let mut snapshot = Snapshot::single(engine, builds, 7);
+    snapshot.lines.insert("1.29".into(), release_line());
+    snapshot
+}
+
+/// Line 1.29: aws only, good at r1/a1 and bad at r2/a1.
+fn release_line() -> Engine {
+    let kubernetes = History::new(["r2", "r1"]).unwrap();
+    let aws = ProviderSpec { history: History::new(["a1"]).unwrap(), policy: ProviderPolicy::default() };
+    let mut engine = Engine::new(kubernetes, BTreeMap::from([("aws".to_string(), aws)]));
+    engine.add_run(&run("job/r1", "aws", "r1", "a1", true)).unwrap();
+    engine.add_run(&run("job/r2", "aws", "r2", "a1", false)).unwrap();
+    engine
 }
 
 async fn get(uri: &str) -> (StatusCode, Value) {
@@ -107,12 +120,37 @@ async fn check_says_good_bad_or_unknown_with_the_evidence() {
     assert_eq!(body["pair"]["bad_runs"], serde_json::json!(["job/3"]));
 
     let (_, body) = get("/api/v1/lkg/check?provider=aws&provider_version=a3&kubernetes=k4").await;
-    assert_eq!((body["verdict"].as_str(), body["reason"].as_str()), (Some("unknown"), Some("this pair was never run")));
+    assert_eq!((body["verdict"].as_str(), body["reason"].as_str()), (Some("unknown"), Some("no build ran this pair")));
 
     let (status, body) = get("/api/v1/lkg/check?provider=aws&provider_version=a1&kubernetes=v9.9.9").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["verdict"], "unknown");
     assert!(body["reason"].as_str().unwrap().contains("\"v9.9.9\""), "{body}");
+}
+
+#[tokio::test]
+async fn every_answer_is_per_release_line_and_the_default_is_the_newest() {
+    let (_, body) = get("/api/v1/lkg").await;
+    assert_eq!((body["line"].as_str(), &body["lines"]), (Some("master"), &serde_json::json!(["master", "1.29"])));
+    let (status, body) = get("/api/v1/lkg?line=1.29").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["line"], "1.29");
+    assert_eq!(body["providers"]["aws"]["kubernetes_commit"], "r1");
+    assert_eq!(body["providers"].as_object().unwrap().len(), 1, "gcp keeps no 1.29 line");
+    let (_, body) = get("/api/v1/culprits/aws?line=1.29").await;
+    assert_eq!(body["culprit"]["kubernetes"]["commits"], serde_json::json!(["r2"]));
+    let (_, body) = get("/api/v1/lkg/check?provider=aws&provider_version=a1&kubernetes=r1&line=1.29").await;
+    assert_eq!((body["verdict"].as_str(), body["line"].as_str()), (Some("good"), Some("1.29")));
+    let (_, body) = get("/api/v1/lkg/check?provider=aws&provider_version=a1&kubernetes=r1").await;
+    assert_eq!(body["verdict"], "unknown", "r1 is not on the master line");
+    for uri in ["/api/v1/lkg?line=1.99", "/api/v1/lkg/aws?line=1.99", "/api/v1/culprits/aws?line=1.99"] {
+        let (status, body) = get(uri).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("\"1.99\"") && message.contains("master, 1.29"), "{uri}: {message}");
+    }
+    let (status, _) = get("/api/v1/lkg?colour=red").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
 #[tokio::test]
@@ -150,7 +188,7 @@ async fn a_new_snapshot_is_served_as_soon_as_it_is_sent() {
     let (tx, rx) = watch::channel(Arc::new(snapshot()));
     let app = router(rx);
     let mut next = snapshot();
-    next.engine.add_run(&run("job/5", "gcp", "k4", "g2", true)).unwrap();
+    next.lines.get_mut("master").unwrap().add_run(&run("job/5", "gcp", "k4", "g2", true)).unwrap();
     tx.send(Arc::new(next)).unwrap();
     let response = app.oneshot(Request::get("/api/v1/lkg/gcp").body(Body::empty()).unwrap()).await.unwrap();
     let body: Value = serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();

@@ -7,14 +7,65 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Culprit, Engine, LkgError, PairReport, ProviderReport, Verdict, VersionSet};
 
-/// The engine with every run loaded, and where each run's artifacts are.
+/// The line of a provider's default branch (`master`, `main`): the newest one.
+pub const DEFAULT_LINE: &str = "master";
+
+/// One engine per release line with every run loaded, and where each run's artifacts are.
+///
+/// A *release line* is a provider branch and the Kubernetes it is tested against: `master` (the
+/// default branch, against Kubernetes master) or `1.36` (`release-1.36`, against Kubernetes 1.36).
+/// Every answer is per line; the default is the newest line.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
-    pub engine: Engine,
+    /// Line name → its engine.
+    pub lines: BTreeMap<String, Engine>,
     /// Build id (as the runs name it) → its artifacts.
     pub builds: BTreeMap<String, BuildLink>,
     /// When the runs were loaded (unix seconds).
     pub loaded_at: i64,
+}
+
+impl Snapshot {
+    /// A snapshot of one line, `master`.
+    pub fn single(engine: Engine, builds: BTreeMap<String, BuildLink>, loaded_at: i64) -> Self {
+        Self { lines: BTreeMap::from([(DEFAULT_LINE.to_owned(), engine)]), builds, loaded_at }
+    }
+
+    /// The lines, newest first: `master`, then `1.37`, `1.36`, … by version.
+    pub fn line_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.lines.keys().cloned().collect();
+        names.sort_by_key(|name| std::cmp::Reverse(line_order(name)));
+        names
+    }
+
+    /// The newest line; `master` for an empty snapshot.
+    pub fn default_line(&self) -> String {
+        self.line_names().into_iter().next().unwrap_or_else(|| DEFAULT_LINE.to_owned())
+    }
+
+    /// The engine of `line` (the default line when `None`), with the line's name.
+    pub fn line(&self, line: Option<&str>) -> Result<(String, &Engine), ViewError> {
+        let name = line.map_or_else(|| self.default_line(), str::to_owned);
+        match self.lines.get(&name) {
+            Some(engine) => Ok((name, engine)),
+            None if self.lines.is_empty() => Err(ViewError::UnknownLine { line: name, known: "none".into() }),
+            None => Err(ViewError::UnknownLine { line: name, known: self.line_names().join(", ") }),
+        }
+    }
+
+    /// The default line's engine, or an empty one when there are no lines.
+    pub fn default_engine(&self) -> Option<&Engine> {
+        self.lines.get(&self.default_line())
+    }
+}
+
+/// `master` above every numbered line; numbered lines by their numbers.
+fn line_order(line: &str) -> (bool, Vec<u64>) {
+    let numbers: Option<Vec<u64>> = line.split('.').map(|part| part.parse().ok()).collect();
+    match numbers {
+        Some(numbers) => (false, numbers),
+        None => (true, Vec::new()),
+    }
 }
 
 /// Where a build's results are: the evidence behind a verdict.
@@ -30,6 +81,10 @@ pub struct BuildLink {
 /// `GET /api/v1/lkg`: the version set and every provider's LKG.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LkgView {
+    /// The release line these answers are for.
+    pub line: String,
+    /// Every line, newest first.
+    pub lines: Vec<String>,
     /// The newest Kubernetes commit good with every provider in the set; `null` while there is none.
     pub version_set: Option<VersionSet>,
     /// Each provider's LKG; `null` for a provider with no good pair yet (never "good" by default).
@@ -42,6 +97,7 @@ pub struct LkgView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProviderView {
     pub provider: String,
+    pub line: String,
     #[serde(flatten)]
     pub report: ProviderReport,
     pub builds: BTreeMap<String, BuildLink>,
@@ -52,6 +108,7 @@ pub struct ProviderView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CulpritView {
     pub provider: String,
+    pub line: String,
     /// `null` when the provider's newest pair is good, or when it was never good (nothing to
     /// bisect from).
     pub culprit: Option<Culprit>,
@@ -75,6 +132,7 @@ pub enum CheckVerdict {
 /// `GET /api/v1/lkg/check`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckView {
+    pub line: String,
     pub provider: String,
     pub kubernetes: String,
     pub provider_version: String,
@@ -89,32 +147,46 @@ pub struct CheckView {
 /// A query the snapshot cannot answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ViewError {
-    #[error("unknown provider {provider:?}: known providers are {known}")]
-    UnknownProvider { provider: String, known: String },
+    #[error("unknown provider {provider:?} on line {line}: known providers there are {known}")]
+    UnknownProvider { provider: String, line: String, known: String },
+    #[error("unknown release line {line:?}: known lines are {known} (master, or a Kubernetes minor such as 1.36)")]
+    UnknownLine { line: String, known: String },
 }
 
-pub fn lkg(snapshot: &Snapshot) -> LkgView {
-    let report = snapshot.engine.report();
+pub fn lkg(snapshot: &Snapshot, line: Option<&str>) -> Result<LkgView, ViewError> {
+    let (line, engine) = snapshot.line(line)?;
+    let report = engine.report();
     let version_set = report.version_set;
     let providers: BTreeMap<_, _> = report.providers.into_iter().map(|(name, report)| (name, report.lkg)).collect();
     let pairs = version_set.iter().flat_map(|set| set.providers.values()).chain(providers.values().flatten());
-    LkgView { builds: links(snapshot, pairs), version_set, providers, loaded_at: snapshot.loaded_at }
+    Ok(LkgView {
+        line,
+        lines: snapshot.line_names(),
+        builds: links(snapshot, pairs),
+        version_set,
+        providers,
+        loaded_at: snapshot.loaded_at,
+    })
 }
 
-pub fn provider(snapshot: &Snapshot, provider: &str) -> Result<ProviderView, ViewError> {
-    let report = snapshot.engine.provider_report(provider).map_err(|error| unknown(snapshot, provider, error))?;
+pub fn provider(snapshot: &Snapshot, line: Option<&str>, provider: &str) -> Result<ProviderView, ViewError> {
+    let (line, engine) = snapshot.line(line)?;
+    let report = engine.provider_report(provider).map_err(|error| unknown(engine, &line, provider, error))?;
     Ok(ProviderView {
         provider: provider.to_owned(),
+        line,
         builds: links(snapshot, report.pairs.iter()),
         report,
         loaded_at: snapshot.loaded_at,
     })
 }
 
-pub fn culprits(snapshot: &Snapshot, provider: &str) -> Result<CulpritView, ViewError> {
-    let report = snapshot.engine.provider_report(provider).map_err(|error| unknown(snapshot, provider, error))?;
+pub fn culprits(snapshot: &Snapshot, line: Option<&str>, provider: &str) -> Result<CulpritView, ViewError> {
+    let (line, engine) = snapshot.line(line)?;
+    let report = engine.provider_report(provider).map_err(|error| unknown(engine, &line, provider, error))?;
     Ok(CulpritView {
         provider: provider.to_owned(),
+        line,
         builds: links(snapshot, report.lkg.iter().chain(&report.newest)),
         culprit: report.culprit,
         lkg: report.lkg,
@@ -124,11 +196,14 @@ pub fn culprits(snapshot: &Snapshot, provider: &str) -> Result<CulpritView, View
 
 pub fn check(
     snapshot: &Snapshot,
+    line: Option<&str>,
     provider: &str,
     provider_version: &str,
     kubernetes: &str,
 ) -> Result<CheckView, ViewError> {
+    let (line, engine) = snapshot.line(line)?;
     let view = |verdict, reason: String, pair: Option<PairReport>| CheckView {
+        line: line.clone(),
         provider: provider.to_owned(),
         kubernetes: kubernetes.to_owned(),
         provider_version: provider_version.to_owned(),
@@ -137,7 +212,7 @@ pub fn check(
         builds: links(snapshot, pair.iter()),
         pair,
     };
-    match snapshot.engine.pair(provider, kubernetes, provider_version) {
+    match engine.pair(provider, kubernetes, provider_version) {
         Ok(Some(pair)) => {
             let (verdict, reason) = match pair.verdict {
                 Verdict::Good => (CheckVerdict::Good, format!("{} good run(s)", pair.evidence.len())),
@@ -148,16 +223,25 @@ pub fn check(
             };
             Ok(view(verdict, reason, Some(pair)))
         }
-        Ok(None) => Ok(view(CheckVerdict::Unknown, "this pair was never run".into(), None)),
-        Err(error @ LkgError::UnknownRevision { .. }) => Ok(view(CheckVerdict::Unknown, error.to_string(), None)),
-        Err(error) => Err(unknown(snapshot, provider, error)),
+        Ok(None) => Ok(view(CheckVerdict::Unknown, "no build ran this pair".into(), None)),
+        Err(error @ LkgError::UnknownRevision { .. }) => {
+            let report = engine.provider_report(provider).map_err(|e| unknown(engine, &line, provider, e))?;
+            let reason = if report.pairs.is_empty() && report.unplaced.is_empty() {
+                format!("no build ran this pair: the index holds no runs of {provider} yet")
+            } else {
+                error.to_string()
+            };
+            Ok(view(CheckVerdict::Unknown, reason, None))
+        }
+        Err(error) => Err(unknown(engine, &line, provider, error)),
     }
 }
 
-fn unknown(snapshot: &Snapshot, provider: &str, _error: LkgError) -> ViewError {
-    let known = snapshot.engine.report().providers.into_keys().collect::<Vec<_>>().join(", ");
+fn unknown(engine: &Engine, line: &str, provider: &str, _error: LkgError) -> ViewError {
+    let known = engine.providers().collect::<Vec<_>>().join(", ");
     ViewError::UnknownProvider {
         provider: provider.to_owned(),
+        line: line.to_owned(),
         known: if known.is_empty() { "none".into() } else { known },
     }
 }

@@ -3,7 +3,8 @@
 //! Requests: `GET /repos/{owner}/{repo}/commits?sha=&per_page=&page=` (pages followed through the
 //! `Link` header), `GET /repos/{owner}/{repo}/compare/{base}...{head}` and
 //! `GET /repos/{owner}/{repo}/commits/{ref}` (a tag, branch or commit; GitHub peels annotated
-//! tags to their commit in that one request).
+//! tags to their commit in that one request) and `GET /repos/{owner}/{repo}/tags` (every tag with
+//! its commit, so queries can name any tag).
 //!
 //! Every answer is cached with its ETag in a [`HistoryCache`]: the next request for it carries
 //! `If-None-Match`, and a `304 Not Modified` serves the cached body (conditional requests that get a
@@ -363,6 +364,29 @@ impl HistorySource for GitHub {
             Err(error) => Err(error),
         }
     }
+
+    /// `GET /repos/{owner}/{repo}/tags`, every page up to `max_pages` (each tag with its commit).
+    async fn refs(&self) -> Result<Vec<(String, String)>, SourceError> {
+        let mut url = Some(self.repo_url(&format!("tags?per_page={}", self.config.per_page)));
+        let (mut refs, mut pages) = (Vec::new(), 0);
+        while let Some(page_url) = url.take() {
+            pages += 1;
+            if pages > self.config.max_pages {
+                break;
+            }
+            let page = self.get(&page_url).await?;
+            let tags: Vec<ApiTag> = Self::decode(&page_url, &page.body)?;
+            refs.extend(tags.into_iter().map(|tag| (tag.name, tag.commit.sha)));
+            url = page.next;
+        }
+        Ok(refs)
+    }
+}
+
+#[derive(Deserialize)]
+struct ApiTag {
+    name: String,
+    commit: ApiParent,
 }
 
 /// The `rel="next"` URL of a `Link` header.

@@ -126,11 +126,40 @@ impl HistorySource for LocalGit {
     async fn resolve(&self, revision: &str) -> Result<String, SourceError> {
         self.commit_id(revision).await
     }
+
+    async fn refs(&self) -> Result<Vec<(String, String)>, SourceError> {
+        let format = "--format=%(refname:short)%09%(objectname)%09%(*objectname)";
+        let output = self.git(&["for-each-ref", format, "refs/tags", "refs/heads"]).await?;
+        Ok(parse_refs(&output))
+    }
+}
+
+/// `for-each-ref` lines `name<TAB>object<TAB>peeled`: an annotated tag names its tag object, and
+/// `peeled` is the commit.
+fn parse_refs(output: &str) -> Vec<(String, String)> {
+    output
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split('\t');
+            let (name, object, peeled) = (fields.next()?, fields.next()?, fields.next().unwrap_or_default());
+            let commit = if peeled.is_empty() { object } else { peeled };
+            (!name.is_empty() && !commit.is_empty()).then(|| (name.to_owned(), commit.to_owned()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refs_take_the_peeled_commit_of_annotated_tags() {
+        let output = "master\taaa\t\nv1.0.0\ttagobject\tbbb\nv0.9.0\tccc\t\n";
+        assert_eq!(
+            parse_refs(output),
+            [("master".into(), "aaa".into()), ("v1.0.0".into(), "bbb".into()), ("v0.9.0".into(), "ccc".into())]
+        );
+    }
 
     #[test]
     fn records_split_on_separators_and_keep_multi_line_messages() {

@@ -75,6 +75,18 @@ pub trait HistorySource: Send + Sync {
 
     /// The commit id a tag, branch or (possibly abbreviated) commit id names.
     async fn resolve(&self, revision: &str) -> Result<String, SourceError>;
+
+    /// Tags and branches with the commit each names (annotated tags peeled), so a history can
+    /// answer for them without asking the source again. A source that cannot list them cheaply
+    /// returns none, and only the revisions runs name are resolved.
+    async fn refs(&self) -> Result<Vec<(String, String)>, SourceError> {
+        Ok(Vec::new())
+    }
+
+    /// Whether `ancestor` is reachable from `head` (`git merge-base --is-ancestor`).
+    async fn is_ancestor(&self, ancestor: &str, head: &str) -> Result<bool, SourceError> {
+        Ok(self.compare(head, ancestor).await?.is_empty())
+    }
 }
 
 /// The algorithm's [`History`] of first-parent commits listed newest first.

@@ -259,22 +259,30 @@ fn sqlite_urls_create_their_file() {
 }
 
 #[tokio::test]
-async fn lkg_rows_hold_the_finished_builds_with_versions_in_start_order_on_both_databases() {
+async fn lkg_rows_hold_every_finished_build_in_start_order_with_prow_fields_on_both_databases() {
     let (_dir, indexes) = both().await;
     for index in &indexes {
         let late = record("ci-a", "2", 200, vec![result("t1", TestStatus::Fail), result("t2", TestStatus::Flaky)]);
         let early = record("ci-a", "1", 100, vec![result("t1", TestStatus::Pass)]);
         let mut running = record("ci-a", "3", 300, vec![result("t1", TestStatus::Pass)]);
         running.info.state = State::Running;
+        // A build Prow wrote: no provider version of ours, the provider's commit in `repos`.
         let mut unversioned = record("ci-a", "4", 400, vec![]);
         unversioned.info.versions.provider_version = None;
+        unversioned.info.versions.repos = [("acme/cloud-provider-acme".into(), "master:fedcba".into())].into();
         for rec in [&late, &early, &running, &unversioned] {
             index.index_build(rec).await.unwrap();
         }
         let rows = index.lkg_rows().await.unwrap();
-        let builds: Vec<(&str, &str, &str)> =
-            rows.builds.iter().map(|b| (b.build.as_str(), b.provider.as_str(), b.provider_version.as_str())).collect();
-        assert_eq!(builds, [("1", "local", "abc123"), ("2", "local", "abc123")], "{}", index.name());
+        let builds: Vec<(&str, Option<&str>, Option<&str>)> = rows
+            .builds
+            .iter()
+            .map(|b| (b.build.as_str(), b.provider.as_deref(), b.provider_version.as_deref()))
+            .collect();
+        let expected =
+            [("1", Some("local"), Some("abc123")), ("2", Some("local"), Some("abc123")), ("4", Some("local"), None)];
+        assert_eq!(builds, expected, "{}", index.name());
+        assert_eq!(rows.builds[2].repos["acme/cloud-provider-acme"], "master:fedcba", "{}", index.name());
         let name = |test: i64| rows.tests.iter().find(|(id, _)| *id == test).map(|(_, n)| n.as_str()).unwrap();
         let of = |build: i64| -> Vec<(&str, TestStatus)> {
             rows.results.iter().filter(|(b, _, _)| *b == build).map(|(_, t, s)| (name(*t), *s)).collect()

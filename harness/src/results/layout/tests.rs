@@ -32,6 +32,7 @@ fn finished() -> Finished {
         result: Some(JobResult::Failure),
         revision: None,
         metadata: versions().to_metadata(),
+        job_version: None,
     }
 }
 
