@@ -438,9 +438,9 @@ fn base_vars(plan: &Plan<'_>, opts: &RunOptions, artifacts: &Path) -> Vars {
 }
 
 /// `started.json`'s metadata keys naming the build, so a later run can tell whether the build a
-/// reused artifacts directory holds was published.
-const JOB_KEY: &str = "harness-job";
-const BUILD_KEY: &str = "harness-build";
+/// reused artifacts directory holds was published (and `harness publish --dir` where it goes).
+const JOB_KEY: &str = layout::keys::HARNESS_JOB;
+const BUILD_KEY: &str = layout::keys::HARNESS_BUILD;
 
 fn started(provider: &Provider, version: &KubernetesVersion, location: &BuildLocation) -> Started {
     let mut metadata = Metadata::default();
