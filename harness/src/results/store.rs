@@ -469,7 +469,7 @@ mod tests {
         assert!(dir.path().join("bucket").join(&cjk).is_file(), "stored under its own name");
         assert_eq!(store.get(&cjk).await.unwrap().as_deref(), Some(&b"kept"[..]));
         let listed: Vec<String> = store.list("logs/j/1").await.unwrap().into_iter().map(|e| e.path).collect();
-        assert_eq!(listed, [cjk.clone()]);
+        assert_eq!(listed, std::slice::from_ref(&cjk));
         let percent = "logs/j/1/artifacts/100% #done [x].txt";
         store.put_if_changed(percent, Bytes::from_static(b"%")).await.unwrap();
         assert!(dir.path().join("bucket").join(percent).is_file());

@@ -48,7 +48,7 @@ pub enum RunError {
     #[error("{dir}: cannot write the run's artifacts there: {source}")]
     Artifacts { dir: PathBuf, source: std::io::Error },
     #[error(
-        "{dir} holds build {build}, which is not published yet: publish it (harness publish --dir {dir}) or pass another --artifacts"
+        "{dir} holds build {build}, which is not published yet: publish it (harness publish --dir {dir}: the job and build come from its started.json) or pass another --artifacts"
     )]
     UnpublishedBuild { dir: PathBuf, build: String },
     #[error(transparent)]
