@@ -290,8 +290,14 @@ async fn publishes_are_authenticated_per_provider_checked_whole_and_idempotent()
         assert!(audit.contains(needle), "no {needle} in the audit log:\n{audit}");
     }
     assert!(audit.contains(&format!("provider=\"alpha\" job=\"{alpha_job}\" build=\"1\"")), "{audit}");
+    // A costly grid filter from anyone: refused quickly, and counted.
+    let started = Instant::now();
+    let (status, page) = get(&format!("{}/job/{alpha_job}?test=%5Cw%7B1000%7D", replica.url)).await;
+    assert!(status == 400 && page.contains("too complex"), "{status} {page}");
+    assert!(started.elapsed() < Duration::from_millis(500), "the filter took {:?} to refuse", started.elapsed());
     let (_, metrics) = get(&format!("{}/metrics", replica.url)).await;
     for line in [
+        "harness_dashboard_filter_rejects_total{reason=\"too_complex\"} 1",
         "harness_publishes_total{provider=\"alpha\",outcome=\"created\"} 2",
         "harness_publishes_total{provider=\"alpha\",outcome=\"exists\"} 1",
         "harness_publishes_total{provider=\"\",outcome=\"unauthenticated\"} 3",
