@@ -120,6 +120,17 @@ pub struct ServeArgs {
     /// Uploads read at once; the rest wait their turn (memory stays under N × --max-upload-bytes).
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub concurrent_uploads: usize,
+    /// Of --concurrent-uploads, the most one provider may take, so one provider's stalled or slow
+    /// uploads never starve the others [default: half of --concurrent-uploads].
+    #[arg(long, value_name = "N")]
+    pub uploads_per_provider: Option<usize>,
+    /// The longest an upload's body may take to arrive (408 after it), and the longest an upload
+    /// waits for a place (503 with Retry-After after it).
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    pub upload_read_timeout: std::time::Duration,
+    /// After SIGINT or SIGTERM, the longest requests in flight may take before serve exits anyway.
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    pub shutdown_timeout: std::time::Duration,
     /// Where build directories are, for the dashboard's logs and artifacts: a directory,
     /// file:///dir, gs://bucket[/prefix] or s3://bucket[/prefix] [default: <user data
     /// dir>/cloud-provider-harness/results, where `harness run` publishes].
@@ -273,6 +284,11 @@ pub async fn run(cli: Cli) -> Result<()> {
                     max_files: args.max_upload_files,
                 },
                 concurrent_uploads: args.concurrent_uploads,
+                uploads_per_provider: args
+                    .uploads_per_provider
+                    .unwrap_or_else(|| crate::serve::uploads::Uploads::default_share(args.concurrent_uploads)),
+                upload_read_timeout: args.upload_read_timeout,
+                shutdown_timeout: args.shutdown_timeout,
                 config: args.source.config.load()?,
                 database: args.source.database(),
                 migrate: args.migrate,

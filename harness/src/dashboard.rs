@@ -1,5 +1,6 @@
 //! The dashboard's data (`dashboards::web::Source`): builds and results from the SQL index, files
-//! from the object store, and the LKG answers `harness serve` keeps loaded.
+//! from the object store, and the LKG answers `harness serve` keeps loaded. A store that fails is
+//! logged with its error and answered without it: no page shows where the store is.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::results::index::Index;
 use crate::results::record::{BuildInfo, State, TestStatus};
-use crate::results::store::ResultStore;
+use crate::results::store::{ResultStore, StoreError};
 use crate::run::steps::RUNNER_SUITE;
 
 /// How much of `build-log.txt` a build page shows.
@@ -95,7 +96,7 @@ impl Source for IndexSource {
         let Some(info) = self.index.build(job, build).await.map_err(|e| e.to_string())? else {
             return Ok(None);
         };
-        let bytes = self.store.get(&format!("{}/{path}", info.path)).await.map_err(|e| e.to_string())?;
+        let bytes = self.store.get(&format!("{}/{path}", info.path)).await.map_err(unreadable)?;
         Ok(bytes.map(|b| b.to_vec()))
     }
 
@@ -111,16 +112,22 @@ impl Source for IndexSource {
 impl IndexSource {
     /// The build directory's files, and the end of its log (whole lines).
     async fn files(&self, dir: &str) -> Result<(Vec<Artifact>, Option<LogTail>), String> {
-        let entries = self.store.list(dir).await.map_err(|e| e.to_string())?;
+        let entries = self.store.list(dir).await.map_err(unreadable)?;
         let prefix = format!("{dir}/");
         let artifacts = entries
             .into_iter()
             .filter_map(|e| Some(Artifact { path: e.path.strip_prefix(&prefix)?.to_owned(), size: e.size }))
             .collect();
         let log = format!("{dir}/{}", dashboards::web::BUILD_LOG);
-        let tail = self.store.get_tail(&log, LOG_TAIL_BYTES).await.map_err(|e| e.to_string())?;
+        let tail = self.store.get_tail(&log, LOG_TAIL_BYTES).await.map_err(unreadable)?;
         Ok((artifacts, tail.map(|(bytes, size)| LogTail { text: whole_lines(&bytes, size > LOG_TAIL_BYTES), size })))
     }
+}
+
+/// A store error for a page: logged whole, answered without the store's location.
+fn unreadable(error: StoreError) -> String {
+    tracing::warn!("reading the object store for the dashboard failed: {error}");
+    "the object store could not be read (the server's log says why)".to_owned()
 }
 
 /// The text of a log's tail; when it was cut, from the first whole line.

@@ -101,6 +101,79 @@ fn a_broken_junit_file_is_named_and_the_rest_is_published() {
     assert!(stdout(&output).contains("indexed in sqlite://"), "{}", stdout(&output));
 }
 
+/// What `harness run` tells a user whose artifacts directory holds an unpublished build:
+/// `harness publish --dir DIR`, which reads the job and build from the directory's started.json.
+#[test]
+fn publish_dir_alone_publishes_a_build_harness_run_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let dir = build_dir(tmp.path());
+    let started = r#"{"timestamp": 1700000000, "metadata": {"harness-job": "ci-local-run", "harness-build": "77"}}"#;
+    std::fs::write(dir.join("started.json"), started).unwrap();
+    let output = harness(&data).args(["publish", "--dir"]).arg(&dir).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("logs/ci-local-run/77"), "{}", stdout(&output));
+    assert!(data.join("results/logs/ci-local-run/77/finished.json").is_file());
+    // --build still wins over the recorded one.
+    let output = harness(&data).args(["publish", "--build", "78", "--dir"]).arg(&dir).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(data.join("results/logs/ci-local-run/78/finished.json").is_file());
+
+    // A directory that does not name them: a one-line reason, exit 1 (not clap's 2).
+    std::fs::write(dir.join("started.json"), r#"{"timestamp": 1700000000}"#).unwrap();
+    let output = harness(&data).args(["publish", "--dir"]).arg(&dir).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(error_line(&output).contains("pass --job and --build"), "{}", error_line(&output));
+}
+
+/// Uploaded files are served inert, and every dashboard page works under its policy, in headless
+/// Chromium (Debian's, driven by playwright-core: `scripts/browser install`): a build holding
+/// XHTML, SVG and HTML files with a script each (dashboards/browser/inert.mjs checks none runs).
+#[test]
+fn hostile_uploads_never_run_on_the_dashboards_origin_in_a_real_browser() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards/browser/inert.mjs");
+    let installed = script.with_file_name("node_modules").join("playwright-core").is_dir()
+        && Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(installed, "the browser tests need node, Chromium and playwright-core: run `scripts/browser install`");
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let dir = build_dir(tmp.path());
+    let payload = "document.title='pwned';localStorage.setItem('pwned','1');fetch('/pwned');console.log('pwned')";
+    let hostile = [
+        (
+            "evil.xml",
+            format!(r#"<html xmlns="http://www.w3.org/1999/xhtml"><body><script>{payload}</script></body></html>"#),
+        ),
+        (
+            "evil.xhtml",
+            format!(r#"<html xmlns="http://www.w3.org/1999/xhtml"><body><script>{payload}</script></body></html>"#),
+        ),
+        ("evil.svg", format!(r#"<svg xmlns="http://www.w3.org/2000/svg"><script>{payload}</script></svg>"#)),
+        ("evil.html", format!("<html><body><script>{payload}</script></body></html>")),
+    ];
+    for (name, content) in &hostile {
+        std::fs::write(dir.join("artifacts").join(name), content).unwrap();
+    }
+    for build in ["1", "2"] {
+        let output = publish(&data, &dir, build);
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    let mut serve = harness(&data)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(serve.stdout.take().unwrap()), &mut first).unwrap();
+    let url = first.trim().strip_prefix("serving on ").unwrap_or_else(|| panic!("{first:?}")).to_owned();
+    let output =
+        Command::new("node").arg(&script).args(["--url", &url, "--job", "ci-local", "--build", "2"]).output().unwrap();
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(output.status.success(), "{}{}", stdout(&output), stderr(&output));
+}
+
 #[test]
 fn bad_stores_and_databases_are_named() {
     let tmp = tempfile::tempdir().unwrap();

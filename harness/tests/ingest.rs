@@ -65,6 +65,9 @@ fn publish(replica: &Replica, token: &str, dir: &Path, job: &str, build: &str) -
         .unwrap()
 }
 
+/// A part of a multipart body: its name, file name and bytes.
+type Part<'a> = (&'a str, Option<&'a str>, &'a [u8]);
+
 /// A raw multipart body: `(name, file name, bytes)` parts.
 fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
     let mut body = Vec::new();
@@ -163,16 +166,85 @@ async fn publishes_are_authenticated_per_provider_checked_whole_and_idempotent()
         let (status, body) = post(&replica, Some(&alpha), parts).await;
         assert!(status == want && body.contains(message), "{path}: {status} {body}");
     }
+    // Refused as input the store cannot hold, before anything is written (never a 503 that the
+    // client retries, then a half-written build): a name over a directory's 250 bytes, a file
+    // beside a directory of the same path, a job name over 200 bytes, a time past year 9999;
+    // and a job carrying beta's name in capitals.
+    let long_name = format!("artifacts/{}.txt", "日".repeat(84));
+    let long_job = format!("{alpha_job}-{}", "a".repeat(256 - alpha_job.len() - 1));
+    let late = br#"{"timestamp": 300000000000, "metadata": {"provider": "alpha"}}"#;
+    let refused: [(&str, Vec<Part>, u16, &str); 5] = [
+        ("a long name", vec![("file", Some(&long_name), b"x")], 400, "at most 250 per name"),
+        (
+            "a file and a directory",
+            vec![("file", Some("artifacts/x"), b"1"), ("file", Some("artifacts/x/y"), b"2")],
+            400,
+            "as a file and as a directory",
+        ),
+        ("a 256-byte job", vec![("job", None, long_job.as_bytes())], 400, "at most 200 characters"),
+        ("a time past 9999", vec![("file", Some("finished.json"), late)], 400, "between 1970 and the end of 9999"),
+        (
+            "beta's job in capitals",
+            vec![("job", None, b"ci-cloud-provider-BETA-e2e")],
+            403,
+            "belongs to provider \\\"beta\\\"",
+        ),
+    ];
+    for (what, extra, want, message) in refused {
+        let job: &[u8] =
+            extra.iter().find(|(name, _, _)| *name == "job").map_or(alpha_job.as_bytes(), |(_, _, job)| job);
+        let mut parts =
+            vec![("job", None, job), ("build", None, &b"7"[..]), ("file", Some("started.json"), STARTED_ALPHA)];
+        parts.extend(extra.into_iter().filter(|(name, _, _)| *name != "job"));
+        let (status, body) = post(&replica, Some(&alpha), multipart(&parts)).await;
+        assert!(status == want && body.contains(message), "{what}: {status} {body}");
+    }
     assert_eq!(service.stored_files(), Vec::<String>::new(), "a refused publish wrote to the store");
     assert!(!service.dir.path().join("x").exists() && !work.path().join("x").exists());
     assert_eq!(index.counts().await.unwrap(), (0, 0), "a refused publish was indexed");
+
+    // The bearer scheme in any case; a long UTF-8 name the store can hold (80 CJK characters:
+    // 240 bytes, 720 percent-encoded), kept under its own name and served from its link.
+    let cjk = format!("artifacts/{}.txt", "日".repeat(80));
+    let parts = multipart(&[
+        ("job", None, alpha_job.as_bytes()),
+        ("build", None, b"cjk"),
+        ("file", Some("started.json"), STARTED_ALPHA),
+        ("file", Some(&cjk), "漢字".as_bytes()),
+    ]);
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/v1/builds", replica.url))
+        .header("Content-Type", "multipart/form-data; boundary=BOUNDARY")
+        .header("Authorization", format!("BEARER {alpha}"))
+        .body(parts)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    assert!(service.store().join(format!("logs/{alpha_job}/cjk/{cjk}")).is_file(), "{:?}", service.stored_files());
+    let build_page = format!("{}/job/{alpha_job}/build/cjk", replica.url);
+    let (status, page) = get(&build_page).await;
+    let link = format!("/job/{alpha_job}/build/cjk/file/artifacts/{}.txt", "%E6%97%A5".repeat(80));
+    assert!(status == 200 && page.contains(&link), "{status} {page}");
+    assert_eq!(get(&format!("{}{link}", replica.url)).await, (200, "漢字".to_owned()));
+    // Paths that cannot exist under a build: 404, and no answer names the store's directory.
+    let store_dir = service.store().display().to_string();
+    for path in ["started.json/sub", &format!("artifacts/{}", "x".repeat(300))] {
+        let (status, body) = get(&format!("{build_page}/file/{path}")).await;
+        assert!(status == 404 && !body.contains(&store_dir), "{path}: {status} {body}");
+    }
+    // Uploaded files are served inert: text as text/plain, nosniff, a sandboxing policy.
+    let response = reqwest::get(format!("{}{link}", replica.url)).await.unwrap();
+    assert_eq!(response.headers()["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(response.headers()["x-content-type-options"], "nosniff");
+    assert!(response.headers()["content-security-policy"].to_str().unwrap().contains("sandbox"));
 
     // Accepted, then the same build again: one build, answered 200 the second time.
     let output = publish(&replica, &alpha, &alpha_build, alpha_job, "1");
     assert!(output.status.success() && text(&output).contains("published file://"), "{}", text(&output));
     let output = publish(&replica, &alpha, &alpha_build, alpha_job, "1");
     assert!(output.status.success() && text(&output).contains("already published"), "{}", text(&output));
-    assert_eq!(index.counts().await.unwrap(), (1, 2), "one build with its two results");
+    assert_eq!(index.counts().await.unwrap(), (2, 2), "two builds, one with its two results");
     let stored = service.stored_files();
     for file in ["started.json", "finished.json", "build-log.txt", "artifacts/junit_01.xml"] {
         assert!(stored.contains(&format!("logs/{alpha_job}/1/{file}")), "{file} not in {stored:?}");
@@ -199,8 +271,9 @@ async fn publishes_are_authenticated_per_provider_checked_whole_and_idempotent()
     assert!(!output.status.success() && text(&output).contains("503"), "{}", text(&output));
     assert!(text(&output).contains("object store"), "{}", text(&output));
     assert!(text(&output).contains("retrying in"), "a 503 is retried: {}", text(&output));
+    assert!(!text(&output).contains(&store_dir), "a 503 names the store's directory: {}", text(&output));
     assert!(index.build("ci-cloud-provider-alpha-blocked", "1").await.unwrap().is_none());
-    assert_eq!(index.counts().await.unwrap(), (1, 2));
+    assert_eq!(index.counts().await.unwrap(), (2, 2));
 
     // Audit: every outcome logged with provider, job and build; and counted.
     let audit = replica.audit_log();
@@ -217,12 +290,18 @@ async fn publishes_are_authenticated_per_provider_checked_whole_and_idempotent()
         assert!(audit.contains(needle), "no {needle} in the audit log:\n{audit}");
     }
     assert!(audit.contains(&format!("provider=\"alpha\" job=\"{alpha_job}\" build=\"1\"")), "{audit}");
+    // A costly grid filter from anyone: refused quickly, and counted.
+    let started = Instant::now();
+    let (status, page) = get(&format!("{}/job/{alpha_job}?test=%5Cw%7B1000%7D", replica.url)).await;
+    assert!(status == 400 && page.contains("too complex"), "{status} {page}");
+    assert!(started.elapsed() < Duration::from_millis(500), "the filter took {:?} to refuse", started.elapsed());
     let (_, metrics) = get(&format!("{}/metrics", replica.url)).await;
     for line in [
-        "harness_publishes_total{provider=\"alpha\",outcome=\"created\"} 1",
+        "harness_dashboard_filter_rejects_total{reason=\"too_complex\"} 1",
+        "harness_publishes_total{provider=\"alpha\",outcome=\"created\"} 2",
         "harness_publishes_total{provider=\"alpha\",outcome=\"exists\"} 1",
         "harness_publishes_total{provider=\"\",outcome=\"unauthenticated\"} 3",
-        "harness_publishes_total{provider=\"alpha\",outcome=\"forbidden\"} 2",
+        "harness_publishes_total{provider=\"alpha\",outcome=\"forbidden\"} 3",
         "harness_publishes_total{provider=\"alpha\",outcome=\"unavailable\"} 2",
     ] {
         assert!(metrics.contains(line), "no {line} in:\n{metrics}");
@@ -358,4 +437,102 @@ async fn builds_survive_a_postgres_restart_and_a_killed_replica_in_the_middle_of
         report.quantile(0.99)
     );
     drop(restarted);
+}
+
+/// An upload that sends its head and 50 bytes of its body, then nothing: its status and when it
+/// was answered, or `None` when it never was (within 30 s).
+fn stall(replica: &Replica, token: &str) -> tokio::task::JoinHandle<Option<(u16, Duration)>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = replica.url.trim_start_matches("http://").to_owned();
+    let token = token.to_owned();
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let head = format!(
+            "POST /api/v1/builds HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: multipart/form-data; boundary=BOUNDARY\r\nContent-Length: 100000\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream
+            .write_all(&b"--BOUNDARY\r\nContent-Disposition: form-data; name=\"job\"\r\n\r\nci-"[..50])
+            .await
+            .unwrap();
+        let mut answer = vec![0; 64];
+        let read = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut answer)).await;
+        read.ok()?.ok().filter(|n| *n >= 12)?;
+        let status = std::str::from_utf8(&answer[9..12]).ok()?.parse().ok()?;
+        Some((status, started.elapsed()))
+    })
+}
+
+/// A valid build of `provider` as a raw multipart body.
+fn small_build(provider: &str, build: &str) -> Vec<u8> {
+    let started = format!(r#"{{"timestamp": 1790000000, "metadata": {{"provider": "{provider}"}}}}"#);
+    let job = format!("ci-cloud-provider-{provider}-e2e");
+    multipart(&[
+        ("job", None, job.as_bytes()),
+        ("build", None, build.as_bytes()),
+        ("file", Some("started.json"), started.as_bytes()),
+    ])
+}
+
+/// 40 stalled uploads of one provider take only its share of the upload places: another
+/// provider's publish is answered at once, the stalls time out (408, or 503 for those that never
+/// got a place), and /readyz says when every place is taken.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_providers_stalled_uploads_neither_starve_the_others_nor_last() {
+    let service = service(harness::testing::fresh_postgres_database().await);
+    let (alpha, beta) = (service.token("alpha"), service.token("beta"));
+    let replica = service.replica("stalls", &["--concurrent-uploads", "8", "--upload-read-timeout", "3s"]);
+    let stalls: Vec<_> = (0..40).map(|_| stall(&replica, &alpha)).collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, metrics) = get(&format!("{}/metrics", replica.url)).await;
+    assert!(metrics.contains("harness_uploads_in_flight 4\n"), "alpha holds more than its share:\n{metrics}");
+
+    let started = Instant::now();
+    let (status, body) = post(&replica, Some(&beta), small_build("beta", "1")).await;
+    let took = started.elapsed();
+    assert_eq!(status, 201, "{body}");
+    assert!(took < Duration::from_secs(1), "beta's publish took {took:?} behind alpha's stalled uploads");
+    assert_eq!(get(&format!("{}/readyz", replica.url)).await, (200, "ok".to_owned()));
+
+    // Beta's own stalls take the other 4 places: not ready while every place is taken.
+    let more: Vec<_> = (0..4).map(|_| stall(&replica, &beta)).collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, body) = get(&format!("{}/readyz", replica.url)).await;
+    assert!(status == 503 && body.contains("uploads saturated (8 of 8"), "{status} {body}");
+
+    let mut statuses = Vec::new();
+    for stalled in stalls.into_iter().chain(more) {
+        let (status, after) = stalled.await.unwrap().expect("a stalled upload was never answered");
+        assert!(after < Duration::from_secs(12), "a stalled upload was answered after {after:?}");
+        statuses.push(status);
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 408).count(),
+        statuses.len() - statuses.iter().filter(|s| **s == 503).count(),
+        "{statuses:?}"
+    );
+    assert!(statuses.iter().filter(|s| **s == 408).count() >= 8, "{statuses:?}");
+    assert_eq!(get(&format!("{}/readyz", replica.url)).await, (200, "ok".to_owned()));
+    let audit = replica.audit_log();
+    assert!(audit.contains("outcome=\"timeout\"") && audit.contains("--upload-read-timeout"), "{audit}");
+}
+
+/// SIGTERM with an upload stalled in flight: serve exits within --shutdown-timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_exits_within_the_shutdown_timeout_even_with_a_stalled_upload() {
+    let service = service(harness::testing::fresh_postgres_database().await);
+    let alpha = service.token("alpha");
+    let mut replica = service.replica("shutdown", &["--upload-read-timeout", "60s", "--shutdown-timeout", "2s"]);
+    let stalled = stall(&replica, &alpha);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, metrics) = get(&format!("{}/metrics", replica.url)).await;
+    assert!(metrics.contains("harness_uploads_in_flight 1\n"), "{metrics}");
+    let started = Instant::now();
+    let exited = replica.terminate(Duration::from_secs(8));
+    let took = started.elapsed();
+    assert!(exited.is_some_and(|status| status.success()), "serve did not exit within 8 s of SIGTERM");
+    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(4), "exited after {took:?}");
+    eprintln!("serve exited {took:?} after SIGTERM with an upload stalled (--shutdown-timeout 2s)");
+    stalled.abort();
 }

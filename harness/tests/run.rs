@@ -742,7 +742,7 @@ fn serve_reports_a_database_that_is_down_and_recovers_when_it_restarts() {
     assert!(status == 503 && body.contains("not ready"), "{status} {body}");
     for page in ["/", grid] {
         let (status, body) = http_get(&address, page);
-        assert!(status == 503 && body.contains("the results database is unavailable"), "{page}: {status} {body}");
+        assert!(status == 503 && body.contains("the results are unavailable"), "{page}: {status} {body}");
     }
 
     postgres.up();

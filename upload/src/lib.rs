@@ -113,6 +113,8 @@ pub enum UploadError {
     UnnamedFile,
     #[error("file {path:?} was sent twice")]
     DuplicateFile { path: String },
+    #[error("{file:?} is sent as a file and as a directory (of {inside:?}): a build directory holds one or the other")]
+    FileAndDirectory { file: String, inside: String },
     #[error("file name {path:?} refused: {reason}")]
     BadPath { path: String, reason: &'static str },
     #[error("started.json is missing: every build directory has one")]
@@ -206,7 +208,19 @@ where
             slot.set(bytes)?;
         }
     }
+    check_files_and_directories(&paths)?;
     fields.into_upload(files)
+}
+
+/// Refuses `artifacts/x` beside `artifacts/x/y`: no store holds both as a directory tree.
+fn check_files_and_directories(paths: &BTreeSet<String>) -> Result<(), UploadError> {
+    for path in paths {
+        let mut directories = path.match_indices('/').map(|(at, _)| &path[..at]);
+        if let Some(file) = directories.find(|dir| paths.contains(*dir)) {
+            return Err(UploadError::FileAndDirectory { file: file.to_owned(), inside: path.clone() });
+        }
+    }
+    Ok(())
 }
 
 /// [`read`] over a body in memory (tests and the fuzz target).

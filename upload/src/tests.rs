@@ -136,3 +136,15 @@ fn fields_are_checked() {
     let long = "x".repeat(300);
     assert!(matches!(read(&build(&[Part::Text("org_repo", &long)])), Err(UploadError::BadText { name: "org_repo" })));
 }
+
+#[test]
+fn a_file_and_a_directory_of_the_same_path_are_refused() {
+    let both = build(&[Part::File("artifacts/x/y", b"inside"), Part::File("artifacts/x", b"a file")]);
+    let err = read(&both).unwrap_err();
+    assert!(
+        matches!(err, UploadError::FileAndDirectory { ref file, ref inside } if file == "artifacts/x" && inside == "artifacts/x/y"),
+        "{err}"
+    );
+    assert_eq!(err.status(), 400);
+    read(&build(&[Part::File("artifacts/x/y", b"1"), Part::File("artifacts/xy", b"2")])).unwrap();
+}

@@ -1,10 +1,15 @@
 //! A build's page (result, versions, runner steps, failures, the log's tail, artifacts) and its
 //! files, read from the object store.
+//!
+//! A build's files are whatever its uploader sent, so they are served inert, never as what they
+//! claim to be: UTF-8 text as `text/plain`, anything else as a download, every one with
+//! `nosniff` and a policy (`default-src 'none'; sandbox`) under which nothing in it can run or
+//! load, even opened directly on the dashboard's origin.
 
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
@@ -14,6 +19,9 @@ use crate::grid;
 
 /// What a build's log is called in its directory (Prow's pod utilities write it).
 pub const BUILD_LOG: &str = "build-log.txt";
+
+/// A build's file: nothing in it loads or runs, and it is shown in no frame.
+const FILE_POLICY: &str = "default-src 'none'; sandbox; frame-ancestors 'none'";
 
 pub async fn page(
     State(source): State<Arc<dyn Source>>,
@@ -35,7 +43,7 @@ pub async fn file(
         return error_page(StatusCode::BAD_REQUEST, &format!("{path:?} is not a path inside the build directory"));
     }
     match source.artifact(&job, &build, &path).await {
-        Ok(Some(bytes)) => ([(header::CONTENT_TYPE, content_type(&path))], bytes).into_response(),
+        Ok(Some(bytes)) => inert(&path, bytes),
         Ok(None) => {
             not_found(&format!("build {build:?} of job {job:?} has no file {path:?}: see /job/{job}/build/{build}"))
         }
@@ -48,19 +56,41 @@ fn is_relative_inside(path: &str) -> bool {
     !path.is_empty() && path.split('/').all(|segment| !matches!(segment, "" | "." | "..") && !segment.contains('\\'))
 }
 
-fn content_type(path: &str) -> &'static str {
-    match path.rsplit_once('.').map(|(_, extension)| extension) {
-        Some("txt" | "log") => "text/plain; charset=utf-8",
-        Some("xml") => "application/xml",
-        Some("json") => "application/json",
-        Some("html") => "text/plain; charset=utf-8", // never run a build's HTML in the dashboard's origin
-        _ => "application/octet-stream",
+/// A build's file as a response that cannot run: text shown as text, the rest downloaded.
+fn inert(path: &str, bytes: Vec<u8>) -> Response {
+    let text = !bytes.contains(&0) && std::str::from_utf8(&bytes).is_ok();
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let (content_type, disposition) =
+        if text { ("text/plain; charset=utf-8", "inline") } else { ("application/octet-stream", "attachment") };
+    // The file name as the header can carry it (RFC 6266's ASCII form; the rest becomes `_`).
+    let ascii: String =
+        name.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' }).collect();
+    let disposition = HeaderValue::from_str(&format!("{disposition}; filename=\"{ascii}\""))
+        .unwrap_or(HeaderValue::from_static("attachment"));
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+        (header::CONTENT_DISPOSITION, disposition),
+        (header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(FILE_POLICY)),
+        (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+    ];
+    (headers, bytes).into_response()
+}
+
+/// A path as a URL path: each segment percent-encoded but for RFC 3986's unreserved characters.
+fn url_path(path: &str) -> String {
+    let mut encoded = String::with_capacity(path.len());
+    for byte in path.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => encoded.push(byte as char),
+            _ => encoded.push_str(&format!("%{byte:02X}")),
+        }
     }
+    encoded
 }
 
 fn render(view: &BuildView) -> Markup {
     let column = &view.column;
-    let file = |path: &str| format!("/job/{}/build/{}/file/{path}", view.job, column.build);
+    let file = |path: &str| format!("/job/{}/build/{}/file/{}", view.job, column.build, url_path(path));
     html! {
         h1 { a href={ "/job/" (view.job) } { (view.job) } " " (column.build) }
         dl.meta {
@@ -107,5 +137,30 @@ mod tests {
         for bad in ["", "/etc/passwd", "../../x", "a/../../b", "a//b", "./a", "a\\..\\b"] {
             assert!(!is_relative_inside(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn links_to_files_are_percent_encoded_per_segment() {
+        assert_eq!(url_path("artifacts/junit_01.xml"), "artifacts/junit_01.xml");
+        assert_eq!(url_path("artifacts/100% #1?.txt"), "artifacts/100%25%20%231%3F.txt");
+        assert_eq!(url_path("artifacts/日.txt"), "artifacts/%E6%97%A5.txt");
+    }
+
+    #[tokio::test]
+    async fn files_are_served_inert_whatever_they_claim_to_be() {
+        use http_body_util::BodyExt;
+        let xhtml = br#"<html xmlns="http://www.w3.org/1999/xhtml"><script>alert(1)</script></html>"#.to_vec();
+        for path in ["artifacts/evil.xml", "artifacts/evil.xhtml", "artifacts/evil.svg", "artifacts/evil.html"] {
+            let response = inert(path, xhtml.clone());
+            let headers = response.headers();
+            assert_eq!(headers[header::CONTENT_TYPE], "text/plain; charset=utf-8", "{path}");
+            assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{path}");
+            assert_eq!(headers[header::CONTENT_SECURITY_POLICY], FILE_POLICY, "{path}");
+            assert!(headers[header::CONTENT_DISPOSITION].to_str().unwrap().starts_with("inline; filename=\"evil."));
+            assert_eq!(response.into_body().collect().await.unwrap().to_bytes().to_vec(), xhtml);
+        }
+        let binary = inert("artifacts/日 \"x\".png", vec![0x89, b'P', b'N', b'G', 0]);
+        assert_eq!(binary.headers()[header::CONTENT_TYPE], "application/octet-stream");
+        assert_eq!(binary.headers()[header::CONTENT_DISPOSITION], "attachment; filename=\"___x_.png\"");
     }
 }

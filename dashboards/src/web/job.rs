@@ -1,6 +1,11 @@
 //! A job's grid: tests × builds, filtered by test-name regex and status. Rendered grids (HTML and
 //! JSON) are kept per query until the job's generation changes: a 1,000 × 200 grid takes tens of
 //! milliseconds to read and render, checking the generation takes one indexed row.
+//!
+//! A test filter is a regex from an unauthenticated query string, so what it may cost is bounded:
+//! its length, its nesting and its compiled size (the regex crate stops compiling past the limit,
+//! and matches in time linear in the test name with a program that small). A refused filter is a
+//! `400` carrying [`FilterRejected`], which the server counts.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -11,7 +16,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
-use regex::Regex;
+use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
 
 use super::layout::{error_page, negotiate, not_found, unavailable, wants_json};
@@ -26,6 +31,20 @@ pub struct GridQuery {
     status: Option<String>,
     builds: Option<usize>,
 }
+
+/// The longest test filter taken, in bytes.
+pub const MAX_FILTER_BYTES: usize = 256;
+/// The most a compiled test filter may take (the regex crate's default is 10 MiB): room for any
+/// filter of test names, and compiling stops early past it.
+const FILTER_SIZE_LIMIT: usize = 256 * 1024;
+/// The lazy DFA's cache for one filter.
+const FILTER_DFA_LIMIT: usize = 1024 * 1024;
+const FILTER_NEST_LIMIT: u32 = 32;
+
+/// On a `400` for a test filter: why it was refused (`too_long`, `too_complex`, `invalid`), for the
+/// server's metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilterRejected(pub &'static str);
 
 /// How many rendered grids are kept (all are dropped when it is exceeded: simple, and a
 /// dashboard's working set is a few jobs × a few filters).
@@ -73,7 +92,13 @@ pub async fn grid_page(
 ) -> Response {
     let filter = match filter_of(&query) {
         Ok(filter) => filter,
-        Err(message) => return error_page(StatusCode::BAD_REQUEST, &message),
+        Err((message, rejected)) => {
+            let mut response = error_page(StatusCode::BAD_REQUEST, &message);
+            if let Some(rejected) = rejected {
+                response.extensions_mut().insert(rejected);
+            }
+            return response;
+        }
     };
     let generation = match dashboard.source.grid_generation(&job).await {
         Ok(Some(generation)) => generation,
@@ -123,9 +148,10 @@ fn respond(rendered: Rendered) -> Response {
     ([(header::CONTENT_TYPE, rendered.content_type), (header::ETAG, rendered.etag)], rendered.body).into_response()
 }
 
-fn filter_of(query: &GridQuery) -> Result<Filter, String> {
+/// The query as a filter; `Err` is the message, and for a refused test filter why.
+fn filter_of(query: &GridQuery) -> Result<Filter, (String, Option<FilterRejected>)> {
     let test = match query.test.as_deref().filter(|t| !t.is_empty()) {
-        Some(pattern) => Some(Regex::new(pattern).map_err(|e| format!("test filter {pattern:?} is not a regex: {e}"))?),
+        Some(pattern) => Some(test_filter(pattern).map_err(|(message, why)| (message, Some(why)))?),
         None => None,
     };
     let mut statuses = Vec::new();
@@ -133,10 +159,31 @@ fn filter_of(query: &GridQuery) -> Result<Filter, String> {
         let cell = Cell::ALL
             .into_iter()
             .find(|cell| cell.as_str() == name)
-            .ok_or_else(|| format!("unknown status {name:?}: use pass, fail, flaky, skip, running or none"))?;
+            .ok_or_else(|| (format!("unknown status {name:?}: use pass, fail, flaky, skip, running or none"), None))?;
         statuses.push(cell);
     }
     Ok(Filter { test, statuses })
+}
+
+/// A test filter compiled within its bounds.
+fn test_filter(pattern: &str) -> Result<Regex, (String, FilterRejected)> {
+    if pattern.len() > MAX_FILTER_BYTES {
+        let message = format!("the test filter is {} bytes long: at most {MAX_FILTER_BYTES}", pattern.len());
+        return Err((message, FilterRejected("too_long")));
+    }
+    let compiled = RegexBuilder::new(pattern)
+        .size_limit(FILTER_SIZE_LIMIT)
+        .dfa_size_limit(FILTER_DFA_LIMIT)
+        .nest_limit(FILTER_NEST_LIMIT)
+        .build();
+    match compiled {
+        Ok(regex) => Ok(regex),
+        Err(regex::Error::CompiledTooBig(_)) => Err((
+            format!("the test filter {pattern:?} is too complex (a large repetition?): use a simpler regex"),
+            FilterRejected("too_complex"),
+        )),
+        Err(e) => Err((format!("test filter {pattern:?} is not a regex: {e}"), FilterRejected("invalid"))),
+    }
 }
 
 fn filter_form(query: &GridQuery) -> Markup {
@@ -146,6 +193,34 @@ fn filter_form(query: &GridQuery) -> Markup {
             label { " status " input type="text" name="status" value=(query.status.as_deref().unwrap_or("")) placeholder="fail,flaky"; }
             @if let Some(builds) = query.builds { input type="hidden" name="builds" value=(builds); }
             button type="submit" { "filter" }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costly_test_filters_are_refused_quickly_and_say_why() {
+        let deep = "(".repeat(40);
+        for (pattern, why) in [
+            (r"\w{1000}", "too_complex"),
+            (r"(\w{50}){50}", "too_complex"),
+            (r"\p{L}{500}[\w\d]{500}", "too_complex"),
+            ("(", "invalid"),
+            (deep.as_str(), "invalid"),
+        ] {
+            let started = std::time::Instant::now();
+            let (message, rejected) = test_filter(pattern).unwrap_err();
+            let took = started.elapsed();
+            assert_eq!(rejected, FilterRejected(why), "{pattern}: {message}");
+            assert!(took < std::time::Duration::from_millis(40), "{pattern} took {took:?} to refuse");
+        }
+        let (message, rejected) = test_filter(&"a".repeat(MAX_FILTER_BYTES + 1)).unwrap_err();
+        assert_eq!(rejected, FilterRejected("too_long"), "{message}");
+        for fine in ["^ga", r"\[sig-cloud-provider\] .*LoadBalancer", r"\w+ \d{1,3}", "(?i)node|route"] {
+            test_filter(fine).unwrap_or_else(|e| panic!("{fine}: {e:?}"));
         }
     }
 }

@@ -1,9 +1,43 @@
-//! What every page shares: the HTML frame, error pages, and content negotiation.
+//! What every page shares: the HTML frame, error pages, content negotiation, and the headers that
+//! keep the pages to themselves: a strict Content-Security-Policy (the page's one script and one
+//! stylesheet by hash, nothing else) and `nosniff`.
 
-use axum::http::{HeaderMap, StatusCode, header};
+use std::sync::LazyLock;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Json, Response};
+use base64::Engine;
 use maud::{DOCTYPE, Markup, html};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// Every page's policy: its inline script and style by hash, no other script, style, frame,
+/// plugin or connection; forms only to this origin; no framing by others.
+pub static PAGE_POLICY: LazyLock<HeaderValue> = LazyLock::new(|| {
+    let policy = format!(
+        "default-src 'none'; script-src '{}'; style-src '{}'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+        sha256_source(SCRIPT),
+        sha256_source(CSS)
+    );
+    HeaderValue::from_str(&policy).expect("a policy is ASCII")
+});
+
+/// A CSP hash source: `sha256-<base64 of the digest>`.
+fn sha256_source(text: &str) -> String {
+    format!("sha256-{}", base64::engine::general_purpose::STANDARD.encode(Sha256::digest(text.as_bytes())))
+}
+
+/// Adds `nosniff` to every response, and the page policy to HTML that has no policy of its own.
+pub async fn secure_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    let html =
+        headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/html"));
+    if html && !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, PAGE_POLICY.clone());
+    }
+    response
+}
 
 /// True when the client asked for JSON (`Accept: application/json`).
 pub fn wants_json(headers: &HeaderMap) -> bool {
@@ -64,7 +98,7 @@ pub fn error_page(status: StatusCode, message: &str) -> Response {
 }
 
 pub fn unavailable(error: &str) -> Response {
-    error_page(StatusCode::SERVICE_UNAVAILABLE, &format!("the results database is unavailable: {error}"))
+    error_page(StatusCode::SERVICE_UNAVAILABLE, &format!("the results are unavailable: {error}"))
 }
 
 pub fn not_found(message: &str) -> Response {
@@ -86,8 +120,14 @@ pub fn revision_link(repo: Option<&str>, revision: &str) -> Markup {
     }
 }
 
-/// Unix seconds as UTC `YYYY-MM-DD HH:MM UTC`.
+/// The last second of year 9999 (UTC): later times have no four-digit year.
+const LAST_TIME: i64 = 253_402_300_799;
+
+/// Unix seconds as UTC `YYYY-MM-DD HH:MM UTC`; a time past year 9999 as its seconds.
 pub fn time(seconds: i64) -> String {
+    if seconds > LAST_TIME {
+        return format!("{seconds} s after 1970 (past year 9999)");
+    }
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds.max(0).unsigned_abs());
     let rfc3339 = humantime::format_rfc3339_seconds(at).to_string(); // 2026-11-22T17:57:17Z
     format!("{} {} UTC", &rfc3339[..10], &rfc3339[11..16])
@@ -130,5 +170,20 @@ mod tests {
         assert!(page_title(&"é".repeat(100)).chars().count() <= 70);
         assert_eq!(time(0), "1970-01-01 00:00 UTC");
         assert_eq!(time(1_795_370_237), "2026-11-22 17:57 UTC");
+        assert_eq!(time(LAST_TIME), "9999-12-31 23:59 UTC");
+        for past_9999 in [LAST_TIME + 1, 300_000_000_000, i64::MAX] {
+            assert!(time(past_9999).contains("past year 9999"), "{past_9999}");
+        }
+    }
+
+    #[test]
+    fn the_page_policy_allows_the_pages_own_script_and_style_by_hash_and_nothing_inline_else() {
+        let policy = PAGE_POLICY.to_str().unwrap();
+        assert!(policy.starts_with("default-src 'none'; "), "{policy}");
+        assert!(policy.contains(&format!("script-src '{}';", sha256_source(SCRIPT))), "{policy}");
+        assert!(policy.contains(&format!("style-src '{}';", sha256_source(CSS))), "{policy}");
+        assert!(!policy.contains("unsafe"), "{policy}");
+        // The digest of the empty string, as `openssl dgst -sha256 -binary | base64` gives it.
+        assert_eq!(sha256_source(""), "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
     }
 }

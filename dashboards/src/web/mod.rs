@@ -5,6 +5,7 @@
 
 mod build;
 pub use build::BUILD_LOG;
+pub use job::FilterRejected;
 mod home;
 mod job;
 pub mod layout;
@@ -116,6 +117,7 @@ pub fn router(source: Arc<dyn Source>) -> Router {
         .route(PATHS[3], get(build::page))
         .route(PATHS[4], get(build::file))
         .with_state(Dashboard { source, grids: Arc::default() })
+        .layer(axum::middleware::map_response(layout::secure_headers))
 }
 
 #[cfg(test)]

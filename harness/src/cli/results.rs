@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 
 use crate::results::index::{Index, Indexed};
-use crate::results::layout::BuildLocation;
+use crate::results::layout::{BuildLocation, STARTED_JSON, Started, keys};
 use crate::results::publish::{self, Published};
 use crate::results::record::{ReadBuildOptions, TestStatus, Unfinished};
 use crate::results::remote::{self, RemoteOptions};
@@ -36,12 +36,14 @@ impl StoreArgs {
 
 #[derive(Debug, Args)]
 pub struct PublishArgs {
-    /// The job name (Prow's JOB_NAME).
+    /// The job name (Prow's JOB_NAME) [default: the one `harness run` wrote in the directory's
+    /// started.json].
     #[arg(long, env = "JOB_NAME")]
-    pub job: String,
-    /// The build id (Prow's BUILD_ID).
+    pub job: Option<String>,
+    /// The build id (Prow's BUILD_ID) [default: the one `harness run` wrote in the directory's
+    /// started.json].
     #[arg(long, env = "BUILD_ID")]
-    pub build: String,
+    pub build: Option<String>,
     /// The local build directory: started.json, finished.json, build-log.txt and artifacts/.
     #[arg(long, value_name = "DIR")]
     pub dir: PathBuf,
@@ -79,9 +81,10 @@ pub struct IndexArgs {
 }
 
 pub async fn run_publish(args: PublishArgs) -> Result<()> {
+    let (job, build) = job_and_build(&args)?;
     let location = match (args.pull, &args.org_repo) {
-        (Some(pr), Some(org_repo)) => BuildLocation::presubmit(org_repo, pr, &args.job, &args.build)?,
-        _ => BuildLocation::periodic(&args.job, &args.build)?,
+        (Some(pr), Some(org_repo)) => BuildLocation::presubmit(org_repo, pr, &job, &build)?,
+        _ => BuildLocation::periodic(&job, &build)?,
     };
     if !args.remote.is_empty() {
         return run_publish_remote(&args, &location).await;
@@ -103,6 +106,27 @@ pub async fn run_publish(args: PublishArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `--job` and `--build`, or what `harness run` recorded in the directory's started.json.
+fn job_and_build(args: &PublishArgs) -> Result<(String, String)> {
+    if let (Some(job), Some(build)) = (&args.job, &args.build) {
+        return Ok((job.clone(), build.clone()));
+    }
+    let started = args.dir.join(STARTED_JSON);
+    let metadata = std::fs::read(&started)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Started>(&bytes).ok())
+        .map(|started| started.metadata)
+        .unwrap_or_default();
+    let recorded = |given: &Option<String>, key| given.clone().or_else(|| metadata.string(key).map(str::to_owned));
+    match (recorded(&args.job, keys::HARNESS_JOB), recorded(&args.build, keys::HARNESS_BUILD)) {
+        (Some(job), Some(build)) => Ok((job, build)),
+        _ => bail!(
+            "pass --job and --build (or JOB_NAME and BUILD_ID): {} does not name them, as a directory `harness run` wrote does",
+            started.display()
+        ),
+    }
 }
 
 async fn run_publish_remote(args: &PublishArgs, location: &BuildLocation) -> Result<()> {

@@ -64,6 +64,10 @@ pub mod keys {
     /// An object `{ "org/repo": "ref" }`.
     pub const REPOS: &str = "repos";
     pub const REVISION: &str = "revision";
+    /// In `started.json`: the job and build `harness run` writes the directory for, so `harness
+    /// publish --dir` (and the next run) know where it goes.
+    pub const HARNESS_JOB: &str = "harness-job";
+    pub const HARNESS_BUILD: &str = "harness-build";
 }
 
 /// `started.json`.
@@ -201,7 +205,9 @@ pub enum LayoutError {
     BadJson { file: PathBuf, source: serde_json::Error },
     #[error("{file}: cannot {action}: {source}")]
     Io { action: &'static str, file: PathBuf, source: io::Error },
-    #[error("invalid {what} {value:?}: use letters, digits, '.', '_' and '-', starting with a letter or digit")]
+    #[error(
+        "invalid {what} {value:?}: use letters, digits, '.', '_' and '-', starting with a letter or digit, at most {MAX_NAME_BYTES} characters"
+    )]
     InvalidName { what: &'static str, value: String },
     #[error("{name:?} is not a JUnit file name TestGrid reads (pattern {JUNIT_ARTIFACT_PATTERN}), e.g. junit_01.xml")]
     NotJunitName { name: String },
@@ -393,10 +399,18 @@ pub fn junit_artifact(object_path: &str) -> Option<JunitArtifact> {
 }
 
 /// Job names, build ids and `org_repo`s become path segments: keep them plain.
+/// The last second of year 9999 (UTC): the latest `timestamp` a build may have, as RFC 3339 and
+/// the dashboard write dates with four-digit years.
+pub const MAX_TIMESTAMP: i64 = 253_402_300_799;
+
+/// A job name, build id or `org_repo`: each is a directory name in every store.
+pub const MAX_NAME_BYTES: usize = 200;
+
 fn check_name(what: &'static str, value: &str) -> Result<()> {
     let mut chars = value.chars();
     let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
-    if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) {
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if first_ok && rest_ok && value.len() <= MAX_NAME_BYTES {
         Ok(())
     } else {
         Err(LayoutError::InvalidName { what, value: value.to_owned() })

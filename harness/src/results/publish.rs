@@ -71,6 +71,7 @@ pub async fn publish(
     check_started(dir)?;
     let mut files = Vec::new();
     collect_files(dir, Path::new(""), &mut files)?;
+    check_holds(store, location, files.iter().map(|f| object_path(f)))?;
     let base = location.object_dir();
     let upload = |relative: PathBuf| {
         let object = format!("{base}/{}", object_path(&relative));
@@ -92,6 +93,7 @@ pub async fn publish_files(
     location: &BuildLocation,
     opts: &ReadBuildOptions,
 ) -> Result<Published> {
+    check_holds(store, location, files.iter().map(|f| f.path.clone()))?;
     let base = location.object_dir();
     let upload = |file: &upload::UploadedFile| {
         let object = format!("{base}/{}", file.path);
@@ -100,6 +102,20 @@ pub async fn publish_files(
     };
     let puts = put_finished_last(files.iter().collect(), |f| f.path == FINISHED_JSON, upload).await?;
     index_written(store, index, location, opts, puts).await
+}
+
+/// Checks that the store can hold every object the build would write (its files, relative to the
+/// build directory, and `latest-build.txt`), before any is written: a build is written whole or not
+/// at all.
+pub fn check_holds(store: &ResultStore, location: &BuildLocation, files: impl Iterator<Item = String>) -> Result<()> {
+    let base = location.object_dir();
+    for file in files {
+        store.holds(&format!("{base}/{file}"))?;
+    }
+    for file in location.latest_build_files().into_iter().chain(location.alias_file()) {
+        store.holds(&object_path(&file))?;
+    }
+    Ok(())
 }
 
 /// Writes every file with `put`, several at once, and `finished.json` last: its presence tells

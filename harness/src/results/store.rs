@@ -10,6 +10,14 @@
 //!
 //! [`ResultStore::put_if_changed`] is what makes publishing idempotent: an object whose bytes are
 //! already there is not written again.
+//!
+//! Object names are kept as they are (UTF-8, as Prow's uploader writes them), never
+//! percent-encoded: `artifacts/日本語.txt` is that object in a bucket and that file in a directory.
+//! What a store can hold differs, and [`ResultStore::holds`] says it before anything is written: a
+//! directory holds names of at most [`MAX_LOCAL_NAME_BYTES`] bytes per segment (Linux's 255 less
+//! the temporary suffix the store writes through), a bucket keys of at most [`MAX_KEY_BYTES`]
+//! bytes (GCS's and S3's limit) with its prefix. A path that cannot exist (a segment under a file,
+//! a name too long) reads as absent, never as a failing store.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,6 +35,11 @@ use tokio::io::AsyncReadExt;
 /// Files above this are uploaded in parts, so a huge artifact never sits in memory whole.
 const MULTIPART_THRESHOLD: u64 = 16 * 1024 * 1024;
 const CHUNK: usize = 8 * 1024 * 1024;
+/// A file name in a directory store: Linux file systems' 255 bytes, less the `#<n>` suffix of the
+/// temporary file each object is written through.
+pub const MAX_LOCAL_NAME_BYTES: usize = 250;
+/// An object's whole key in GCS or S3, with the store's prefix.
+pub const MAX_KEY_BYTES: usize = 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -42,6 +55,8 @@ pub enum StoreError {
     Object { action: &'static str, url: String, source: object_store::Error },
     #[error("{file}: cannot read it to upload: {source}")]
     ReadLocal { file: PathBuf, source: std::io::Error },
+    #[error("{path:?} cannot be stored: {rule}")]
+    Unholdable { path: String, rule: String },
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -66,6 +81,17 @@ pub struct ResultStore {
     inner: Arc<dyn ObjectStore>,
     /// The URL it was opened with, without a trailing slash; object URLs are `<base>/<path>`.
     base: String,
+    /// What names it can hold.
+    names: Names,
+}
+
+/// The naming limits of a kind of store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Names {
+    /// A local directory: each segment a file name.
+    Directory,
+    /// A bucket: the whole key, `prefix` bytes of which the store's prefix takes (with its `/`).
+    Bucket { prefix: usize },
 }
 
 impl std::fmt::Debug for ResultStore {
@@ -109,12 +135,22 @@ impl ResultStore {
         if let Some(rest) = url.strip_prefix("gs://") {
             let (bucket, prefix) = split_bucket(rest).ok_or_else(bad)?;
             let store = gcs_builder(bucket, options).build().map_err(open_err)?;
-            return Ok(Self::wrap(Arc::new(store), prefix, format!("gs://{}", rest.trim_end_matches('/'))));
+            return Ok(Self::wrap(
+                Arc::new(store),
+                prefix,
+                format!("gs://{}", rest.trim_end_matches('/')),
+                bucket_names(prefix),
+            ));
         }
         if let Some(rest) = url.strip_prefix("s3://") {
             let (bucket, prefix) = split_bucket(rest).ok_or_else(bad)?;
             let store = s3_builder(bucket, options).build().map_err(open_err)?;
-            return Ok(Self::wrap(Arc::new(store), prefix, format!("s3://{}", rest.trim_end_matches('/'))));
+            return Ok(Self::wrap(
+                Arc::new(store),
+                prefix,
+                format!("s3://{}", rest.trim_end_matches('/')),
+                bucket_names(prefix),
+            ));
         }
         let dir = match url.strip_prefix("file://") {
             Some(path) => PathBuf::from(path),
@@ -133,13 +169,41 @@ impl ResultStore {
         let store = LocalFileSystem::new_with_prefix(&dir)
             .map_err(|source| StoreError::Open { url: base.clone(), source })?
             .with_automatic_cleanup(true);
-        Ok(Self::wrap(Arc::new(store), "", base))
+        Ok(Self::wrap(Arc::new(store), "", base, Names::Directory))
     }
 
-    fn wrap(store: Arc<dyn ObjectStore>, prefix: &str, base: String) -> Self {
+    fn wrap(store: Arc<dyn ObjectStore>, prefix: &str, base: String, names: Names) -> Self {
         let inner: Arc<dyn ObjectStore> =
             if prefix.is_empty() { store } else { Arc::new(PrefixStore::new(store, ObjectPath::from(prefix))) };
-        ResultStore { inner, base: base.trim_end_matches('/').to_owned() }
+        ResultStore { inner, base: base.trim_end_matches('/').to_owned(), names }
+    }
+
+    /// Whether the store can hold an object at `path`: `Err` names the rule it breaks.
+    pub fn holds(&self, path: &str) -> Result<()> {
+        let refuse = |rule: String| Err(StoreError::Unholdable { path: path.to_owned(), rule });
+        if let Err(e) = ObjectPath::parse(path) {
+            return refuse(format!("not an object name ({e})"));
+        }
+        match self.names {
+            Names::Directory => {
+                if let Some(long) = path.split('/').find(|segment| segment.len() > MAX_LOCAL_NAME_BYTES) {
+                    return refuse(format!(
+                        "the name {long:?} is {} bytes of UTF-8; a directory store holds at most {MAX_LOCAL_NAME_BYTES} per name",
+                        long.len()
+                    ));
+                }
+                let name = path.rsplit('/').next().unwrap_or_default();
+                if name.rsplit_once('#').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+                    return refuse("a name ending in #<digits> is a directory store's temporary file".to_owned());
+                }
+                Ok(())
+            }
+            Names::Bucket { prefix } if prefix + path.len() > MAX_KEY_BYTES => refuse(format!(
+                "the key is {} bytes of UTF-8 with the store's prefix; a bucket holds at most {MAX_KEY_BYTES}",
+                prefix + path.len()
+            )),
+            Names::Bucket { .. } => Ok(()),
+        }
     }
 
     /// The URL the store was opened with (normalised: absolute for a directory, no trailing slash).
@@ -152,11 +216,12 @@ impl ResultStore {
         format!("{}/{}", self.base, path.trim_start_matches('/'))
     }
 
-    /// Reads an object; `None` when it does not exist.
+    /// Reads an object; `None` when it does not exist (or cannot: see [`absent`]).
     pub async fn get(&self, path: &str) -> Result<Option<Bytes>> {
-        match self.inner.get(&ObjectPath::from(path)).await {
+        let Some(location) = location(path) else { return Ok(None) };
+        match self.inner.get(&location).await {
             Ok(result) => result.bytes().await.map(Some).map_err(self.err("read", path)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) if absent(&e) => Ok(None),
             Err(e) => Err(self.err("read", path)(e)),
         }
     }
@@ -168,18 +233,20 @@ impl ResultStore {
         if range.is_empty() {
             return Ok(Some((Bytes::new(), size)));
         }
-        match self.inner.get_range(&ObjectPath::from(path), range).await {
+        let Some(location) = location(path) else { return Ok(None) };
+        match self.inner.get_range(&location, range).await {
             Ok(bytes) => Ok(Some((bytes, size))),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) if absent(&e) => Ok(None),
             Err(e) => Err(self.err("read", path)(e)),
         }
     }
 
     /// The size of an object; `None` when it does not exist.
     pub async fn size(&self, path: &str) -> Result<Option<u64>> {
-        match self.inner.head(&ObjectPath::from(path)).await {
+        let Some(location) = location(path) else { return Ok(None) };
+        match self.inner.head(&location).await {
             Ok(meta) => Ok(Some(meta.size)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) if absent(&e) => Ok(None),
             Err(e) => Err(self.err("stat", path)(e)),
         }
     }
@@ -189,7 +256,8 @@ impl ResultStore {
         if self.size(path).await? == Some(bytes.len() as u64) && self.get(path).await?.as_ref() == Some(&bytes) {
             return Ok(Put::Unchanged);
         }
-        let location = ObjectPath::from(path);
+        self.holds(path)?;
+        let location = ObjectPath::parse(path).expect("held paths parse");
         self.inner.put(&location, PutPayload::from_bytes(bytes)).await.map_err(self.err("write", path))?;
         Ok(Put::Written)
     }
@@ -206,8 +274,9 @@ impl ResultStore {
         if self.size(path).await? == Some(len) && self.same_content(path, file).await? {
             return Ok(Put::Unchanged);
         }
-        let upload =
-            self.inner.put_multipart(&ObjectPath::from(path)).await.map_err(self.err("start writing", path))?;
+        self.holds(path)?;
+        let location = ObjectPath::parse(path).expect("held paths parse");
+        let upload = self.inner.put_multipart(&location).await.map_err(self.err("start writing", path))?;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, CHUNK);
         let mut reader = tokio::fs::File::open(file).await.map_err(read_err)?;
         let mut buf = vec![0; CHUNK];
@@ -225,7 +294,8 @@ impl ResultStore {
 
     async fn same_content(&self, path: &str, file: &Path) -> Result<bool> {
         let read_err = |source| StoreError::ReadLocal { file: file.to_path_buf(), source };
-        let result = self.inner.get(&ObjectPath::from(path)).await.map_err(self.err("read", path))?;
+        let location = ObjectPath::parse(path).expect("held paths parse");
+        let result = self.inner.get(&location).await.map_err(self.err("read", path))?;
         let mut remote = result.into_stream();
         let mut local = tokio::fs::File::open(file).await.map_err(read_err)?;
         let mut buf = Vec::new();
@@ -241,7 +311,7 @@ impl ResultStore {
 
     /// Every object under a prefix (recursively), sorted by path.
     pub async fn list(&self, prefix: &str) -> Result<Vec<Entry>> {
-        let location = ObjectPath::from(prefix);
+        let Some(location) = location(prefix) else { return Ok(Vec::new()) };
         let stream = self.inner.list(Some(&location));
         let mut entries: Vec<Entry> = stream
             .map_ok(|meta| Entry { path: meta.location.to_string(), size: meta.size })
@@ -254,7 +324,7 @@ impl ResultStore {
 
     /// The names of the "directories" directly under a prefix, sorted.
     pub async fn list_dirs(&self, prefix: &str) -> Result<Vec<String>> {
-        let location = ObjectPath::from(prefix);
+        let Some(location) = location(prefix) else { return Ok(Vec::new()) };
         let listing = self.inner.list_with_delimiter(Some(&location)).await.map_err(self.err("list", prefix))?;
         let mut dirs: Vec<String> =
             listing.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_owned)).collect();
@@ -266,6 +336,32 @@ impl ResultStore {
         let url = self.url_of(path);
         move |source| StoreError::Object { action, url, source }
     }
+}
+
+/// The object a path names, as it is (no percent-encoding); `None` when no object can have that
+/// name (an empty, `.` or `..` segment, a control character).
+fn location(path: &str) -> Option<ObjectPath> {
+    ObjectPath::parse(path).ok()
+}
+
+/// An error that means there is no such object: not found, or a path that cannot exist in this
+/// store (a segment under a file, a name too long for the file system).
+fn absent(error: &object_store::Error) -> bool {
+    if matches!(error, object_store::Error::NotFound { .. }) {
+        return true;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = source {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            return matches!(io.kind(), std::io::ErrorKind::NotADirectory | std::io::ErrorKind::InvalidFilename);
+        }
+        source = error.source();
+    }
+    false
+}
+
+fn bucket_names(prefix: &str) -> Names {
+    Names::Bucket { prefix: if prefix.is_empty() { 0 } else { prefix.len() + 1 } }
 }
 
 /// `bucket[/prefix]` → (bucket, prefix); `None` for an empty bucket name.
@@ -361,6 +457,49 @@ mod tests {
         assert_eq!(tail, Some((Bytes::from_static(b":2}"), 15)));
         assert_eq!(store.get_tail("logs/j/1/started.json", 100).await.unwrap().unwrap().0, other);
         assert_eq!(store.get_tail("logs/j/1/none.txt", 3).await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn names_are_kept_as_they_are_and_what_a_directory_cannot_hold_is_refused_or_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ResultStore::open_dir(&dir.path().join("bucket")).unwrap();
+        // 80 CJK characters: 240 bytes of UTF-8, 720 once percent-encoded.
+        let cjk = format!("logs/j/1/artifacts/{}.txt", "日".repeat(80));
+        store.put_if_changed(&cjk, Bytes::from_static(b"kept")).await.unwrap();
+        assert!(dir.path().join("bucket").join(&cjk).is_file(), "stored under its own name");
+        assert_eq!(store.get(&cjk).await.unwrap().as_deref(), Some(&b"kept"[..]));
+        let listed: Vec<String> = store.list("logs/j/1").await.unwrap().into_iter().map(|e| e.path).collect();
+        assert_eq!(listed, std::slice::from_ref(&cjk));
+        let percent = "logs/j/1/artifacts/100% #done [x].txt";
+        store.put_if_changed(percent, Bytes::from_static(b"%")).await.unwrap();
+        assert!(dir.path().join("bucket").join(percent).is_file());
+        assert_eq!(store.list("logs/j/1").await.unwrap().len(), 2);
+
+        let too_long = format!("logs/j/1/artifacts/{}.txt", "日".repeat(84));
+        let err = store.put_if_changed(&too_long, Bytes::new()).await.unwrap_err().to_string();
+        assert!(err.contains("at most 250"), "{err}");
+        assert!(store.holds("logs/j/1/artifacts/junit#1").is_err());
+        assert!(store.holds("logs/j/1/artifacts/junit#1.xml").is_ok());
+        // A path that cannot exist reads as absent, not as a store failure.
+        store.put_if_changed("logs/j/1/build-log.txt", Bytes::from_static(b"log")).await.unwrap();
+        assert_eq!(store.get("logs/j/1/build-log.txt/sub").await.unwrap(), None);
+        assert_eq!(store.size("logs/j/1/build-log.txt/sub").await.unwrap(), None);
+        assert_eq!(store.get(&format!("logs/j/1/{}", "x".repeat(300))).await.unwrap(), None);
+        assert_eq!(store.get_tail("logs/j/1/build-log.txt/sub", 10).await.unwrap(), None);
+    }
+
+    #[test]
+    fn a_bucket_holds_keys_of_1024_bytes_with_its_prefix() {
+        let names = bucket_names("some/prefix");
+        let store = ResultStore {
+            inner: Arc::new(object_store::memory::InMemory::new()),
+            base: "gs://b/some/prefix".into(),
+            names,
+        };
+        assert!(store.holds(&format!("logs/{}", "a".repeat(1024 - 12 - 5))).is_ok());
+        let err = store.holds(&format!("logs/{}", "a".repeat(1024 - 12 - 4))).unwrap_err().to_string();
+        assert!(err.contains("at most 1024"), "{err}");
+        assert!(store.holds(&format!("logs/{}", "a".repeat(300))).is_ok(), "no per-name limit in a bucket");
     }
 
     #[tokio::test]

@@ -48,7 +48,7 @@ pub enum RunError {
     #[error("{dir}: cannot write the run's artifacts there: {source}")]
     Artifacts { dir: PathBuf, source: std::io::Error },
     #[error(
-        "{dir} holds build {build}, which is not published yet: publish it (harness publish --dir {dir}) or pass another --artifacts"
+        "{dir} holds build {build}, which is not published yet: publish it (harness publish --dir {dir}: the job and build come from its started.json) or pass another --artifacts"
     )]
     UnpublishedBuild { dir: PathBuf, build: String },
     #[error(transparent)]
@@ -438,9 +438,9 @@ fn base_vars(plan: &Plan<'_>, opts: &RunOptions, artifacts: &Path) -> Vars {
 }
 
 /// `started.json`'s metadata keys naming the build, so a later run can tell whether the build a
-/// reused artifacts directory holds was published.
-const JOB_KEY: &str = "harness-job";
-const BUILD_KEY: &str = "harness-build";
+/// reused artifacts directory holds was published (and `harness publish --dir` where it goes).
+const JOB_KEY: &str = layout::keys::HARNESS_JOB;
+const BUILD_KEY: &str = layout::keys::HARNESS_BUILD;
 
 fn started(provider: &Provider, version: &KubernetesVersion, location: &BuildLocation) -> Started {
     let mut metadata = Metadata::default();

@@ -28,6 +28,9 @@ pub async fn observe(State(metrics): State<Arc<Metrics>>, request: Request, next
     let took = started.elapsed();
     let status = response.status().as_u16();
     metrics.request(method.as_str(), &route, status, took);
+    if let Some(rejected) = response.extensions().get::<dashboards::web::FilterRejected>() {
+        metrics.filter_rejected(rejected.0);
+    }
     info!(target: "harness::serve::access", %method, %path, %route, status, micros = took.as_micros() as u64, "request");
     response
 }

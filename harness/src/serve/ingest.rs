@@ -10,10 +10,15 @@
 //! Publishing the same build again is a no-op answered `200` with the build; the same id with other
 //! content is `409`. Every outcome is logged (`target=harness::audit`) and counted in `/metrics`.
 //! Nothing is kept in memory between requests: replicas on one database behave as one service.
+//!
+//! Under attack and at scale: a body is read within `read_timeout` (a stalled or trickling upload
+//! is answered `408` and gives its place back), each provider reads at most its share of the
+//! upload places ([`super::uploads`]; a request that finds none in time is `503` with
+//! `Retry-After`), and no answer carries a server path (the details go to the audit log).
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
@@ -25,6 +30,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::metrics::Metrics;
+use super::uploads::Uploads;
 use crate::config::ProvidersConfig;
 use crate::config::jobs::JOB_PREFIX;
 use crate::results::index::{Index, Indexed};
@@ -32,7 +38,7 @@ use crate::results::junit::{self, JunitError};
 use crate::results::layout::{self, BuildLocation, FINISHED_JSON, Finished, STARTED_JSON, Started, Versions};
 use crate::results::publish::{self, PublishError};
 use crate::results::record::{ReadBuildOptions, State as BuildState, TestStatus, Unfinished};
-use crate::results::store::ResultStore;
+use crate::results::store::{ResultStore, StoreError};
 
 pub const PATH: &str = "/api/v1/builds";
 
@@ -43,8 +49,11 @@ pub struct Ingest {
     pub config: Arc<ProvidersConfig>,
     pub limits: upload::Limits,
     pub metrics: Arc<Metrics>,
-    /// Uploads read at once: each may hold up to `limits.max_body_bytes` in memory.
-    pub uploads: tokio::sync::Semaphore,
+    /// Uploads read at once, per provider and in all: each may hold up to
+    /// `limits.max_body_bytes` in memory.
+    pub uploads: Uploads,
+    /// The longest reading one upload's body may take.
+    pub read_timeout: Duration,
 }
 
 pub fn router(ingest: Arc<Ingest>) -> Router {
@@ -58,11 +67,13 @@ struct Refusal {
     status: StatusCode,
     reason: &'static str,
     message: String,
+    /// For the audit log only (it may name server paths).
+    detail: Option<String>,
 }
 
 impl Refusal {
     fn new(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
-        Refusal { status, reason, message: message.into() }
+        Refusal { status, reason, message: message.into(), detail: None }
     }
 
     fn invalid(message: impl Into<String>) -> Self {
@@ -73,11 +84,27 @@ impl Refusal {
         Self::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
 
+    /// A failing database or store: answered without the error (it names hosts and paths),
+    /// which goes to the audit log.
     fn unavailable(what: &str, error: impl std::fmt::Display) -> Self {
-        Self::new(
+        let mut refusal = Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
-            format!("{what}: {error}; nothing was indexed: retry later"),
+            format!("{what}; nothing was indexed: retry later"),
+        );
+        refusal.detail = Some(error.to_string());
+        refusal
+    }
+
+    fn busy(uploads: &Uploads) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            format!(
+                "this provider's uploads hold all {} of its places (of {}): retry later",
+                uploads.share(),
+                uploads.capacity()
+            ),
         )
     }
 }
@@ -105,10 +132,18 @@ async fn post_build(State(ingest): State<Arc<Ingest>>, headers: HeaderMap, body:
         }
         Err(refusal) => {
             ingest.metrics.publish(provider, refusal.reason);
-            warn!(target: "harness::audit", provider, job, build, outcome = refusal.reason, status = refusal.status.as_u16(), took_ms, reason = %refusal.message, "publish rejected");
+            let detail = refusal.detail.as_deref().unwrap_or("");
+            warn!(target: "harness::audit", provider, job, build, outcome = refusal.reason, status = refusal.status.as_u16(), took_ms, reason = %refusal.message, detail, "publish rejected");
             let mut response = lkg::api::ApiError { status: refusal.status, message: refusal.message }.into_response();
-            if refusal.status == StatusCode::UNAUTHORIZED {
-                response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            match refusal.reason {
+                "unauthenticated" => {
+                    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                }
+                "busy" => {
+                    let after = HeaderValue::from(ingest.uploads.wait().as_secs().max(1));
+                    response.headers_mut().insert(header::RETRY_AFTER, after);
+                }
+                _ => {}
             }
             response
         }
@@ -121,12 +156,9 @@ async fn accept(ingest: &Ingest, headers: &HeaderMap, body: Body, audit: &mut Au
     let provider = authenticate(ingest, headers).await?;
     audit.provider = Some(provider.clone());
     check_length(headers, &ingest.limits)?;
-    // Bounds memory: later uploads wait here rather than all being read at once.
-    let _permit = ingest.uploads.acquire().await.expect("the semaphore is never closed");
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let upload = upload::read(content_type, body.into_data_stream(), &ingest.limits)
-        .await
-        .map_err(|e| Refusal::new(status(e.status()), reason(e.status()), e.to_string()))?;
+    // Bounds memory: later uploads wait here, each provider within its share.
+    let _permit = ingest.uploads.acquire(&provider).await.ok_or_else(|| Refusal::busy(&ingest.uploads))?;
+    let upload = read_upload(ingest, headers, body).await?;
     audit.job = Some(upload.job.clone());
     audit.build = Some(upload.build.clone());
     let location = match (upload.pull, &upload.org_repo) {
@@ -136,6 +168,7 @@ async fn accept(ingest: &Ingest, headers: &HeaderMap, body: Body, audit: &mut Au
     .map_err(|e| Refusal::invalid(e.to_string()))?;
     let started = parse_json::<Started>(&upload, STARTED_JSON)?;
     let finished = parse_json::<Finished>(&upload, FINISHED_JSON)?;
+    check_timestamps(started.as_ref(), finished.as_ref())?;
     authorize(ingest, &provider, &upload.job, started.as_ref(), finished.as_ref()).await?;
     check_junit(&upload, &ingest.limits)?;
 
@@ -147,6 +180,7 @@ async fn accept(ingest: &Ingest, headers: &HeaderMap, body: Body, audit: &mut Au
     let published = publish::publish_files(&ingest.store, &ingest.index, &upload.files, &location, &opts)
         .await
         .map_err(|e| match e {
+            PublishError::Store(e @ StoreError::Unholdable { .. }) => Refusal::invalid(e.to_string()),
             PublishError::Store(e) => Refusal::unavailable("the object store refused the build", e),
             PublishError::Index(e) => Refusal::unavailable("the index could not take the build", e),
             e => Refusal::unavailable("publishing failed", e),
@@ -156,6 +190,23 @@ async fn accept(ingest: &Ingest, headers: &HeaderMap, body: Body, audit: &mut Au
         Indexed::Unchanged => (StatusCode::OK, "exists"),
     };
     Ok((status, reason, published_body(&published)))
+}
+
+/// Reads the body within `read_timeout`: a stalled or trickling upload gives its place back.
+async fn read_upload(ingest: &Ingest, headers: &HeaderMap, body: Body) -> Result<upload::Upload, Refusal> {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let read = upload::read(content_type, body.into_data_stream(), &ingest.limits);
+    match tokio::time::timeout(ingest.read_timeout, read).await {
+        Ok(read) => read.map_err(|e| Refusal::new(status(e.status()), reason(e.status()), e.to_string())),
+        Err(_) => Err(Refusal::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "timeout",
+            format!(
+                "the body did not arrive within {} (the server's --upload-read-timeout): send it again",
+                humantime::format_duration(ingest.read_timeout)
+            ),
+        )),
+    }
 }
 
 /// The provider of the request's bearer token.
@@ -169,14 +220,20 @@ async fn authenticate(ingest: &Ingest, headers: &HeaderMap) -> Result<String, Re
     let token = value
         .to_str()
         .ok()
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim)
+        .and_then(bearer_token)
         .ok_or_else(|| unauthenticated("Authorization is not `Bearer <token>`"))?;
     match crate::tokens::authenticate(&ingest.index, token).await {
         Ok(Some(found)) => Ok(found.provider),
         Ok(None) => Err(unauthenticated("the token is unknown or revoked: ask the operator for a new one")),
         Err(e) => Err(Refusal::unavailable("cannot check the token", e)),
     }
+}
+
+/// The token of `Bearer <token>`; the scheme is case-insensitive (RFC 9110 §11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// Refuses a body announced larger than the limit before reading any of it.
@@ -197,6 +254,19 @@ fn parse_json<T: serde::de::DeserializeOwned>(upload: &upload::Upload, path: &st
     serde_json::from_slice(&file.bytes)
         .map(Some)
         .map_err(|e| Refusal::invalid(format!("{path}: not what TestGrid expects: {e}")))
+}
+
+/// Refuses times a reader cannot show (before 1970, after 9999).
+fn check_timestamps(started: Option<&Started>, finished: Option<&Finished>) -> Result<(), Refusal> {
+    let times = [(STARTED_JSON, started.map(|s| s.timestamp)), (FINISHED_JSON, finished.and_then(|f| f.timestamp))];
+    for (file, timestamp) in times {
+        if let Some(timestamp) = timestamp.filter(|t| !(0..=layout::MAX_TIMESTAMP).contains(t)) {
+            return Err(Refusal::invalid(format!(
+                "{file}: timestamp {timestamp} is not epoch seconds between 1970 and the end of 9999"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A token publishes only its provider's builds: the job must not be another provider's (by
@@ -239,13 +309,19 @@ async fn authorize(
     }
 }
 
-/// The provider whose job-name prefix (`ci-cloud-provider-<provider>-`) the job has, the longest.
+/// The provider whose name the job carries (`ci-cloud-provider-<provider>`, then the end or a
+/// separator), the longest match. Job names are case-sensitive paths, so the match is not:
+/// `ci-cloud-provider-BETA-e2e` carries beta's name as much as `ci-cloud-provider-beta-e2e`.
 fn provider_by_job_name(config: &ProvidersConfig, job: &str) -> Option<String> {
+    let job = job.to_ascii_lowercase();
     let rest = job.strip_prefix(JOB_PREFIX)?;
     config
         .providers
         .iter()
-        .filter(|p| rest.strip_prefix(p.name.as_str()).is_some_and(|after| after.starts_with('-')))
+        .filter(|p| {
+            rest.strip_prefix(p.name.to_ascii_lowercase().as_str())
+                .is_some_and(|after| after.is_empty() || after.starts_with(['-', '.', '_']))
+        })
         .max_by_key(|p| p.name.len())
         .map(|p| p.name.clone())
 }
@@ -364,7 +440,7 @@ mod tests {
         served.sort();
         assert_eq!(fields, served);
         let responses = document["paths"][PATH]["post"]["responses"].as_mapping().unwrap();
-        for status in ["200", "201", "400", "401", "403", "409", "413", "415", "503"] {
+        for status in ["200", "201", "400", "401", "403", "408", "409", "413", "415", "503"] {
             assert!(responses.contains_key(status), "{status} is not documented");
         }
     }
@@ -385,5 +461,25 @@ mod tests {
         assert_eq!(provider_by_job_name(&config, "ci-cloud-provider-aws-gov-e2e").as_deref(), Some("aws-gov"));
         assert_eq!(provider_by_job_name(&config, "ci-cloud-provider-awsx-e2e"), None);
         assert_eq!(provider_by_job_name(&config, "my-own-job"), None);
+        // The name is carried whatever its case, and at the end of the job's name too.
+        for job in [
+            "ci-cloud-provider-AWS-e2e",
+            "CI-Cloud-Provider-aws-e2e",
+            "ci-cloud-provider-aws",
+            "ci-cloud-provider-aws.v2",
+        ] {
+            assert_eq!(provider_by_job_name(&config, job).as_deref(), Some("aws"), "{job}");
+        }
+        assert_eq!(provider_by_job_name(&config, "ci-cloud-provider-AWS-GOV-e2e").as_deref(), Some("aws-gov"));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for value in ["Bearer chp_x", "bearer chp_x", "BEARER chp_x", "bEaReR  chp_x "] {
+            assert_eq!(bearer_token(value), Some("chp_x"), "{value}");
+        }
+        for value in ["Basic chp_x", "Bearer", "Bearer ", "chp_x", "Bearerchp_x"] {
+            assert_eq!(bearer_token(value), None, "{value}");
+        }
     }
 }

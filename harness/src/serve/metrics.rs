@@ -29,8 +29,14 @@ pub struct PublishLabels {
     /// The token's provider; empty when the request had no valid token.
     pub provider: String,
     /// created, exists, or why it was refused (unauthenticated, forbidden, invalid, too_large,
-    /// unsupported, conflict, unavailable).
+    /// unsupported, conflict, unavailable, timeout: the body came too slowly, busy: no upload
+    /// place within the wait).
     pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -46,6 +52,8 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<RouteLabel, Histogram>,
     publishes: Family<PublishLabels, Counter>,
+    filter_rejects: Family<ReasonLabel, Counter>,
+    pub uploads_in_flight: Gauge<i64, AtomicI64>,
     pub generation: Gauge<i64, AtomicI64>,
     pub lkg_records: Family<ResultLabel, Counter>,
 }
@@ -86,7 +94,35 @@ impl Metrics {
             "Builds posted to the ingestion API, by the token's provider and outcome",
             publishes.clone(),
         );
-        Self { registry, refreshes, builds, loaded_at, requests, latency, publishes, generation, lkg_records }
+        let uploads_in_flight = Gauge::<i64, AtomicI64>::default();
+        registry.register(
+            "harness_uploads_in_flight",
+            "Uploads to the ingestion API being read now (at most --concurrent-uploads)",
+            uploads_in_flight.clone(),
+        );
+        let filter_rejects = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "harness_dashboard_filter_rejects",
+            "Grid test filters refused, by reason (too_long, too_complex, invalid)",
+            filter_rejects.clone(),
+        );
+        Self {
+            registry,
+            refreshes,
+            builds,
+            loaded_at,
+            requests,
+            latency,
+            publishes,
+            filter_rejects,
+            uploads_in_flight,
+            generation,
+            lkg_records,
+        }
+    }
+
+    pub fn filter_rejected(&self, reason: &'static str) {
+        self.filter_rejects.get_or_create(&ReasonLabel { reason }).inc();
     }
 
     pub fn loaded(&self, snapshot: &lkg::api::Snapshot) {

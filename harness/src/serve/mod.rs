@@ -8,12 +8,17 @@
 //! with the generation it was computed from (`Index::record_lkg`, one replica at a time), so
 //! replicas on one database agree on it. Every response is counted, timed, logged, gzipped when the
 //! client accepts it, and carries an ETag.
+//!
+//! On SIGINT or SIGTERM it stops accepting connections and lets the requests in flight finish, for
+//! at most `shutdown_timeout`: then it exits anyway (a stalled upload never holds it up).
 
 mod http;
 pub mod ingest;
 mod metrics;
+pub mod uploads;
 
 use std::collections::BTreeMap;
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,6 +54,12 @@ pub struct ServeOptions {
     pub limits: upload::Limits,
     /// Uploads read at once (the rest wait): memory is bounded by this × the body limit.
     pub concurrent_uploads: usize,
+    /// Of those, the most one provider's uploads may take.
+    pub uploads_per_provider: usize,
+    /// The longest an upload's body may take to arrive (and an upload may wait for a place).
+    pub upload_read_timeout: Duration,
+    /// After SIGINT or SIGTERM, the longest the requests in flight may take.
+    pub shutdown_timeout: Duration,
     pub config: ProvidersConfig,
     /// The SQL index the LKG and the dashboard read.
     pub database: String,
@@ -87,7 +98,12 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         config,
         limits: options.limits,
         metrics: metrics.clone(),
-        uploads: tokio::sync::Semaphore::new(options.concurrent_uploads.max(1)),
+        uploads: uploads::Uploads::new(
+            options.concurrent_uploads,
+            options.uploads_per_provider,
+            options.upload_read_timeout,
+        ),
+        read_timeout: options.upload_read_timeout,
     };
     let refresher = tokio::spawn(refresh(loader, generation, options.poll, options.refresh, snapshots));
     let app = router(receiver, metrics, Arc::new(dashboard), Arc::new(ingest));
@@ -98,9 +114,29 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     // Scripts and tests read the address from this line when they asked for port 0.
     println!("serving on http://{address}");
     info!("LKG API on http://{address}/api/v1/lkg, refreshed every {}", humantime::format_duration(options.refresh));
-    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown()).await;
+    let served = serve_until_stopped(listener, app, options.shutdown_timeout).await;
     refresher.abort();
-    served.context("serving HTTP")
+    served
+}
+
+/// Serves until SIGINT or SIGTERM, then lets the requests in flight finish for at most `grace`.
+async fn serve_until_stopped(listener: tokio::net::TcpListener, app: Router, grace: Duration) -> Result<()> {
+    let (stopping, mut stopped) = watch::channel(false);
+    let served = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown().await;
+        let _ = stopping.send(true);
+    });
+    let deadline = async move {
+        let _ = stopped.wait_for(|stopped| *stopped).await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        served = served.into_future() => served.context("serving HTTP"),
+        () = deadline => {
+            warn!("requests still in flight {} after the signal (--shutdown-timeout): exiting", humantime::format_duration(grace));
+            Ok(())
+        }
+    }
 }
 
 /// Each provider's repository (and Kubernetes'), for commit links.
@@ -118,7 +154,7 @@ fn router(
     ingest: Arc<ingest::Ingest>,
 ) -> Router {
     let observed = metrics.clone();
-    let (index, ready_index, store) = (ingest.index.clone(), ingest.index.clone(), ingest.store.clone());
+    let (index, ready, uploads) = (ingest.index.clone(), ingest.clone(), ingest.clone());
     lkg::api::router(snapshots)
         .merge(dashboards::web::router(dashboard))
         .merge(ingest::router(ingest))
@@ -132,21 +168,11 @@ fn router(
                 }
             }),
         )
-        .route(
-            "/readyz",
-            // Ready to take publishes: the index answers and the object store can be reached.
-            get(move || async move {
-                let store_reachable = store.size(READY_PROBE).await.map(|_| ());
-                match (ready_index.ping().await, store_reachable) {
-                    (Ok(()), Ok(())) => (StatusCode::OK, "ok".to_owned()),
-                    (Err(error), _) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {error}")),
-                    (_, Err(error)) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {error}")),
-                }
-            }),
-        )
+        .route("/readyz", get(move || readyz(ready.clone())))
         .route(
             "/metrics",
             get(move || async move {
+                metrics.uploads_in_flight.set(uploads.uploads.in_use() as i64);
                 (
                     [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
                     metrics.encode(),
@@ -165,6 +191,23 @@ fn router(
         .layer(axum::middleware::from_fn(http::validators))
         .layer(CompressionLayer::new())
         .layer(axum::middleware::from_fn_with_state(observed, http::observe))
+}
+
+/// Ready to take publishes: the index answers, the object store can be reached, and an upload
+/// place is free.
+async fn readyz(ingest: Arc<ingest::Ingest>) -> (StatusCode, String) {
+    let uploads = &ingest.uploads;
+    if uploads.in_use() >= uploads.capacity() {
+        let message =
+            format!("not ready: uploads saturated ({} of {} places in use)", uploads.in_use(), uploads.capacity());
+        return (StatusCode::SERVICE_UNAVAILABLE, message);
+    }
+    let store_reachable = ingest.store.size(READY_PROBE).await.map(|_| ());
+    match (ingest.index.ping().await, store_reachable) {
+        (Ok(()), Ok(())) => (StatusCode::OK, "ok".to_owned()),
+        (Err(error), _) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {error}")),
+        (_, Err(error)) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {error}")),
+    }
 }
 
 /// Loads the LKG from the index and records it for the other replicas.

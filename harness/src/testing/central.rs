@@ -121,6 +121,21 @@ impl Replica {
         let _ = self.child.wait();
     }
 
+    /// SIGTERM, then waits up to `within` for it to exit: its exit status, `None` if still running
+    /// (it is killed then).
+    pub fn terminate(&mut self, within: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        self.kill();
+        None
+    }
+
     /// The audit lines of its log.
     pub fn audit_log(&self) -> String {
         std::fs::read_to_string(&self.log)

@@ -199,7 +199,8 @@ fn presubmits_go_under_pr_logs_with_prows_latest_build_files() {
 
 #[test]
 fn path_segments_are_checked() {
-    for bad in ["", "..", "../x", "a/b", ".hidden", "a b", "a\\b"] {
+    let long = "a".repeat(MAX_NAME_BYTES + 1);
+    for bad in ["", "..", "../x", "a/b", ".hidden", "a b", "a\\b", &long] {
         assert!(
             matches!(BuildLocation::periodic(bad, "1"), Err(LayoutError::InvalidName { what: "job name", .. })),
             "{bad:?}"
@@ -210,6 +211,7 @@ fn path_segments_are_checked() {
         );
     }
     assert!(BuildLocation::presubmit("org_repo", 1, "ci-job.v2", "8675309").is_ok());
+    assert!(BuildLocation::periodic(&"a".repeat(MAX_NAME_BYTES), "1").is_ok());
 }
 
 #[test]
