@@ -202,7 +202,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn costly_test_filters_are_refused_quickly_and_say_why() {
+    /// Refused by the compiled-size limit (`too_complex`), before any costly compilation; how fast
+    /// that is is a figure of docs/benchmarks.md, not a timed assertion.
+    fn costly_test_filters_are_refused_by_their_limits_and_say_why() {
         let deep = "(".repeat(40);
         for (pattern, why) in [
             (r"\w{1000}", "too_complex"),
@@ -211,11 +213,8 @@ mod tests {
             ("(", "invalid"),
             (deep.as_str(), "invalid"),
         ] {
-            let started = std::time::Instant::now();
             let (message, rejected) = test_filter(pattern).unwrap_err();
-            let took = started.elapsed();
             assert_eq!(rejected, FilterRejected(why), "{pattern}: {message}");
-            assert!(took < std::time::Duration::from_millis(40), "{pattern} took {took:?} to refuse");
         }
         let (message, rejected) = test_filter(&"a".repeat(MAX_FILTER_BYTES + 1)).unwrap_err();
         assert_eq!(rejected, FilterRejected("too_long"), "{message}");

@@ -110,16 +110,24 @@ impl ProvidersConfig {
     }
 
     /// The provider a job's builds count for: the one whose `prow.jobs` lists it, else the one
-    /// whose `ci-cloud-provider-<provider>-` prefix it has (the longest, so `aws-eks` wins over
-    /// `aws` for `ci-cloud-provider-aws-eks-e2e`).
+    /// whose name the job carries ([`ProvidersConfig::provider_named_by_job`]).
     pub fn provider_of_job(&self, job: &str) -> Option<&Provider> {
-        if let Some(listed) = self.providers.iter().find(|p| p.prow.jobs.iter().any(|j| j == job)) {
-            return Some(listed);
-        }
+        self.providers.iter().find(|p| p.prow.jobs.iter().any(|j| j == job)).or_else(|| self.provider_named_by_job(job))
+    }
+
+    /// The provider whose name the job carries (`ci-cloud-provider-<provider>`, then the end or a
+    /// separator), the longest match, so `aws-eks` wins over `aws` for
+    /// `ci-cloud-provider-aws-eks-e2e`. Job names are case-sensitive paths, so the match is not:
+    /// `ci-cloud-provider-BETA-e2e` carries beta's name as much as `ci-cloud-provider-beta-e2e`.
+    pub fn provider_named_by_job(&self, job: &str) -> Option<&Provider> {
+        let job = job.to_ascii_lowercase();
         let rest = job.strip_prefix(jobs::JOB_PREFIX)?;
         self.providers
             .iter()
-            .filter(|p| rest.strip_prefix(p.name.as_str()).is_some_and(|after| after.starts_with('-')))
+            .filter(|p| {
+                rest.strip_prefix(p.name.to_ascii_lowercase().as_str())
+                    .is_some_and(|after| after.is_empty() || after.starts_with(['-', '.', '_']))
+            })
             .max_by_key(|p| p.name.len())
     }
 

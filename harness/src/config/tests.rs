@@ -557,7 +557,11 @@ fn release_branches_are_release_lines_and_existing_prow_jobs_map_to_their_provid
     let lines: Vec<(String, String)> = p.release_lines();
     assert_eq!(
         lines,
-        [("master".into(), "main".into()), ("1.36".into(), "release-1.36".into()), ("1.35".into(), "release-1.35".into())]
+        [
+            ("master".into(), "main".into()),
+            ("1.36".into(), "release-1.36".into()),
+            ("1.35".into(), "release-1.35".into())
+        ]
     );
     assert_eq!(config.provider_of_job("ci-p-e2e-latest").map(|p| p.name.as_str()), Some("p"));
     assert_eq!(config.provider_of_job("ci-cloud-provider-p-k8s-1.37").map(|p| p.name.as_str()), Some("p"));

@@ -32,7 +32,6 @@ use tracing::{info, warn};
 use super::metrics::Metrics;
 use super::uploads::Uploads;
 use crate::config::ProvidersConfig;
-use crate::config::jobs::JOB_PREFIX;
 use crate::results::index::{Index, Indexed};
 use crate::results::junit::{self, JunitError};
 use crate::results::layout::{self, BuildLocation, FINISHED_JSON, Finished, STARTED_JSON, Started, Versions};
@@ -282,8 +281,9 @@ async fn authorize(
     let mut owners: Vec<(String, &str)> = Vec::new();
     if let Some(cell) = ingest.config.cell(job) {
         owners.push((cell.provider.name.clone(), "providers.yaml"));
-    } else if let Some(named) = provider_by_job_name(&ingest.config, job) {
-        owners.push((named, "its name"));
+    } else if let Some(named) = ingest.config.provider_of_job(job) {
+        let by = if named.prow.jobs.iter().any(|j| j == job) { "providers.yaml's prow.jobs" } else { "its name" };
+        owners.push((named.name.clone(), by));
     }
     match ingest.index.job_provider(job).await {
         Ok(Some(indexed)) => owners.push((indexed, "its builds in the index")),
@@ -307,23 +307,6 @@ async fn authorize(
             "the build names no provider: put \"provider\": {provider:?} in finished.json's (or started.json's) metadata, as harness run does"
         ))),
     }
-}
-
-/// The provider whose name the job carries (`ci-cloud-provider-<provider>`, then the end or a
-/// separator), the longest match. Job names are case-sensitive paths, so the match is not:
-/// `ci-cloud-provider-BETA-e2e` carries beta's name as much as `ci-cloud-provider-beta-e2e`.
-fn provider_by_job_name(config: &ProvidersConfig, job: &str) -> Option<String> {
-    let job = job.to_ascii_lowercase();
-    let rest = job.strip_prefix(JOB_PREFIX)?;
-    config
-        .providers
-        .iter()
-        .filter(|p| {
-            rest.strip_prefix(p.name.to_ascii_lowercase().as_str())
-                .is_some_and(|after| after.is_empty() || after.starts_with(['-', '.', '_']))
-        })
-        .max_by_key(|p| p.name.len())
-        .map(|p| p.name.clone())
 }
 
 /// Refuses JUnit files that are dangerous to read (entity declarations, a bomb; too deep, too
@@ -457,10 +440,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("providers.yaml"), text).unwrap();
         let config = ProvidersConfig::load(dir.path().join("providers.yaml")).unwrap();
-        assert_eq!(provider_by_job_name(&config, "ci-cloud-provider-aws-e2e").as_deref(), Some("aws"));
-        assert_eq!(provider_by_job_name(&config, "ci-cloud-provider-aws-gov-e2e").as_deref(), Some("aws-gov"));
-        assert_eq!(provider_by_job_name(&config, "ci-cloud-provider-awsx-e2e"), None);
-        assert_eq!(provider_by_job_name(&config, "my-own-job"), None);
+        assert_eq!(
+            config.provider_named_by_job("ci-cloud-provider-aws-e2e").map(|p| p.name.clone()).as_deref(),
+            Some("aws")
+        );
+        assert_eq!(
+            config.provider_named_by_job("ci-cloud-provider-aws-gov-e2e").map(|p| p.name.clone()).as_deref(),
+            Some("aws-gov")
+        );
+        assert_eq!(config.provider_named_by_job("ci-cloud-provider-awsx-e2e").map(|p| p.name.clone()), None);
+        assert_eq!(config.provider_named_by_job("my-own-job").map(|p| p.name.clone()), None);
         // The name is carried whatever its case, and at the end of the job's name too.
         for job in [
             "ci-cloud-provider-AWS-e2e",
@@ -468,9 +457,12 @@ mod tests {
             "ci-cloud-provider-aws",
             "ci-cloud-provider-aws.v2",
         ] {
-            assert_eq!(provider_by_job_name(&config, job).as_deref(), Some("aws"), "{job}");
+            assert_eq!(config.provider_named_by_job(job).map(|p| p.name.clone()).as_deref(), Some("aws"), "{job}");
         }
-        assert_eq!(provider_by_job_name(&config, "ci-cloud-provider-AWS-GOV-e2e").as_deref(), Some("aws-gov"));
+        assert_eq!(
+            config.provider_named_by_job("ci-cloud-provider-AWS-GOV-e2e").map(|p| p.name.clone()).as_deref(),
+            Some("aws-gov")
+        );
     }
 
     #[test]
