@@ -93,7 +93,7 @@ impl SuiteRunner for ExecSuite {
             env: env.into_iter().collect(),
             cwd: self.working_dir(),
             timeout: ctx.timeout,
-            kill_after: EXEC_KILL_GRACE,
+            stop: vec![(Signal::SIGTERM, EXEC_KILL_GRACE)],
         };
         let before = JunitSnapshot::take(&ctx.artifacts);
         let finished = run_captured(&self.name, ctx, &invocation).await?;
@@ -134,10 +134,11 @@ pub(crate) struct Invocation {
     /// Set after `KUBECONFIG` and `ARTIFACTS`, so the suite's own values win.
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
-    /// When the process group gets SIGTERM.
+    /// When the process group is asked to stop.
     pub timeout: Duration,
-    /// How long after SIGTERM it gets SIGKILL.
-    pub kill_after: Duration,
+    /// How it is asked, in order: each signal to the process group, then that long for it to
+    /// exit before the next step. SIGKILL follows the last.
+    pub stop: Vec<(Signal, Duration)>,
 }
 
 /// How the command ended.
@@ -281,9 +282,20 @@ pub(crate) async fn run_captured(
                 "suite {suite}: `{program}` still running after {}; stopping it",
                 humantime::format_duration(invocation.timeout)
             );
-            let _ = killpg(group, Signal::SIGTERM);
-            if tokio::time::timeout(invocation.kill_after, child.wait()).await.is_err() {
-                tracing::warn!("suite {suite}: `{program}` ignored SIGTERM; killing it");
+            let mut exited = false;
+            for (signal, wait) in &invocation.stop {
+                let _ = killpg(group, *signal);
+                if tokio::time::timeout(*wait, child.wait()).await.is_ok() {
+                    exited = true;
+                    break;
+                }
+                tracing::warn!(
+                    "suite {suite}: `{program}` still running {} after {signal}",
+                    humantime::format_duration(*wait)
+                );
+            }
+            if !exited {
+                tracing::warn!("suite {suite}: killing `{program}`");
                 let _ = killpg(group, Signal::SIGKILL);
                 child.wait().await.map_err(wait_error)?;
             }

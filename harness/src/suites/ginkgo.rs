@@ -11,10 +11,14 @@
 //! the run's placeholders; Go's flag parsing lets the last of a repeated flag win, so `args` can
 //! override any of ours, `--provider` included).
 //!
-//! ginkgo stops itself at the suite's timeout, fails the spec it interrupted and still writes its
-//! report; the harness only steps in [`GINKGO_KILL_DELAY`] later (SIGTERM to the process group, so
-//! ginkgo interrupts as on Ctrl-C, then SIGKILL after [`GINKGO_KILL_GRACE`]), and reports
-//! `timed out after <timeout>`.
+//! ginkgo stops itself at the suite's timeout: it fails the spec it interrupted, runs its cleanup
+//! nodes (each with ginkgo's grace period, 30 s, once past the deadline) and writes its report.
+//! e2e.test's report of the timed-out spec (its progress report, its steps) is what a user needs,
+//! so the harness gives ginkgo [`GINKGO_CLEANUP_GRACE`] past the limit to finish on its own. Only
+//! then does it step in, as a person at the terminal would: an interrupt to the process group,
+//! and a second one a second later, which is ginkgo's "skip the cleanup, only report" level; then
+//! [`GINKGO_REPORT_GRACE`] to write the report, then SIGKILL. It reports `timed out after
+//! <timeout>`. At most limit + [`GINKGO_CLEANUP_GRACE`] + 1 s + [`GINKGO_REPORT_GRACE`] in all.
 //!
 //! The outcome comes from the JUnit `e2e.test` writes into the artifacts (`junit_01.xml`, one case
 //! per spec, `[It] <spec>`, skipped ones included, and a case per suite-level node such as
@@ -30,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use nix::sys::signal::Signal;
 
 use super::exec::{self, Invocation, JunitSnapshot, absolute};
 use super::{SuiteContext, SuiteError, SuiteOutcome, SuiteRunner};
@@ -42,11 +47,13 @@ use crate::toolchain::{self, Toolchain};
 /// through the suite's `args`.
 pub const E2E_PROVIDERS: &[&str] = &["aws", "azure", "gce", "kubemark", "local", "openstack", "skeleton", "vsphere"];
 
-/// How long past the suite's timeout the harness waits for ginkgo to stop on its own (its
-/// interrupt grace period is 30s) before it signals the process group.
-pub const GINKGO_KILL_DELAY: Duration = Duration::from_secs(60);
-/// Between SIGTERM and SIGKILL, once the harness steps in.
-pub const GINKGO_KILL_GRACE: Duration = Duration::from_secs(35);
+/// How long past the suite's timeout ginkgo has to clean up and report on its own before the
+/// harness interrupts it: three of ginkgo's 30 s grace periods (the interrupted spec, its
+/// `AfterEach`, the namespace teardown of the e2e framework) on a loaded machine.
+pub const GINKGO_CLEANUP_GRACE: Duration = Duration::from_secs(90);
+/// After the second interrupt (cleanup skipped), how long ginkgo has to write its report before
+/// SIGKILL: its own grace period for the node it was in, and room to write.
+pub const GINKGO_REPORT_GRACE: Duration = Duration::from_secs(45);
 
 /// The `--provider` for `e2e.test`: the provider's own name when e2e knows it, else `skeleton`,
 /// which is what external cloud providers' conformance jobs use.
@@ -193,8 +200,9 @@ impl SuiteRunner for GinkgoSuite {
             argv,
             env: Vec::new(),
             cwd: None,
-            timeout: ctx.timeout.saturating_add(GINKGO_KILL_DELAY),
-            kill_after: GINKGO_KILL_GRACE,
+            timeout: ctx.timeout.saturating_add(GINKGO_CLEANUP_GRACE),
+            // Two interrupts, a second apart (signals sent at once would merge into one).
+            stop: vec![(Signal::SIGINT, Duration::from_secs(1)), (Signal::SIGINT, GINKGO_REPORT_GRACE)],
         };
         tracing::info!("suite {}: {}", self.name, invocation.argv.join(" "));
         let before = JunitSnapshot::take(&ctx.artifacts);

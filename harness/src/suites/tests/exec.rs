@@ -194,7 +194,7 @@ async fn a_command_that_ignores_sigterm_gets_sigkill() {
         env: Vec::new(),
         cwd: None,
         timeout: Duration::from_millis(300),
-        kill_after: Duration::from_millis(300),
+        stop: vec![(Signal::SIGTERM, Duration::from_millis(300))],
     };
     let started = Instant::now();
     let finished = run_captured("stubborn", &f.ctx, &invocation).await.unwrap();
@@ -300,4 +300,25 @@ fn the_tail_is_bounded_and_readable() {
     assert!(tail.starts_with("[last 50 lines") && tail.ends_with("line 99999\n"), "{tail}");
     assert_eq!(tail.lines().count(), 51);
     assert!(tail_text(&dir.path().join("absent"), 5).starts_with("(cannot read the output in "));
+}
+
+/// Past its limit a command gets each signal of its stop sequence in turn (a ginkgo suite: an
+/// interrupt, then a second one, ginkgo's "report only" level), and exits on the second here.
+#[tokio::test]
+async fn past_the_limit_a_command_gets_each_stop_signal_in_turn() {
+    let f = fixture(Duration::from_millis(300));
+    let script = "n=0; trap 'n=$((n+1)); echo interrupt $n; [ $n -ge 2 ] && exit 0' INT; echo started; \
+                  while :; do sleep 0.05; done";
+    let invocation = Invocation {
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        env: Vec::new(),
+        cwd: None,
+        timeout: Duration::from_millis(300),
+        // The second wait is long: SIGKILL would end the command without its "interrupt 2".
+        stop: vec![(Signal::SIGINT, Duration::from_secs(1)), (Signal::SIGINT, Duration::from_secs(120))],
+    };
+    let finished = run_captured("interrupted", &f.ctx, &invocation).await.unwrap();
+    assert_eq!(finished.end, End::TimedOut { limit: Duration::from_millis(300) });
+    assert_eq!(fs::read_to_string(&finished.output).unwrap(), "started\ninterrupt 1\ninterrupt 2\n");
+    assert!(finished.elapsed < Duration::from_secs(120), "it exited on the second interrupt, not at SIGKILL");
 }
