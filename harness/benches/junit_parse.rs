@@ -2,7 +2,7 @@
 //! the largest real file in `tests/data/junit/` (the ginkgo v2 `junit_01.xml` of Kubernetes
 //! v1.37.1's `e2e.test` in a Conformance dry run: 1.08 MB, 3,213 testcases), in MB/s (criterion's
 //! bytes throughput) and test cases per second (its elements throughput: attempts, so a case the
-//! reader merged from two same-named `<testcase>`s counts twice), parsing from memory so the disk
+//! reader took as a retry of a failed one counts twice), parsing from memory so the disk
 //! is not measured.
 
 mod common;
