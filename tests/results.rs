@@ -346,3 +346,80 @@ mod testgrid_reads_what_we_publish {
         assert!(!grid.message(failing, "1001").is_empty());
     }
 }
+
+/// A provider's existing Prow jobs as an LKG source, read from a GCS bucket (the emulator): builds
+/// written the way pod-utils and kubetest2 write them, with none of the harness's metadata keys —
+/// `started.json` `repos` (`{"org/repo": "branch:sha"}`) and `finished.json`
+/// `metadata["job-version"]` (TestGrid's `metadata/job.go` reads both) — indexed for the
+/// provider's jobs only, then counted by the LKG; a build that names no versions is listed.
+#[tokio::test(flavor = "multi_thread")]
+async fn existing_prow_builds_in_a_bucket_give_lkg_answers_with_no_harness_metadata() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gcs = FakeGcs::start();
+    let store = gcs_store(&gcs, "kubernetes-ci-logs");
+    let job = "ci-cloud-provider-gcp-e2e-latest";
+    let prow_build = |build: u32, kubernetes: Option<&str>, provider: Option<&str>, passed: bool| {
+        let dir = format!("logs/{job}/{build}");
+        let at = now() - 7200 + i64::from(build);
+        let repos: serde_json::Value = match provider {
+            Some(sha) => serde_json::json!({"kubernetes/cloud-provider-gcp": format!("master:{sha}")}),
+            None => serde_json::json!({}),
+        };
+        let started = serde_json::json!({"timestamp": at, "node": "n", "repos": repos, "repo-version": "x"});
+        let mut metadata = serde_json::json!({});
+        if let Some(version) = kubernetes {
+            metadata["job-version"] = version.into();
+        }
+        let finished = serde_json::json!({"timestamp": at + 30, "passed": passed,
+            "result": if passed {"SUCCESS"} else {"FAILURE"}, "revision": "unused", "metadata": metadata});
+        gcs.upload("kubernetes-ci-logs", &format!("{dir}/started.json"), started.to_string());
+        gcs.upload("kubernetes-ci-logs", &format!("{dir}/finished.json"), finished.to_string());
+        let failure = if passed { "" } else { "<failure message=\"x\">x</failure>" };
+        let junit = format!("<testsuite name=\"e2e\"><testcase name=\"lb\">{failure}</testcase></testsuite>");
+        gcs.upload("kubernetes-ci-logs", &format!("{dir}/artifacts/junit_01.xml"), junit);
+    };
+    prow_build(1, Some("v1.37.0-alpha.1.100+0123456789abcd"), Some("aaa111"), true);
+    prow_build(2, Some("v1.37.0-alpha.1.250+fedcba98765432"), Some("aaa111"), false);
+    prow_build(3, None, None, true);
+    gcs.upload("kubernetes-ci-logs", "logs/ci-someone-else/1/started.json", r#"{"timestamp": 1}"#);
+
+    let index = sqlite(tmp.path(), "prow.sqlite").await;
+    let report = publish::reindex_jobs(&store, &index, &ended(), &[job.to_owned()]).await.unwrap();
+    assert_eq!((report.inserted, report.failed.len()), (3, 0), "{report:?}");
+
+    let bundled = harness::config::BUNDLED;
+    let local = &bundled[bundled.find("  - name: local").unwrap()..];
+    let gcp = local
+        .replacen("- name: local", "- name: gcp", 1)
+        .replacen("    branch: main\n", &format!("    branch: master\n    prow:\n      jobs: [{job}]\n"), 1)
+        .replacen(
+            "https://github.com/cloud-provider-harness/cloud-provider-harness",
+            "https://github.com/kubernetes/cloud-provider-gcp",
+            1,
+        );
+    assert!(gcp.contains("kubernetes/cloud-provider-gcp") && gcp.contains(job), "the edits applied");
+    let config = harness::config::ProvidersConfig::parse(
+        &format!("{}\n{}\n", bundled.trim_end(), gcp.trim_end()),
+        std::path::Path::new("providers.yaml"),
+    )
+    .unwrap();
+    let options = harness::lkg::LkgOptions {
+        kubernetes_history: harness::lkg::HistorySpec::Tested,
+        provider_histories: Default::default(),
+        depth: 100,
+        github_api: String::new(),
+    };
+    let snapshot = harness::lkg::load(&config, &options, &index).await.unwrap();
+    let view = lkg::api::provider(&snapshot, None, "gcp").unwrap();
+    // CI versions ordered by semver precedence (alpha.1.100 before alpha.1.250), not as text.
+    let lkg = view.report.lkg.as_ref().expect("an LKG");
+    assert_eq!(
+        (lkg.kubernetes_commit.as_str(), lkg.provider_commit.as_str()),
+        ("v1.37.0-alpha.1.100+0123456789abcd", "aaa111")
+    );
+    let culprit = view.report.culprit.as_ref().and_then(|c| c.kubernetes.as_ref()).expect("a culprit range");
+    assert_eq!(culprit.commits, ["v1.37.0-alpha.1.250+fedcba98765432"]);
+    let unplaced: Vec<&str> = view.report.unplaced.iter().map(|run| run.build_id.as_str()).collect();
+    assert_eq!(unplaced, [format!("{job}/3")]);
+    assert!(view.report.unplaced[0].problems[0].contains("no Kubernetes version"), "{:?}", view.report.unplaced);
+}
