@@ -58,7 +58,7 @@ try {
     const policy = response.headers()['content-security-policy'] || '';
     check(policy.startsWith("default-src 'none'") && !policy.includes('unsafe'), `${path}: policy ${policy}`);
     check(response.headers()['x-content-type-options'] === 'nosniff', `${path}: no nosniff`);
-    const nav = await page.locator('nav').evaluate((element) => getComputedStyle(element).backgroundColor);
+    const nav = await page.locator('nav[aria-label="site"]').evaluate((element) => getComputedStyle(element).backgroundColor);
     check(nav === 'rgb(34, 34, 51)', `${path}: the stylesheet did not apply (nav is ${nav})`);
     check(violations.length === 0, `${path} violates its policy:\n${violations.join('\n')}`);
   };
