@@ -634,9 +634,10 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
     let output =
         env.command("lkg").args(["export", "--provider", "gated", "--config"]).arg(&env.config).output().unwrap();
     assert!(output.status.success(), "{}", text(&output));
-    let info = String::from_utf8(output.stdout).unwrap();
-    assert_eq!(info.lines().next(), Some("v1.36.4"), "{info}");
-    assert!(info.contains(&format!("# provider-commit: {provider_version}")), "{info}");
+    // Exactly one line, the version; the evidence goes to stderr when the version goes to stdout.
+    assert_eq!(String::from_utf8(output.stdout).unwrap(), "v1.36.4\n");
+    let evidence = String::from_utf8(output.stderr).unwrap();
+    assert!(evidence.contains(&format!("with provider commit {provider_version}")), "{evidence}");
 
     // The same answers over HTTP.
     let (mut server, address) = start_serve(&env, &[]);
