@@ -143,11 +143,23 @@ async fn index_written(
     puts: Vec<Put>,
 ) -> Result<Published> {
     advance_latest_build(store, location).await?;
+    let mut published = index_stored(store, index, location, opts).await?;
+    published.written = puts.iter().filter(|p| **p == Put::Written).count();
+    published.unchanged = puts.len() - published.written;
+    Ok(published)
+}
+
+/// Indexes the build the store holds at `location` (nothing written).
+pub async fn index_stored(
+    store: &ResultStore,
+    index: &Index,
+    location: &BuildLocation,
+    opts: &ReadBuildOptions,
+) -> Result<Published> {
     let record = record::read_build(store, location, opts).await?;
     let indexed = index.index_build(&record).await?;
-    let written = puts.iter().filter(|p| **p == Put::Written).count();
     let url = store.url_of(&location.object_dir());
-    Ok(Published { url, written, unchanged: puts.len() - written, indexed, record })
+    Ok(Published { url, written: 0, unchanged: 0, indexed, record })
 }
 
 /// The files of `files` the store holds with other content at `location` (a build published

@@ -12,6 +12,7 @@
 //! On SIGINT or SIGTERM it stops accepting connections and lets the requests in flight finish, for
 //! at most `shutdown_timeout`: then it exits anyway (a stalled upload never holds it up).
 
+pub mod claims;
 mod http;
 pub mod ingest;
 mod metrics;
@@ -93,6 +94,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             options.upload_read_timeout,
         ),
         read_timeout: options.upload_read_timeout,
+        claims: claims::ClaimTimes::default(),
     };
     let refresher = tokio::spawn(refresh(loader, generation, options.poll, options.refresh, snapshots));
     let app = router(receiver, metrics, Arc::new(dashboard), Arc::new(ingest));
