@@ -743,3 +743,34 @@ async fn a_presubmit_never_overwrites_the_periodic_build_of_the_same_id() {
     }
     assert_eq!(index.counts().await.unwrap().0, 2 + 2 * TRIALS as i64);
 }
+
+/// Item 4 of issue 19: a build is what its finishing post says: files of an earlier post without
+/// finished.json that the finishing post does not hold are removed, from the store and the index.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finishing_post_replaces_the_files_of_an_unfinished_one() {
+    let service = service(harness::testing::fresh_postgres_database().await);
+    let alpha = service.token("alpha");
+    let replica = service.replica("one", &[]);
+    let index = service.index().await;
+    let job = "ci-cloud-provider-alpha-e2e";
+    let mut early = finished_files("alpha", false, "early");
+    early.remove("finished.json");
+    early.insert("artifacts/early-only.txt".into(), "from the first post\n".into());
+    let (status, answer) = post(&replica, Some(&alpha), build_body(job, "8", None, &early)).await;
+    assert!(status == 201 && answer.contains("\"state\":\"aborted\""), "{status} {answer}");
+    let mut last = finished_files("alpha", true, "last");
+    last.insert("started.json".into(), early["started.json"].clone());
+    let (status, answer) = post(&replica, Some(&alpha), build_body(job, "8", None, &last)).await;
+    assert!(status == 201 && answer.contains("\"state\":\"finished\""), "{status} {answer}");
+    let dir = format!("logs/{job}/8");
+    assert_eq!(stored_build(&service, &dir), last, "the earlier post's files stayed");
+    assert_eq!(result_names(&index, &dir).await, ["last checks", "last works"]);
+    let info = index.build(job, "8").await.unwrap().unwrap();
+    assert_eq!(info.passed, Some(true));
+    // Finished now: other content under the id is refused, the same is a no-op.
+    let (status, answer) = post(&replica, Some(&alpha), build_body(job, "8", None, &early)).await;
+    assert_eq!(status, 409, "{answer}");
+    let (status, answer) = post(&replica, Some(&alpha), build_body(job, "8", None, &last)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(stored_build(&service, &dir), last);
+}
