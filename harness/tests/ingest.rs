@@ -329,7 +329,7 @@ async fn assert_one_lkg(replicas: &[&Replica], index: &Index, plan: &Plan) {
         view["loaded_at"] = 0.into();
         views.push(view);
     }
-    assert!(views.windows(2).all(|w| w[0] == w[1]), "the replicas disagree");
+    assert!(views.windows(2).all(|w| w[0] == w[1]), "the replicas disagree: {views:#?}");
     let (recorded_generation, recorded) = index.latest_lkg().await.unwrap().expect("an LKG recorded");
     assert_eq!(recorded_generation, generation);
     assert_eq!(serde_json::from_str::<serde_json::Value>(&recorded).unwrap(), views[0], "the recorded LKG");

@@ -79,6 +79,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         LkgLoader { config: config.clone(), options: options.lkg, index: index.clone(), metrics: metrics.clone() };
     let (first, generation) = loader.load().await.context("loading the LKG to serve")?;
     let (snapshots, receiver) = watch::channel(Arc::new(first));
+    metrics.generation.set(generation);
 
     let dashboard =
         IndexSource { index: index.clone(), store: store.clone(), snapshots: receiver.clone(), repos: repos(&config) };
@@ -210,13 +211,14 @@ struct LkgLoader {
 }
 
 impl LkgLoader {
-    /// The LKG as of now, and the index generation it was computed from.
+    /// The LKG as of now, and the index generation it was computed from (which the caller sets
+    /// in `/metrics` once it serves the answer: a client that sees it there sees the answer, and
+    /// its record).
     async fn load(&self) -> Result<(lkg::api::Snapshot, i64)> {
         let before = self.index.index_generation().await?;
         let snapshot = crate::lkg::load(&self.config, &self.options, &self.index).await?;
         let after = self.index.index_generation().await?;
         self.metrics.loaded(&snapshot);
-        self.metrics.generation.set(before);
         // A build indexed while the rows were read may or may not be in the answer: record only
         // answers that are exactly one generation's.
         if before == after {
@@ -272,6 +274,7 @@ async fn refresh(
                 generation = now;
                 loaded = Instant::now();
                 snapshots.send_replace(Arc::new(snapshot));
+                loader.metrics.generation.set(now);
             }
             Err(error) => {
                 loader.metrics.refresh_failed();
