@@ -774,3 +774,61 @@ async fn a_finishing_post_replaces_the_files_of_an_unfinished_one() {
     assert_eq!(status, 200, "{answer}");
     assert_eq!(stored_build(&service, &dir), last);
 }
+
+/// Writes `files` as a build directory straight into the store, as a replica that died after
+/// writing the store and before indexing leaves it.
+fn write_to_store(service: &Service, dir: &str, files: &BTreeMap<String, String>) {
+    for (path, bytes) in files {
+        let file = service.store().join(dir).join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, bytes).unwrap();
+    }
+}
+
+/// Waits up to 20 s for `check` to hold.
+async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what}: not within 20 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Item 6 of issue 19: builds the store holds and the index lacks (a replica died between the
+/// two) are indexed when serve starts, and while it runs; so is a finished.json that appeared
+/// since a build was indexed unfinished.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_indexes_what_the_store_holds_and_the_index_lacks() {
+    let service = service(harness::testing::fresh_postgres_database().await);
+    let index = &service.index().await;
+    let job = "ci-cloud-provider-alpha-e2e";
+    write_to_store(&service, &format!("logs/{job}/1"), &finished_files("alpha", true, "one"));
+    let first = service.replica("one", &[]);
+    eventually("build 1 indexed on start", || async move { index.build(job, "1").await.unwrap().is_some() }).await;
+    assert_eq!(index.build(job, "1").await.unwrap().unwrap().passed, Some(true));
+    drop(first);
+
+    let alpha = service.token("alpha");
+    let replica = service.replica("two", &["--reconcile-every", "1s"]);
+    write_to_store(&service, &format!("logs/{job}/2"), &finished_files("alpha", false, "two"));
+    eventually("build 2 indexed while serving", || async move { index.build(job, "2").await.unwrap().is_some() }).await;
+    assert_eq!(index.build(job, "2").await.unwrap().unwrap().passed, Some(false));
+    // Indexed unfinished (a post without finished.json); its finishing post died after the store.
+    let mut files = finished_files("alpha", true, "three");
+    let finished = files.remove("finished.json").unwrap();
+    let (status, answer) = post(&replica, Some(&alpha), build_body(job, "3", None, &files)).await;
+    assert!(status == 201 && answer.contains("\"state\":\"aborted\""), "{status} {answer}");
+    write_to_store(&service, &format!("logs/{job}/3"), &BTreeMap::from([("finished.json".to_owned(), finished)]));
+    eventually("build 3 re-indexed finished", || async move {
+        index.build(job, "3").await.unwrap().is_some_and(|b| b.passed == Some(true))
+    })
+    .await;
+    assert_eq!(index.counts().await.unwrap(), (3, 6));
+    let (_, metrics) = get(&format!("{}/metrics", replica.url)).await;
+    for line in [
+        "harness_reconciled_builds_total{result=\"inserted\"} 1\n",
+        "harness_reconciled_builds_total{result=\"replaced\"} 1\n",
+    ] {
+        assert!(metrics.contains(line), "no {line} in:\n{metrics}");
+    }
+}

@@ -11,14 +11,14 @@
 //! is written ([`publish_files`]). Who may write a directory at all is decided before, by a claim
 //! (`crate::serve::claims`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use futures::{StreamExt, TryStreamExt, stream};
 
 use super::index::{Index, IndexError, Indexed};
 use super::layout::{self, BuildLocation, FINISHED_JSON, LayoutError, STARTED_JSON, Started, object_path};
-use super::record::{self, BuildRecord, Problem, ReadBuildOptions, RecordError};
+use super::record::{self, BuildRecord, Problem, ReadBuildOptions, RecordError, State};
 use super::store::{Put, ResultStore, StoreError};
 
 /// Objects uploaded at once.
@@ -220,7 +220,46 @@ pub struct Reindexed {
 /// Reads every build in the store into the index. A build that cannot be read is reported and
 /// skipped; the others are still indexed.
 pub async fn reindex(store: &ResultStore, index: &Index, opts: &ReadBuildOptions) -> Result<Reindexed> {
-    let (locations, mut failed) = builds_in_store(store).await?;
+    let (locations, failed) = builds_in_store(store).await?;
+    index_locations(store, index, opts, locations, failed).await
+}
+
+/// Indexes what the store holds and the index lacks, as [`reindex`] does everything, but cheaply:
+/// it lists the build directories and reads only those the index lacks, those it holds as running,
+/// and those it holds as aborted that have a `finished.json` now (a finishing write whose indexing
+/// never happened). Directories in `skip` (being written right now) are left alone.
+pub async fn reindex_missing(
+    store: &ResultStore,
+    index: &Index,
+    opts: &ReadBuildOptions,
+    skip: &HashSet<String>,
+) -> Result<Reindexed> {
+    let (locations, failed) = builds_in_store(store).await?;
+    let states: HashMap<String, State> = index.build_states().await?.into_iter().collect();
+    let mut stale = Vec::new();
+    for location in locations {
+        let path = location.object_dir();
+        let read = match states.get(&path) {
+            _ if skip.contains(&path) => false,
+            None | Some(State::Running) => true,
+            Some(State::Finished) => false,
+            Some(State::Aborted) => store.size(&format!("{path}/{FINISHED_JSON}")).await?.is_some(),
+        };
+        if read {
+            stale.push(location);
+        }
+    }
+    index_locations(store, index, opts, stale, failed).await
+}
+
+/// Reads each build at `locations` into the index (see [`reindex`]).
+async fn index_locations(
+    store: &ResultStore,
+    index: &Index,
+    opts: &ReadBuildOptions,
+    locations: Vec<BuildLocation>,
+    mut failed: Vec<String>,
+) -> Result<Reindexed> {
     let mut report = Reindexed::default();
     let mut records = stream::iter(locations)
         .map(|location| async move { (record::read_build(store, &location, opts).await, location) })

@@ -9,6 +9,9 @@
 //! replicas on one database agree on it. Every response is counted, timed, logged, gzipped when the
 //! client accepts it, and carries an ETag.
 //!
+//! What the store holds and the index lacks (a replica died between writing a build and indexing
+//! it) is indexed on start and every `reconcile_every` ([`reconcile`]).
+//!
 //! On SIGINT or SIGTERM it stops accepting connections and lets the requests in flight finish, for
 //! at most `shutdown_timeout`: then it exits anyway (a stalled upload never holds it up).
 
@@ -16,6 +19,7 @@ pub mod claims;
 mod http;
 pub mod ingest;
 mod metrics;
+mod reconcile;
 pub mod uploads;
 
 use std::collections::BTreeMap;
@@ -61,6 +65,9 @@ pub struct ServeOptions {
     pub upload_read_timeout: Duration,
     /// After SIGINT or SIGTERM, the longest the requests in flight may take.
     pub shutdown_timeout: Duration,
+    /// How often to index what the store holds and the index lacks (also on start; zero: only
+    /// on start).
+    pub reconcile_every: Duration,
     pub config: ProvidersConfig,
     /// The SQL index the LKG and the dashboard read.
     pub database: String,
@@ -98,6 +105,13 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         claims: claims::ClaimTimes::default(),
     };
     let refresher = tokio::spawn(refresh(loader, generation, options.poll, options.refresh, snapshots));
+    let reconciler = tokio::spawn(reconcile::run(
+        store.clone(),
+        index.clone(),
+        options.reconcile_every,
+        ingest.claims.lease,
+        metrics.clone(),
+    ));
     let app = router(receiver, metrics, Arc::new(dashboard), Arc::new(ingest));
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -108,6 +122,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     info!("LKG API on http://{address}/api/v1/lkg, refreshed every {}", humantime::format_duration(options.refresh));
     let served = serve_until_stopped(listener, app, options.shutdown_timeout).await;
     refresher.abort();
+    reconciler.abort();
     served
 }
 
