@@ -197,9 +197,11 @@ async fn accept(ingest: &Ingest, headers: &HeaderMap, body: Body, audit: &mut Au
     let started = parse_json::<Started>(&upload, STARTED_JSON)?;
     let finished = parse_json::<Finished>(&upload, FINISHED_JSON)?;
     check_timestamps(started.as_ref(), finished.as_ref())?;
-    authorize(ingest, &provider, &upload.job, started.as_ref(), finished.as_ref()).await?;
+    let owned = authorize(ingest, &provider, &upload.job, started.as_ref(), finished.as_ref()).await?;
     check_junit(&upload, &ingest.limits)?;
-    claim_job(ingest, &provider, &upload.job).await?;
+    if !owned {
+        claim_job(ingest, &provider, &upload.job).await?;
+    }
 
     let (dir, digest) = (location.object_dir(), claims::digest(&upload.files));
     let claim = Claim { path: &dir, digest: &digest, finished: finished.is_some() };
@@ -364,25 +366,30 @@ fn check_timestamps(started: Option<&Started>, finished: Option<&Finished>) -> R
 
 /// A token publishes only its provider's builds: the job must not be another provider's (by
 /// providers.yaml, by its name, or by what the index holds), and the build's metadata must name
-/// the token's provider (so the build counts for it, and only for it).
+/// the token's provider (so the build counts for it, and only for it). Whether the index gives
+/// the job to the token's provider already (a job's provider never changes once given: no claim
+/// is needed then).
 async fn authorize(
     ingest: &Ingest,
     provider: &str,
     job: &str,
     started: Option<&Started>,
     finished: Option<&Finished>,
-) -> Result<(), Refusal> {
+) -> Result<bool, Refusal> {
     let mut owners: Vec<(String, &str)> = Vec::new();
     if let Some(cell) = ingest.config.cell(job) {
         owners.push((cell.provider.name.clone(), "providers.yaml"));
     } else if let Some(named) = provider_by_job_name(&ingest.config, job) {
         owners.push((named, "its name"));
     }
-    match ingest.index.job_provider(job).await {
-        Ok(Some(indexed)) => owners.push((indexed, "its builds in the index")),
-        Ok(None) => {}
+    let owned = match ingest.index.job_provider(job).await {
+        Ok(Some(indexed)) => {
+            owners.push((indexed, "its builds in the index"));
+            true
+        }
+        Ok(None) => false,
         Err(e) => return Err(Refusal::unavailable("cannot look the job up", e)),
-    }
+    };
     if let Some((owner, by)) = owners.iter().find(|(owner, _)| owner != provider) {
         return Err(Refusal::forbidden(format!(
             "job {job:?} belongs to provider {owner:?} (by {by}); this token publishes for {provider:?} only"
@@ -392,7 +399,7 @@ async fn authorize(
         .and_then(|f| Versions::from_metadata(&f.metadata).provider)
         .or_else(|| started.and_then(|s| Versions::from_metadata(&s.metadata).provider));
     match named {
-        Some(named) if named == provider => Ok(()),
+        Some(named) if named == provider => Ok(owned),
         Some(named) => Err(Refusal::forbidden(format!(
             "the build names provider {named:?} in its metadata; this token publishes for {provider:?} only"
         ))),
