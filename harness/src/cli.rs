@@ -131,6 +131,10 @@ pub struct ServeArgs {
     /// After SIGINT or SIGTERM, the longest requests in flight may take before serve exits anyway.
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: std::time::Duration,
+    /// How often to index builds the store holds and the index lacks (a replica that died between
+    /// the two); also done on start. 0: on start only.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub reconcile_every: std::time::Duration,
     /// Where build directories are, for the dashboard's logs and artifacts: a directory,
     /// file:///dir, gs://bucket[/prefix] or s3://bucket[/prefix] [default: <user data
     /// dir>/cloud-provider-harness/results, where `harness run` publishes].
@@ -289,6 +293,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                     .unwrap_or_else(|| crate::serve::uploads::Uploads::default_share(args.concurrent_uploads)),
                 upload_read_timeout: args.upload_read_timeout,
                 shutdown_timeout: args.shutdown_timeout,
+                reconcile_every: args.reconcile_every,
                 config: args.source.config.load()?,
                 database: args.source.database(),
                 migrate: args.migrate,

@@ -49,12 +49,13 @@ impl Source for IndexSource {
             return Ok(None);
         }
         let columns: Vec<Column> = latest.iter().map(column).collect();
-        let position: BTreeMap<&str, usize> = columns.iter().enumerate().map(|(i, c)| (c.build.as_str(), i)).collect();
+        // By directory: a presubmit and the periodic build of the same id are two columns.
+        let position: BTreeMap<&str, usize> = latest.iter().enumerate().map(|(i, b)| (b.path.as_str(), i)).collect();
         let results = self.index.grid_results(job, limit).await.map_err(|e| e.to_string())?;
         let rows = results
             .into_iter()
-            .filter_map(|(build, test, status)| {
-                Some(ResultRow { column: *position.get(build.as_str())?, test, cell: cell(status) })
+            .filter_map(|(path, test, status)| {
+                Some(ResultRow { column: *position.get(path.as_str())?, test, cell: cell(status) })
             })
             .collect();
         Ok(Some((columns, rows)))

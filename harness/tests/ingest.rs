@@ -3,6 +3,7 @@
 //! --remote` and by the load driver (`harness::testing::load`, which the `ingest_load` benchmark
 //! also runs).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -341,7 +342,7 @@ async fn assert_one_lkg(replicas: &[&Replica], index: &Index, plan: &Plan) {
         view["loaded_at"] = 0.into();
         views.push(view);
     }
-    assert!(views.windows(2).all(|w| w[0] == w[1]), "the replicas disagree");
+    assert!(views.windows(2).all(|w| w[0] == w[1]), "the replicas disagree: {views:#?}");
     let (recorded_generation, recorded) = index.latest_lkg().await.unwrap().expect("an LKG recorded");
     assert_eq!(recorded_generation, generation);
     // Recorded per release line; these providers keep only `master`.
@@ -556,4 +557,299 @@ async fn sigterm_exits_within_the_shutdown_timeout_even_with_a_stalled_upload() 
     assert!(took >= Duration::from_secs(2), "exited after {took:?}, before its shutdown timeout");
     eprintln!("serve exited {took:?} after SIGTERM with an upload stalled (--shutdown-timeout 2s)");
     stalled.abort();
+}
+
+/// Trials of each race: every one must have exactly one winner.
+const TRIALS: usize = 20;
+
+/// The files of a finished build of `provider`, every one of them marked with `tag` (so two
+/// builds differ in each file): a JUnit file `junit_<tag>.xml` of two tests, the second failing
+/// unless `passed`.
+fn finished_files(provider: &str, passed: bool, tag: &str) -> BTreeMap<String, String> {
+    let metadata =
+        format!(r#"{{"kubernetes-version": "v1.37.1", "provider": "{provider}", "provider-version": "{tag}"}}"#);
+    let (result, failure) = if passed { ("SUCCESS", "") } else { ("FAILURE", r#"<failure message="boom"/>"#) };
+    BTreeMap::from([
+        ("started.json".to_owned(), format!(r#"{{"timestamp": 1790000000, "metadata": {metadata}}}"#)),
+        (
+            "finished.json".to_owned(),
+            format!(r#"{{"timestamp": 1790000600, "passed": {passed}, "result": "{result}", "metadata": {metadata}}}"#),
+        ),
+        ("build-log.txt".to_owned(), format!("run {tag}\n")),
+        (
+            format!("artifacts/junit_{tag}.xml"),
+            format!(
+                r#"<testsuite name="e2e"><testcase name="{tag} works"/><testcase name="{tag} checks">{failure}</testcase></testsuite>"#
+            ),
+        ),
+    ])
+}
+
+/// A multipart body posting `files` as build `build` of `job`; a presubmit of `(org_repo, pr)`.
+fn build_body(job: &str, build: &str, pull: Option<(&str, &str)>, files: &BTreeMap<String, String>) -> Vec<u8> {
+    let mut parts: Vec<Part> = vec![("job", None, job.as_bytes()), ("build", None, build.as_bytes())];
+    if let Some((org_repo, pr)) = pull {
+        parts.extend([("org_repo", None, org_repo.as_bytes()), ("pull", None, pr.as_bytes())]);
+    }
+    parts.extend(files.iter().map(|(path, text)| ("file", Some(path.as_str()), text.as_bytes())));
+    multipart(&parts)
+}
+
+/// Every file of a build directory in the store, with its text.
+fn stored_build(service: &Service, dir: &str) -> BTreeMap<String, String> {
+    let prefix = format!("{dir}/");
+    service
+        .stored_files()
+        .into_iter()
+        .filter_map(|file| {
+            let relative = file.strip_prefix(&prefix)?.to_owned();
+            Some((relative, std::fs::read_to_string(service.store().join(&file)).unwrap()))
+        })
+        .collect()
+}
+
+/// The names of a build's results in the index, sorted.
+async fn result_names(index: &Index, path: &str) -> Vec<String> {
+    let snapshot = index.snapshot().await.unwrap();
+    let mut names: Vec<String> = snapshot
+        .results
+        .iter()
+        .filter(|(job, build, _)| path.ends_with(&format!("/{job}/{build}")))
+        .map(|(_, _, result)| result.name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Item 1 of issue 19: two posts of one build id with different content at the same moment, to
+/// two replicas: one 201, one 409, and the stored and indexed build is wholly the winner's. The
+/// same content posted twice at once is one 201 and one 200.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_build_id_posted_with_two_contents_at_once_has_exactly_one_winner_across_replicas() {
+    let service = service(harness::testing::fresh_postgres_database().await);
+    let alpha = service.token("alpha");
+    let (one, two) = (service.replica("one", &[]), service.replica("two", &[]));
+    let index = service.index().await;
+    let job = "ci-cloud-provider-alpha-e2e";
+    for trial in 0..TRIALS {
+        let build = format!("race-{trial}");
+        let (a, b) = (finished_files("alpha", true, "a"), finished_files("alpha", false, "b"));
+        let ((status_a, answer_a), (status_b, answer_b)) = tokio::join!(
+            post(&one, Some(&alpha), build_body(job, &build, None, &a)),
+            post(&two, Some(&alpha), build_body(job, &build, None, &b)),
+        );
+        let (winner, passed, tag) = match (status_a, status_b) {
+            (201, 409) => (&a, true, "a"),
+            (409, 201) => (&b, false, "b"),
+            _ => panic!("trial {trial}: not one winner: {status_a} {answer_a} / {status_b} {answer_b}"),
+        };
+        let dir = format!("logs/{job}/{build}");
+        assert_eq!(stored_build(&service, &dir), *winner, "trial {trial}: the store holds a mix");
+        let info = index.build(job, &build).await.unwrap().unwrap();
+        assert_eq!(info.passed, Some(passed), "trial {trial}");
+        assert_eq!(
+            result_names(&index, &dir).await,
+            [format!("{tag} checks"), format!("{tag} works")],
+            "trial {trial}"
+        );
+    }
+    for trial in 0..TRIALS / 2 {
+        let build = format!("twin-{trial}");
+        let a = finished_files("alpha", true, "a");
+        let ((x, answer_x), (y, answer_y)) = tokio::join!(
+            post(&one, Some(&alpha), build_body(job, &build, None, &a)),
+            post(&two, Some(&alpha), build_body(job, &build, None, &a)),
+        );
+        let mut statuses = [x, y];
+        statuses.sort();
+        assert_eq!(statuses, [200, 201], "trial {trial}: {answer_x} / {answer_y}");
+        assert_eq!(stored_build(&service, &format!("logs/{job}/{build}")), a);
+    }
+    assert_eq!(index.counts().await.unwrap(), ((TRIALS + TRIALS / 2) as i64, ((TRIALS + TRIALS / 2) * 2) as i64));
+}
+
+/// Item 2 of issue 19: two providers posting to a new job at the same moment, to two replicas:
+/// the first claim wins, the other gets 403, and nothing of the loser's build is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_providers_claiming_a_new_job_at_once_leave_it_to_exactly_one() {
+    let service = service(harness::testing::fresh_postgres_database().await);
+    let (alpha, beta) = (service.token("alpha"), service.token("beta"));
+    let (one, two) = (service.replica("one", &[]), service.replica("two", &[]));
+    let index = service.index().await;
+    for trial in 0..TRIALS {
+        // A name that carries no provider's, in no providers.yaml: whoever claims it first owns it.
+        let job = format!("shared-e2e-{trial}");
+        let (a, b) = (finished_files("alpha", true, "a"), finished_files("beta", true, "b"));
+        let ((status_a, answer_a), (status_b, answer_b)) = tokio::join!(
+            post(&one, Some(&alpha), build_body(&job, "1", None, &a)),
+            post(&two, Some(&beta), build_body(&job, "2", None, &b)),
+        );
+        let (owner, won, lost) = match (status_a, status_b) {
+            (201, 403) => ("alpha", "1", "2"),
+            (403, 201) => ("beta", "2", "1"),
+            _ => panic!("trial {trial}: not one owner: {status_a} {answer_a} / {status_b} {answer_b}"),
+        };
+        let loser = if owner == "alpha" { answer_b } else { answer_a };
+        assert!(loser.contains(&format!("belongs to provider \\\"{owner}\\\"")), "trial {trial}: {loser}");
+        assert_eq!(index.job_provider(&job).await.unwrap().as_deref(), Some(owner), "trial {trial}");
+        assert!(!stored_build(&service, &format!("logs/{job}/{won}")).is_empty(), "trial {trial}");
+        assert!(
+            stored_build(&service, &format!("logs/{job}/{lost}")).is_empty(),
+            "trial {trial}: the loser's build was stored"
+        );
+        let builds: Vec<String> = index.latest_builds(&job, 10).await.unwrap().into_iter().map(|b| b.build).collect();
+        assert_eq!(builds, [won], "trial {trial}");
+    }
+}
+
+/// Item 3 of issue 19: a presubmit with the job and build id of a finished periodic build is a
+/// build of its own (`pr-logs/pull/<org_repo>/<pr>/…`): it replaces nothing, `harness index` keeps
+/// both verdicts, and posted at the same moment to two replicas both are stored and indexed whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_presubmit_never_overwrites_the_periodic_build_of_the_same_id() {
+    let service = service(harness::testing::fresh_postgres_database().await);
+    let alpha = service.token("alpha");
+    let (one, two) = (service.replica("one", &[]), service.replica("two", &[]));
+    let index = service.index().await;
+    let job = "ci-cloud-provider-alpha-e2e";
+    let pull = Some(("kubernetes_cloud-provider-alpha", "42"));
+    let presubmit_dir = |build: &str| format!("pr-logs/pull/kubernetes_cloud-provider-alpha/42/{job}/{build}");
+    let (periodic, presubmit) = (finished_files("alpha", true, "p"), finished_files("alpha", false, "q"));
+
+    let (status, answer) = post(&one, Some(&alpha), build_body(job, "5", None, &periodic)).await;
+    assert_eq!(status, 201, "{answer}");
+    let (status, answer) = post(&one, Some(&alpha), build_body(job, "5", pull, &presubmit)).await;
+    assert!(status == 201 && answer.contains("\"indexed\":\"inserted\""), "{status} {answer}");
+    let check = |when: &'static str| {
+        let (index, service, presubmit_dir) = (&index, &service, &presubmit_dir);
+        let (periodic, presubmit) = (&periodic, &presubmit);
+        async move {
+            assert_eq!(stored_build(service, &format!("logs/{job}/5")), *periodic, "{when}");
+            assert_eq!(stored_build(service, &presubmit_dir("5")), *presubmit, "{when}");
+            // The build page's /job/<job>/build/5 is the periodic build.
+            assert_eq!(index.build(job, "5").await.unwrap().unwrap().passed, Some(true), "{when}");
+            let builds = index.snapshot().await.unwrap().builds;
+            let verdicts: BTreeMap<String, Option<bool>> = builds.iter().map(|b| (b.path.clone(), b.passed)).collect();
+            let want = BTreeMap::from([(format!("logs/{job}/5"), Some(true)), (presubmit_dir("5"), Some(false))]);
+            assert_eq!(verdicts, want, "{when}");
+        }
+    };
+    check("after the posts").await;
+    let output = harness()
+        .args(["index", "--database", &service.database])
+        .arg("--store")
+        .arg(service.store())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    check("after harness index").await;
+    let output = harness()
+        .args(["index", "--database", &service.database])
+        .arg("--store")
+        .arg(service.store())
+        .output()
+        .unwrap();
+    assert!(text(&output).contains("0 new, 0 replaced, 2 unchanged"), "{}", text(&output));
+
+    for trial in 0..TRIALS {
+        let build = format!("both-{trial}");
+        let ((status_a, answer_a), (status_b, answer_b)) = tokio::join!(
+            post(&one, Some(&alpha), build_body(job, &build, None, &periodic)),
+            post(&two, Some(&alpha), build_body(job, &build, pull, &presubmit)),
+        );
+        assert_eq!((status_a, status_b), (201, 201), "trial {trial}: {answer_a} / {answer_b}");
+        assert_eq!(stored_build(&service, &format!("logs/{job}/{build}")), periodic, "trial {trial}");
+        assert_eq!(stored_build(&service, &presubmit_dir(&build)), presubmit, "trial {trial}");
+        assert_eq!(index.build(job, &build).await.unwrap().unwrap().passed, Some(true), "trial {trial}");
+    }
+    assert_eq!(index.counts().await.unwrap().0, 2 + 2 * TRIALS as i64);
+}
+
+/// Item 4 of issue 19: a build is what its finishing post says: files of an earlier post without
+/// finished.json that the finishing post does not hold are removed, from the store and the index.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finishing_post_replaces_the_files_of_an_unfinished_one() {
+    let service = service(harness::testing::fresh_postgres_database().await);
+    let alpha = service.token("alpha");
+    let replica = service.replica("one", &[]);
+    let index = service.index().await;
+    let job = "ci-cloud-provider-alpha-e2e";
+    let mut early = finished_files("alpha", false, "early");
+    early.remove("finished.json");
+    early.insert("artifacts/early-only.txt".into(), "from the first post\n".into());
+    let (status, answer) = post(&replica, Some(&alpha), build_body(job, "8", None, &early)).await;
+    assert!(status == 201 && answer.contains("\"state\":\"aborted\""), "{status} {answer}");
+    let mut last = finished_files("alpha", true, "last");
+    last.insert("started.json".into(), early["started.json"].clone());
+    let (status, answer) = post(&replica, Some(&alpha), build_body(job, "8", None, &last)).await;
+    assert!(status == 201 && answer.contains("\"state\":\"finished\""), "{status} {answer}");
+    let dir = format!("logs/{job}/8");
+    assert_eq!(stored_build(&service, &dir), last, "the earlier post's files stayed");
+    assert_eq!(result_names(&index, &dir).await, ["last checks", "last works"]);
+    let info = index.build(job, "8").await.unwrap().unwrap();
+    assert_eq!(info.passed, Some(true));
+    // Finished now: other content under the id is refused, the same is a no-op.
+    let (status, answer) = post(&replica, Some(&alpha), build_body(job, "8", None, &early)).await;
+    assert_eq!(status, 409, "{answer}");
+    let (status, answer) = post(&replica, Some(&alpha), build_body(job, "8", None, &last)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(stored_build(&service, &dir), last);
+}
+
+/// Writes `files` as a build directory straight into the store, as a replica that died after
+/// writing the store and before indexing leaves it.
+fn write_to_store(service: &Service, dir: &str, files: &BTreeMap<String, String>) {
+    for (path, bytes) in files {
+        let file = service.store().join(dir).join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, bytes).unwrap();
+    }
+}
+
+/// Waits up to 20 s for `check` to hold.
+async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what}: not within 20 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Item 6 of issue 19: builds the store holds and the index lacks (a replica died between the
+/// two) are indexed when serve starts, and while it runs; so is a finished.json that appeared
+/// since a build was indexed unfinished.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_indexes_what_the_store_holds_and_the_index_lacks() {
+    let service = service(harness::testing::fresh_postgres_database().await);
+    let index = &service.index().await;
+    let job = "ci-cloud-provider-alpha-e2e";
+    write_to_store(&service, &format!("logs/{job}/1"), &finished_files("alpha", true, "one"));
+    let first = service.replica("one", &[]);
+    eventually("build 1 indexed on start", || async move { index.build(job, "1").await.unwrap().is_some() }).await;
+    assert_eq!(index.build(job, "1").await.unwrap().unwrap().passed, Some(true));
+    drop(first);
+
+    let alpha = service.token("alpha");
+    let replica = service.replica("two", &["--reconcile-every", "1s"]);
+    write_to_store(&service, &format!("logs/{job}/2"), &finished_files("alpha", false, "two"));
+    eventually("build 2 indexed while serving", || async move { index.build(job, "2").await.unwrap().is_some() }).await;
+    assert_eq!(index.build(job, "2").await.unwrap().unwrap().passed, Some(false));
+    // Indexed unfinished (a post without finished.json); its finishing post died after the store.
+    let mut files = finished_files("alpha", true, "three");
+    let finished = files.remove("finished.json").unwrap();
+    let (status, answer) = post(&replica, Some(&alpha), build_body(job, "3", None, &files)).await;
+    assert!(status == 201 && answer.contains("\"state\":\"aborted\""), "{status} {answer}");
+    write_to_store(&service, &format!("logs/{job}/3"), &BTreeMap::from([("finished.json".to_owned(), finished)]));
+    eventually("build 3 re-indexed finished", || async move {
+        index.build(job, "3").await.unwrap().is_some_and(|b| b.passed == Some(true))
+    })
+    .await;
+    assert_eq!(index.counts().await.unwrap(), (3, 6));
+    let (_, metrics) = get(&format!("{}/metrics", replica.url)).await;
+    for line in [
+        "harness_reconciled_builds_total{result=\"inserted\"} 1\n",
+        "harness_reconciled_builds_total{result=\"replaced\"} 1\n",
+    ] {
+        assert!(metrics.contains(line), "no {line} in:\n{metrics}");
+    }
 }

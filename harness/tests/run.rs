@@ -308,6 +308,84 @@ fn wait_for_process(cmdline: &[u8]) -> i32 {
     }
 }
 
+/// Issue 19, item 11: SIGTERM while cloud-e2e runs. The build ends ABORTED and the cluster goes
+/// down, as before; and now the results cloud-e2e had so far are in its JUnit file (the tests cut
+/// short marked as such), and the Test step shows the time it ran and the suite it was in.
+#[test]
+fn sigterm_during_cloud_e2e_keeps_its_results_so_far_and_the_test_steps_real_duration() {
+    use std::io::BufRead;
+    let env = Env::new();
+    let mut child = env
+        .harness(&["--provider", "local", "--suites", "cloud-e2e", "--build-id", "11"])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, log) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let mut seen = String::new();
+    let mut wait_for = |needle: &str| loop {
+        let line = log.recv_timeout(Duration::from_secs(600)).unwrap_or_else(|_| panic!("no {needle:?} in:\n{seen}"));
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains(needle) {
+            return Instant::now();
+        }
+    };
+    let test_began = wait_for("step Deploy: passed");
+    wait_for("cloud-e2e: PASSED");
+    std::thread::sleep(Duration::from_secs(1));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let ran_at_least = test_began.elapsed();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "{status:?}");
+    assert_eq!(env.finished()["result"], "ABORTED");
+
+    // Every way the build misrepresents the interrupted run, at once.
+    let mut wrong = Vec::new();
+    let runner =
+        junit::read_file(&env.artifacts().join("artifacts/junit_runner.xml"), &ReadOptions::default()).unwrap();
+    let (_, test) = runner.cases().find(|(_, c)| c.name == "Test").expect("a Test step");
+    assert_eq!(test.status(), Status::Failed);
+    let message = test.failure().and_then(|f| f.message.clone()).unwrap_or_default();
+    if !message.contains("interrupted by SIGTERM during suite cloud-e2e") {
+        wrong.push(format!("the Test step's failure names no suite: {message:?}"));
+    }
+    let took = test.total_time().unwrap_or_default();
+    if took < ran_at_least.as_secs_f64() - 0.5 {
+        wrong.push(format!("the Test step shows {took}s; it ran at least {ran_at_least:?}"));
+    }
+    let file = env.artifacts().join("artifacts/junit_cloud-e2e.xml");
+    if file.exists() {
+        let (passed, failed, skipped) = cloud_e2e_results(&env);
+        assert!(failed.is_empty(), "{failed:#?}");
+        if passed.is_empty() {
+            wrong.push("junit_cloud-e2e.xml holds no passed test".to_owned());
+        }
+        let report = junit::read_file(&file, &ReadOptions::default()).unwrap();
+        let not_finished = |c: &junit::TestCase| {
+            c.attempts.iter().any(|a| {
+                a.detail.as_ref().and_then(|d| d.message.as_deref()).is_some_and(|m| m.contains("not finished"))
+            })
+        };
+        let unfinished = report.cases().filter(|(_, c)| not_finished(c)).count();
+        assert!(unfinished > 0, "every test had ended before the signal: send it earlier");
+        if unfinished != skipped.len() {
+            wrong.push(format!("of {} skipped tests, {unfinished} are marked as cut short", skipped.len()));
+        }
+    } else {
+        wrong.push("no junit_cloud-e2e.xml: the results cloud-e2e had before the signal were dropped".to_owned());
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    env.assert_nothing_left();
+}
+
 /// Whether a process with exactly this command line (NUL-separated) runs.
 fn process_running(cmdline: &[u8]) -> bool {
     let entries = std::fs::read_dir("/proc").unwrap();

@@ -9,10 +9,17 @@
 //!
 //! Indexing one build is one transaction ([`Index::index_build`]): a reader never sees a build
 //! without its results, and a failure leaves nothing behind. The build's digest makes indexing it
-//! again a no-op, and the `(job, build)` unique key makes concurrent indexing of the same build
+//! again a no-op, and the `(job, path)` unique key makes concurrent indexing of the same build
 //! yield one row: the first statement of the transaction is a write, so SQLite writers queue on its
 //! lock (busy timeout) instead of failing, and a Postgres writer that loses the insert race sees
 //! the winner's row and stops.
+//!
+//! A build is where it lives: its identity is its directory (`path`), so a presubmit
+//! (`pr-logs/pull/<org_repo>/<pr>/<job>/<build>`) and the periodic build of the same job and id
+//! (`logs/<job>/<build>`) are two builds. Where a build is named by job and id alone (the
+//! dashboard's `/job/<job>/build/<build>`), that is the periodic build, else the newest presubmit
+//! of that id ([`NAMED_BUILD`]). A job's provider is the first one indexed or claimed
+//! ([`Index::claim_job`]); later builds never change it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -149,6 +156,11 @@ const BUILD_COLUMNS: &str = "j.name AS job, b.build, b.path, b.pull, p.name AS p
      b.finished_at, b.passed, b.result, b.kubernetes_version, b.provider_version, b.ccm_version, b.job_version, \
      b.repo_commit, b.artifacts_url, b.digest";
 const BUILD_FROM: &str = "builds b JOIN jobs j ON j.id = b.job_id LEFT JOIN providers p ON p.id = j.provider_id";
+/// The build a job name (`$1`) and build id (`$2`) name: the periodic one (`logs/…`) if there is
+/// one, else the newest presubmit of that id.
+const NAMED_BUILD: &str = "(SELECT nb.id FROM builds nb JOIN jobs nj ON nj.id = nb.job_id \
+     WHERE nj.name = $1 AND nb.build = $2 \
+     ORDER BY CASE WHEN nb.path LIKE 'logs/%' THEN 0 ELSE 1 END, nb.started_at DESC, nb.id DESC LIMIT 1)";
 
 impl Index {
     /// Connects (creating a SQLite file and its directory if needed) and applies the migrations.
@@ -252,7 +264,7 @@ impl Index {
         let info = &record.info;
         let mut learned = TestIds::default();
         let job_id = self.upsert_job(&mut tx, &info.job, info.provider.as_deref()).await?;
-        let existing = self.find_build(&mut tx, job_id, &info.build).await?;
+        let existing = self.find_build(&mut tx, job_id, &info.path).await?;
         let outcome = match existing {
             Some((_, digest)) if digest == info.digest => Indexed::Unchanged,
             Some((build_id, _)) => {
@@ -262,7 +274,7 @@ impl Index {
             None => match self.insert_build(&mut tx, job_id, record, &mut learned).await? {
                 Some(_) => Indexed::Inserted,
                 // A concurrent transaction inserted it first (Postgres waits for it, then skips).
-                None => match self.find_build(&mut tx, job_id, &info.build).await? {
+                None => match self.find_build(&mut tx, job_id, &info.path).await? {
                     Some((build_id, digest)) if digest != info.digest => {
                         self.replace_build(&mut tx, build_id, job_id, record, &mut learned).await?;
                         Indexed::Replaced
@@ -291,7 +303,8 @@ impl Index {
     }
 
     /// The job's id; creates the job (and its provider) if new. Always a write, and the first
-    /// statement of the transaction (see the module doc).
+    /// statement of the transaction (see the module doc). A job keeps the provider it was first
+    /// given.
     async fn upsert_job(&self, tx: &mut Transaction<'_, Any>, job: &str, provider: Option<&str>) -> Result<i64> {
         let provider_id = match provider {
             None => None,
@@ -311,7 +324,7 @@ impl Index {
         };
         let row = sqlx::query(
             "INSERT INTO jobs (name, provider_id) VALUES ($1, $2) \
-             ON CONFLICT (name) DO UPDATE SET provider_id = COALESCE(excluded.provider_id, jobs.provider_id) \
+             ON CONFLICT (name) DO UPDATE SET provider_id = COALESCE(jobs.provider_id, excluded.provider_id) \
              RETURNING id",
         )
         .bind(job)
@@ -322,15 +335,16 @@ impl Index {
         row.try_get::<i64, _>(0).map_err(self.err("read the job id"))
     }
 
+    /// The build at `path`: its row id and digest.
     async fn find_build(
         &self,
         tx: &mut Transaction<'_, Any>,
         job_id: i64,
-        build: &str,
+        path: &str,
     ) -> Result<Option<(i64, String)>> {
-        let row = sqlx::query("SELECT id, digest FROM builds WHERE job_id = $1 AND build = $2")
+        let row = sqlx::query("SELECT id, digest FROM builds WHERE job_id = $1 AND path = $2")
             .bind(job_id)
-            .bind(build)
+            .bind(path)
             .fetch_optional(&mut **tx)
             .await
             .map_err(self.err("find the build"))?;
@@ -348,7 +362,7 @@ impl Index {
         let sql = "INSERT INTO builds (job_id, build, path, pull, state, started_at, finished_at, passed, result, \
              kubernetes_version, provider_version, ccm_version, job_version, repo_commit, artifacts_url, digest, repos) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
-             ON CONFLICT (job_id, build) DO NOTHING RETURNING id";
+             ON CONFLICT (job_id, path) DO NOTHING RETURNING id";
         let row = bind_build(sqlx::query(sql), job_id, &r.info)
             .fetch_optional(&mut **tx)
             .await
@@ -499,10 +513,10 @@ impl Index {
         rows.iter().map(|r| self.build_row(r)).collect()
     }
 
-    /// The results of a job's latest `limit` builds: `(build, test name, status)`.
+    /// The results of a job's latest `limit` builds: `(build path, test name, status)`.
     pub async fn grid_results(&self, job: &str, limit: i64) -> Result<Vec<(String, String, TestStatus)>> {
         let rows = sqlx::query(
-            "SELECT b.build, te.name, t.status FROM test_results t JOIN tests te ON te.id = t.test_id \
+            "SELECT b.path, te.name, t.status FROM test_results t JOIN tests te ON te.id = t.test_id \
              JOIN builds b ON b.id = t.build_id WHERE b.id IN (SELECT b2.id FROM builds b2 JOIN jobs j ON j.id = b2.job_id \
              WHERE j.name = $1 ORDER BY b2.started_at DESC, b2.build DESC LIMIT $2) ORDER BY t.id",
         )
@@ -565,12 +579,24 @@ impl Index {
         row.map(|r| self.decode(|| r.try_get(0))).transpose()
     }
 
-    /// One build, by job and build id.
+    /// One build, by job and build id: the periodic one, else the newest presubmit of that id
+    /// (see the module doc).
     pub async fn build(&self, job: &str, build: &str) -> Result<Option<BuildInfo>> {
-        let sql = format!("SELECT {BUILD_COLUMNS} FROM {BUILD_FROM} WHERE j.name = $1 AND b.build = $2");
+        let sql = format!("SELECT {BUILD_COLUMNS} FROM {BUILD_FROM} WHERE b.id = {NAMED_BUILD}");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(job)
             .bind(build)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(self.err("find a build"))?;
+        row.map(|r| self.build_row(&r)).transpose()
+    }
+
+    /// The build whose directory is `path` (`logs/<job>/<build>` or `pr-logs/pull/…`).
+    pub async fn build_at(&self, path: &str) -> Result<Option<BuildInfo>> {
+        let sql = format!("SELECT {BUILD_COLUMNS} FROM {BUILD_FROM} WHERE b.path = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(path)
             .fetch_optional(&self.pool)
             .await
             .map_err(self.err("find a build"))?;
@@ -597,45 +623,45 @@ impl Index {
             .collect()
     }
 
-    /// The results of one build, in the order they were read.
+    /// The results of one build (as [`Index::build`] names it), in the order they were read.
     pub async fn build_results(&self, job: &str, build: &str) -> Result<Vec<TestResult>> {
-        let rows = sqlx::query(
+        let sql = format!(
             "SELECT te.suite, te.name, t.status, t.duration_seconds, t.failure_message \
-             FROM test_results t JOIN tests te ON te.id = t.test_id JOIN builds b ON b.id = t.build_id \
-             JOIN jobs j ON j.id = b.job_id WHERE j.name = $1 AND b.build = $2 ORDER BY t.id",
-        )
-        .bind(job)
-        .bind(build)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.err("list a build's results"))?;
+             FROM test_results t JOIN tests te ON te.id = t.test_id WHERE t.build_id = {NAMED_BUILD} ORDER BY t.id"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(job)
+            .bind(build)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("list a build's results"))?;
         rows.iter().map(|r| self.test_result(r, 0)).collect()
     }
 
-    /// The files of a build that could not be read.
+    /// The files of a build (as [`Index::build`] names it) that could not be read.
     pub async fn build_problems(&self, job: &str, build: &str) -> Result<Vec<Problem>> {
-        let rows = sqlx::query(
-            "SELECT pr.file, pr.message FROM build_problems pr JOIN builds b ON b.id = pr.build_id \
-             JOIN jobs j ON j.id = b.job_id WHERE j.name = $1 AND b.build = $2 ORDER BY pr.id",
-        )
-        .bind(job)
-        .bind(build)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.err("list a build's problems"))?;
+        let sql = format!(
+            "SELECT pr.file, pr.message FROM build_problems pr WHERE pr.build_id = {NAMED_BUILD} ORDER BY pr.id"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(job)
+            .bind(build)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("list a build's problems"))?;
         rows.iter().map(|r| self.decode(|| Ok(Problem { file: r.try_get(0)?, message: r.try_get(1)? }))).collect()
     }
 
     /// The whole index by natural keys (see [`Snapshot`]).
     pub async fn snapshot(&self) -> Result<Snapshot> {
-        let sql = format!("SELECT {BUILD_COLUMNS} FROM {BUILD_FROM} ORDER BY j.name, b.build");
+        let sql = format!("SELECT {BUILD_COLUMNS} FROM {BUILD_FROM} ORDER BY j.name, b.build, b.path");
         let rows =
             sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(&self.pool).await.map_err(self.err("list builds"))?;
         let builds = rows.iter().map(|r| self.build_row(r)).collect::<Result<Vec<_>>>()?;
         let rows = sqlx::query(
             "SELECT j.name, b.build, te.suite, te.name, t.status, t.duration_seconds, t.failure_message \
              FROM test_results t JOIN tests te ON te.id = t.test_id JOIN builds b ON b.id = t.build_id \
-             JOIN jobs j ON j.id = b.job_id ORDER BY j.name, b.build, t.id",
+             JOIN jobs j ON j.id = b.job_id ORDER BY j.name, b.build, b.path, t.id",
         )
         .fetch_all(&self.pool)
         .await
@@ -650,7 +676,7 @@ impl Index {
         let problems = self
             .fetch_rows(
                 "SELECT j.name, b.build, pr.file, pr.message FROM build_problems pr JOIN builds b ON b.id = pr.build_id \
-                 JOIN jobs j ON j.id = b.job_id ORDER BY j.name, b.build, pr.id",
+                 JOIN jobs j ON j.id = b.job_id ORDER BY j.name, b.build, b.path, pr.id",
                 "list problems",
                 |r| Ok((r.try_get(0)?, r.try_get(1)?, Problem { file: r.try_get(2)?, message: r.try_get(3)? })),
             )
@@ -768,6 +794,22 @@ impl Index {
             .await
             .map_err(self.err("count rows"))?;
         self.decode(|| Ok((row.try_get(0)?, row.try_get(1)?)))
+    }
+
+    /// Every build's directory and state: what [`crate::results::publish::reindex_missing`]
+    /// compares with the store.
+    pub async fn build_states(&self) -> Result<Vec<(String, State)>> {
+        let rows: Vec<(String, String)> = self
+            .fetch_rows("SELECT path, state FROM builds", "list the builds' states", |r| {
+                Ok((r.try_get(0)?, r.try_get(1)?))
+            })
+            .await?;
+        rows.into_iter()
+            .map(|(path, state)| match State::parse(&state) {
+                Some(state) => Ok((path, state)),
+                None => Err(self.bad_value("builds.state", state)),
+            })
+            .collect()
     }
 
     fn build_row(&self, r: &AnyRow) -> Result<BuildInfo> {
@@ -948,10 +990,12 @@ fn redact(url: &str) -> String {
     }
 }
 
+mod claims;
 mod lkg_versions;
 #[cfg(test)]
 mod tests;
 mod tokens;
 
+pub use claims::{Claim, ClaimSeen};
 pub use lkg_versions::LkgRecorded;
 pub use tokens::TokenInfo;

@@ -5,14 +5,20 @@
 //! and re-indexing give the same rows by construction. Upload order follows Prow's: everything
 //! else first, `finished.json` last (a reader that sees it sees a complete build), then
 //! `latest-build.txt`, which only ever moves forward.
+//!
+//! A build posted to the ingestion API is what that post says, nothing else: the files an earlier
+//! post left in its directory and this one does not hold are removed before its `finished.json`
+//! is written ([`publish_files`]). Who may write a directory at all is decided before, by a claim
+//! (`crate::serve::claims`).
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use futures::{StreamExt, TryStreamExt, stream};
 
 use super::index::{Index, IndexError, Indexed};
 use super::layout::{self, BuildLocation, FINISHED_JSON, LayoutError, STARTED_JSON, Started, object_path};
-use super::record::{self, BuildRecord, Problem, ReadBuildOptions, RecordError};
+use super::record::{self, BuildRecord, Problem, ReadBuildOptions, RecordError, State};
 use super::store::{Put, ResultStore, StoreError};
 
 /// Objects uploaded at once.
@@ -78,14 +84,15 @@ pub async fn publish(
         let local = dir.join(&relative);
         async move { store.upload_file_if_changed(&object, &local).await }
     };
-    let puts = put_finished_last(files, |f| f == Path::new(FINISHED_JSON), upload).await?;
+    let puts = put_finished_last(files, |f| f == Path::new(FINISHED_JSON), upload, async { Ok(()) }).await?;
     index_written(store, index, location, opts, puts).await
 }
 
 /// Publishes a build held in memory (an upload to the ingestion API) as [`publish`] does a local
-/// directory: every file but `finished.json` first, then `finished.json`, then `latest-build.txt`,
-/// then the index, read from the store. `files` are relative to the build directory, their paths
-/// checked by [`upload::check_path`].
+/// directory: every file but `finished.json` first, then the removal of every other file of the
+/// build directory (an earlier post's), then `finished.json`, then `latest-build.txt`, then the
+/// index, read from the store. `files` are relative to the build directory, their paths checked by
+/// [`upload::check_path`]. The caller holds the directory's claim.
 pub async fn publish_files(
     store: &ResultStore,
     index: &Index,
@@ -100,8 +107,21 @@ pub async fn publish_files(
         let bytes = file.bytes.clone();
         async move { store.put_if_changed(&object, bytes).await }
     };
-    let puts = put_finished_last(files.iter().collect(), |f| f.path == FINISHED_JSON, upload).await?;
+    let keep: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let others = remove_others(store, &base, &keep);
+    let puts = put_finished_last(files.iter().collect(), |f| f.path == FINISHED_JSON, upload, others).await?;
     index_written(store, index, location, opts, puts).await
+}
+
+/// Deletes every object under the build directory `base` whose path in it is not in `keep`.
+async fn remove_others(store: &ResultStore, base: &str, keep: &HashSet<&str>) -> Result<()> {
+    for entry in store.list(base).await? {
+        let relative = entry.path.strip_prefix(base).and_then(|p| p.strip_prefix('/')).unwrap_or(&entry.path);
+        if !keep.contains(relative) {
+            store.delete(&entry.path).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Checks that the store can hold every object the build would write (its files, relative to the
@@ -118,9 +138,14 @@ pub fn check_holds(store: &ResultStore, location: &BuildLocation, files: impl It
     Ok(())
 }
 
-/// Writes every file with `put`, several at once, and `finished.json` last: its presence tells
-/// readers the build is complete.
-async fn put_finished_last<T, F, Fut>(files: Vec<T>, is_finished: impl Fn(&T) -> bool, put: F) -> Result<Vec<Put>>
+/// Writes every file with `put`, several at once, then runs `before_finished`, then writes
+/// `finished.json`: its presence tells readers the build is complete.
+async fn put_finished_last<T, F, Fut>(
+    files: Vec<T>,
+    is_finished: impl Fn(&T) -> bool,
+    put: F,
+    before_finished: impl std::future::Future<Output = Result<()>>,
+) -> Result<Vec<Put>>
 where
     F: Fn(T) -> Fut,
     Fut: std::future::Future<Output = std::result::Result<Put, StoreError>>,
@@ -128,6 +153,7 @@ where
     let (finished, rest): (Vec<T>, Vec<T>) = files.into_iter().partition(|f| is_finished(f));
     let mut puts: Vec<Put> =
         stream::iter(rest.into_iter().map(&put)).buffer_unordered(UPLOADS_IN_FLIGHT).try_collect().await?;
+    before_finished.await?;
     for file in finished {
         puts.push(put(file).await?);
     }
@@ -143,11 +169,23 @@ async fn index_written(
     puts: Vec<Put>,
 ) -> Result<Published> {
     advance_latest_build(store, location).await?;
+    let mut published = index_stored(store, index, location, opts).await?;
+    published.written = puts.iter().filter(|p| **p == Put::Written).count();
+    published.unchanged = puts.len() - published.written;
+    Ok(published)
+}
+
+/// Indexes the build the store holds at `location` (nothing written).
+pub async fn index_stored(
+    store: &ResultStore,
+    index: &Index,
+    location: &BuildLocation,
+    opts: &ReadBuildOptions,
+) -> Result<Published> {
     let record = record::read_build(store, location, opts).await?;
     let indexed = index.index_build(&record).await?;
-    let written = puts.iter().filter(|p| **p == Put::Written).count();
     let url = store.url_of(&location.object_dir());
-    Ok(Published { url, written, unchanged: puts.len() - written, indexed, record })
+    Ok(Published { url, written: 0, unchanged: 0, indexed, record })
 }
 
 /// The files of `files` the store holds with other content at `location` (a build published
@@ -183,7 +221,7 @@ pub struct Reindexed {
 /// skipped; the others are still indexed.
 pub async fn reindex(store: &ResultStore, index: &Index, opts: &ReadBuildOptions) -> Result<Reindexed> {
     let (locations, failed) = builds_in_store(store).await?;
-    reindex_locations(store, index, opts, locations, failed).await
+    index_locations(store, index, opts, locations, failed).await
 }
 
 /// [`reindex`] for the periodic builds of `jobs` only (`logs/<job>/…`): what a provider's existing
@@ -203,10 +241,39 @@ pub async fn reindex_jobs(
             }
         }
     }
-    reindex_locations(store, index, opts, locations, failed).await
+    index_locations(store, index, opts, locations, failed).await
 }
 
-async fn reindex_locations(
+/// Indexes what the store holds and the index lacks, as [`reindex`] does everything, but cheaply:
+/// it lists the build directories and reads only those the index lacks, those it holds as running,
+/// and those it holds as aborted that have a `finished.json` now (a finishing write whose indexing
+/// never happened). Directories in `skip` (being written right now) are left alone.
+pub async fn reindex_missing(
+    store: &ResultStore,
+    index: &Index,
+    opts: &ReadBuildOptions,
+    skip: &HashSet<String>,
+) -> Result<Reindexed> {
+    let (locations, failed) = builds_in_store(store).await?;
+    let states: HashMap<String, State> = index.build_states().await?.into_iter().collect();
+    let mut stale = Vec::new();
+    for location in locations {
+        let path = location.object_dir();
+        let read = match states.get(&path) {
+            _ if skip.contains(&path) => false,
+            None | Some(State::Running) => true,
+            Some(State::Finished) => false,
+            Some(State::Aborted) => store.size(&format!("{path}/{FINISHED_JSON}")).await?.is_some(),
+        };
+        if read {
+            stale.push(location);
+        }
+    }
+    index_locations(store, index, opts, stale, failed).await
+}
+
+/// Reads each build at `locations` into the index (see [`reindex`]).
+async fn index_locations(
     store: &ResultStore,
     index: &Index,
     opts: &ReadBuildOptions,

@@ -262,6 +262,16 @@ impl ResultStore {
         Ok(Put::Written)
     }
 
+    /// Deletes an object; one that does not exist is deleted already.
+    pub async fn delete(&self, path: &str) -> Result<()> {
+        let Some(location) = location(path) else { return Ok(()) };
+        match self.inner.delete(&location).await {
+            Ok(()) => Ok(()),
+            Err(e) if absent(&e) => Ok(()),
+            Err(e) => Err(self.err("delete", path)(e)),
+        }
+    }
+
     /// Uploads a local file unless the object already holds its bytes. Large files are streamed in
     /// parts, and compared chunk by chunk, so their size never matters to memory.
     pub async fn upload_file_if_changed(&self, path: &str, file: &Path) -> Result<Put> {
@@ -457,6 +467,10 @@ mod tests {
         assert_eq!(tail, Some((Bytes::from_static(b":2}"), 15)));
         assert_eq!(store.get_tail("logs/j/1/started.json", 100).await.unwrap().unwrap().0, other);
         assert_eq!(store.get_tail("logs/j/1/none.txt", 3).await.unwrap(), None);
+        store.delete("logs/j/2/started.json").await.unwrap();
+        store.delete("logs/j/2/started.json").await.unwrap();
+        let listed: Vec<String> = store.list("logs").await.unwrap().into_iter().map(|e| e.path).collect();
+        assert_eq!(listed, ["logs/j/1/started.json"]);
     }
 
     #[tokio::test]

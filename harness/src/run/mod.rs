@@ -7,7 +7,9 @@
 //! ```
 //! Each step is a test case of `junit_runner.xml` (kubetest2's convention). A failed step skips the
 //! ones after it up to Down, which always runs: after a failure, the `--timeout`, or SIGINT/SIGTERM
-//! (then the build ends `ABORTED`). Every check of the input (provider, version, suites, artifacts
+//! (then the build ends `ABORTED`). A step cut short is recorded failed after the time it ran, with
+//! the suite it was running when it was Test; every result the suites wrote stays in the build
+//! (cloud-e2e writes its JUnit as each test ends). Every check of the input (provider, version, suites, artifacts
 //! directory, store and database, deployer programs) happens before anything starts.
 //!
 //! The local build directory is `--artifacts` (`$ARTIFACTS`, default `./_artifacts`), in Prow's
@@ -194,9 +196,9 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     ));
     let mut deployer: Option<Box<dyn Deployer>> = None;
     let mut ccm_version = None;
-    let mut current: Option<&'static str> = None;
+    let mut suite: Option<String> = None;
     let interrupted = {
-        let work = run_steps(&plan, opts, &writer, &mut steps, &mut deployer, &mut ccm_version, &mut current);
+        let work = run_steps(&plan, opts, &writer, &mut steps, &mut deployer, &mut ccm_version, &mut suite);
         tokio::select! {
             () = work => None,
             () = tokio::time::sleep(opts.timeout) => Some(format!("timed out after {}", humantime::format_duration(opts.timeout))),
@@ -206,9 +208,7 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     let signal = interrupted.as_deref().and_then(|why| why.strip_prefix("interrupted by ")).map(signal_name);
     if let Some(why) = &interrupted {
         // The step under way when the run was cut short failed; the ones after it did not run.
-        if let Some(step) = current.take() {
-            steps.record(step, StepResult::Failed(why.clone()), Duration::ZERO);
-        }
+        steps.interrupt(&interrupted_step(why, suite.as_deref()));
     }
     tear_down(opts, &writer, &mut steps, &mut deployer).await;
 
@@ -259,8 +259,17 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     })
 }
 
-/// Build, Up, Deploy, Test; a failed step skips the rest. `current` names the step under way, for
-/// the caller to record when this future is dropped (timeout, signal).
+/// Why the step under way failed when the run was cut short (`why`), naming the suite Test was
+/// running, if it was.
+fn interrupted_step(why: &str, suite: Option<&str>) -> String {
+    match suite {
+        Some(suite) => format!("{why} during suite {suite} (the results it wrote so far are kept)"),
+        None => why.to_owned(),
+    }
+}
+
+/// Build, Up, Deploy, Test; a failed step skips the rest. `suite` names the suite Test is running,
+/// for the caller to record when this future is dropped (timeout, signal).
 async fn run_steps(
     plan: &Plan<'_>,
     opts: &RunOptions,
@@ -268,12 +277,11 @@ async fn run_steps(
     steps: &mut Steps,
     deployer_slot: &mut Option<Box<dyn Deployer>>,
     ccm_version: &mut Option<String>,
-    current: &mut Option<&'static str>,
+    suite_under_way: &mut Option<String>,
 ) {
     let artifacts = writer.artifacts_dir();
     let mut vars = base_vars(plan, opts, &artifacts);
 
-    *current = Some("Build");
     let Some(built) = steps.run("Build", ccm::build(plan.provider, opts, &vars, &artifacts)).await else {
         return skip_rest(steps, &["Up", "Deploy", "Test"], "Build failed");
     };
@@ -282,7 +290,6 @@ async fn run_steps(
         vars.insert(Placeholder::CcmBinary, binary.display().to_string());
     }
 
-    *current = Some("Up");
     let deployer = match ccm::deployer(plan, opts, &built, &vars) {
         Ok(deployer) => deployer_slot.insert(deployer),
         Err(e) => {
@@ -295,12 +302,10 @@ async fn run_steps(
     }
     vars.extend(deployer.vars());
 
-    *current = Some("Deploy");
     if steps.run("Deploy", ccm::deploy(plan.provider, opts, deployer.as_mut(), &built, &vars)).await.is_none() {
         return skip_rest(steps, &["Test"], "Deploy failed");
     }
 
-    *current = Some("Test");
     let Some(kubeconfig) = deployer.kubeconfig() else {
         return steps.record("Test", StepResult::Failed("the deployer gave no kubeconfig".into()), Duration::ZERO);
     };
@@ -315,7 +320,9 @@ async fn run_steps(
     let test = async {
         let mut failed = Vec::new();
         for suite in &plan.suites {
+            *suite_under_way = Some(suite.name.clone());
             let outcome = runner(suite, plan.provider, opts)?.run(&ctx(suite)).await.map_err(|e| e.to_string())?;
+            *suite_under_way = None;
             steps_note(&outcome.summary, &suite.name);
             if !outcome.passed && plan.provider.required.suites.contains(&suite.name) {
                 failed.push(format!("{} ({})", suite.name, outcome.summary));
@@ -325,7 +332,6 @@ async fn run_steps(
         if failed.is_empty() { Ok(()) } else { Err(format!("required tests failed: {}", failed.join("; "))) }
     };
     steps.run("Test", test).await;
-    *current = None;
 }
 
 fn steps_note(summary: &str, suite: &str) {

@@ -1,6 +1,7 @@
 //! The steps of a run as kubetest2 records them: each one a test case of `junit_runner.xml`, so an
 //! infrastructure failure shows on the grid like a test failure; and a line each in
-//! `build-log.txt`.
+//! `build-log.txt`. A step cut short (the run's `--timeout`, a signal) is recorded failed after the
+//! time it ran ([`Steps::interrupt`]).
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -32,6 +33,8 @@ pub struct Step {
 pub struct Steps {
     steps: Vec<Step>,
     log: String,
+    /// The step [`Steps::run`] is running, and since when.
+    under_way: Option<(String, Instant)>,
 }
 
 impl Steps {
@@ -44,7 +47,9 @@ impl Steps {
         // A spinner on a terminal, a plain line in CI; the step's own line follows either way.
         let progress = crate::progress::step(format!("step {name}"));
         let started = Instant::now();
+        self.under_way = Some((name.to_owned(), started));
         let result = work.await;
+        self.under_way = None;
         let duration = started.elapsed();
         match result {
             Ok(value) => {
@@ -71,6 +76,14 @@ impl Steps {
         }
         let _ = writeln!(self.log, "{line}");
         self.steps.push(Step { name: name.to_owned(), result, duration });
+    }
+
+    /// Records the step that was under way when its work was dropped (the run timed out, or was
+    /// signalled) as failed with `why`, after the time it ran; its name, `None` when no step was.
+    pub fn interrupt(&mut self, why: &str) -> Option<String> {
+        let (name, started) = self.under_way.take()?;
+        self.record(&name, StepResult::Failed(why.to_owned()), started.elapsed());
+        Some(name)
     }
 
     /// A line for `build-log.txt` that is not a step.
@@ -157,5 +170,24 @@ mod tests {
         );
         let (_, up) = back.cases().nth(1).unwrap();
         assert_eq!(up.failure().unwrap().message.as_deref(), Some("kube-apiserver exited"));
+    }
+
+    #[tokio::test]
+    async fn a_step_cut_short_is_recorded_failed_after_the_time_it_ran() {
+        let mut steps = Steps::default();
+        assert_eq!(steps.interrupt("interrupted by SIGTERM"), None, "no step under way");
+        let cut = tokio::time::timeout(
+            Duration::from_millis(300),
+            steps.run("Test", std::future::pending::<Result<(), String>>()),
+        );
+        assert!(cut.await.is_err());
+        assert_eq!(steps.interrupt("interrupted by SIGTERM during suite cloud-e2e").as_deref(), Some("Test"));
+        assert_eq!(steps.interrupt("again"), None, "recorded once");
+        let test = &steps.all()[0];
+        assert_eq!(test.result, StepResult::Failed("interrupted by SIGTERM during suite cloud-e2e".into()));
+        assert!(test.duration >= Duration::from_millis(300), "{:?}", test.duration);
+        let (_, case) = steps.report().cases().next().map(|(s, c)| (s.clone(), c.clone())).unwrap();
+        assert!(case.total_time().unwrap() >= 0.3, "the runner's JUnit shows the time it ran");
+        assert!(steps.build_log().contains("step Test: FAILED after 0."), "{}", steps.build_log());
     }
 }

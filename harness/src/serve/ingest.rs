@@ -7,9 +7,16 @@
 //! nest too deep. Then it is written to the object store in Prow's order and indexed from there
 //! (`results::publish::publish_files`), so a failure writing the store indexes nothing.
 //!
-//! Publishing the same build again is a no-op answered `200` with the build; the same id with other
-//! content is `409`. Every outcome is logged (`target=harness::audit`) and counted in `/metrics`.
-//! Nothing is kept in memory between requests: replicas on one database behave as one service.
+//! Who writes is decided in the database before anything is written, so replicas on one database
+//! behave as one service. A new job belongs to the first provider that claims it
+//! ([`Index::claim_job`]; the others get `403`). A build directory is claimed by one upload's
+//! content at a time ([`super::claims`]): of two posts of one build with different content at the
+//! same moment one wins and the other gets `409` (the stored build is wholly the winner's); the same
+//! content posted again is a no-op answered `200` with the build. A post without `finished.json`
+//! may be replaced by a later post (the build is then what that post says, nothing of the earlier
+//! one left); a finished build never is. A build's identity is its directory: a presubmit
+//! (`pr-logs/pull/…`) never touches the periodic build of the same id (`logs/…`).
+//! Every outcome is logged (`target=harness::audit`) and counted in `/metrics`.
 //!
 //! Under attack and at scale: a body is read within `read_timeout` (a stalled or trickling upload
 //! is answered `408` and gives its place back), each provider reads at most its share of the
@@ -29,15 +36,17 @@ use axum::routing::post;
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::claims::{self, Acquired, ClaimTimes};
 use super::metrics::Metrics;
 use super::uploads::Uploads;
 use crate::config::ProvidersConfig;
-use crate::results::index::{Index, Indexed};
+use crate::results::index::{Claim, Index, Indexed};
 use crate::results::junit::{self, JunitError};
 use crate::results::layout::{self, BuildLocation, FINISHED_JSON, Finished, STARTED_JSON, Started, Versions};
 use crate::results::publish::{self, PublishError};
-use crate::results::record::{ReadBuildOptions, State as BuildState, TestStatus, Unfinished};
+use crate::results::record::{ReadBuildOptions, TestStatus, Unfinished};
 use crate::results::store::{ResultStore, StoreError};
+use crate::results::unix_now;
 
 pub const PATH: &str = "/api/v1/builds";
 
@@ -53,6 +62,8 @@ pub struct Ingest {
     pub uploads: Uploads,
     /// The longest reading one upload's body may take.
     pub read_timeout: Duration,
+    /// How long a build's claim lasts unrenewed, and how long an upload waits for another's.
+    pub claims: ClaimTimes,
 }
 
 pub fn router(ingest: Arc<Ingest>) -> Router {
@@ -93,6 +104,17 @@ impl Refusal {
         );
         refusal.detail = Some(error.to_string());
         refusal
+    }
+
+    /// Other content of the build is being written (its outcome decides this one's).
+    fn being_written(job: &str, build: &str) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "being_written",
+            format!(
+                "build {job}/{build} is being published by another upload with other content: retry later (once that one is finished, this one is a conflict)"
+            ),
+        )
     }
 
     fn busy(uploads: &Uploads) -> Self {
@@ -142,6 +164,9 @@ async fn post_build(State(ingest): State<Arc<Ingest>>, headers: HeaderMap, body:
                     let after = HeaderValue::from(ingest.uploads.wait().as_secs().max(1));
                     response.headers_mut().insert(header::RETRY_AFTER, after);
                 }
+                "being_written" => {
+                    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_WRITTEN_SECS));
+                }
                 _ => {}
             }
             response
@@ -150,6 +175,9 @@ async fn post_build(State(ingest): State<Arc<Ingest>>, headers: HeaderMap, body:
 }
 
 type Accepted = (StatusCode, &'static str, serde_json::Value);
+
+/// `Retry-After` of an upload that found other content of its build being written.
+const RETRY_WRITTEN_SECS: u64 = 5;
 
 async fn accept(ingest: &Ingest, headers: &HeaderMap, body: Body, audit: &mut Audit) -> Result<Accepted, Refusal> {
     let provider = authenticate(ingest, headers).await?;
@@ -168,27 +196,94 @@ async fn accept(ingest: &Ingest, headers: &HeaderMap, body: Body, audit: &mut Au
     let started = parse_json::<Started>(&upload, STARTED_JSON)?;
     let finished = parse_json::<Finished>(&upload, FINISHED_JSON)?;
     check_timestamps(started.as_ref(), finished.as_ref())?;
-    authorize(ingest, &provider, &upload.job, started.as_ref(), finished.as_ref()).await?;
+    let owned = authorize(ingest, &provider, &upload.job, started.as_ref(), finished.as_ref()).await?;
     check_junit(&upload, &ingest.limits)?;
-
-    if let Some(existing) = already_published(ingest, &upload, &location).await? {
-        return Ok((StatusCode::OK, "exists", existing));
+    if !owned {
+        claim_job(ingest, &provider, &upload.job).await?;
     }
-    // Whoever posts a build has seen its run end: no finished.json means it was killed.
-    let opts = ReadBuildOptions { unfinished: Unfinished::Aborted, ..ReadBuildOptions::default() };
-    let published = publish::publish_files(&ingest.store, &ingest.index, &upload.files, &location, &opts)
+
+    let (dir, digest) = (location.object_dir(), claims::digest(&upload.files));
+    let claim = Claim { path: &dir, digest: &digest, finished: finished.is_some() };
+    let acquired = claims::acquire(&ingest.index, &claim, ingest.claims)
         .await
-        .map_err(|e| match e {
-            PublishError::Store(e @ StoreError::Unholdable { .. }) => Refusal::invalid(e.to_string()),
-            PublishError::Store(e) => Refusal::unavailable("the object store refused the build", e),
-            PublishError::Index(e) => Refusal::unavailable("the index could not take the build", e),
-            e => Refusal::unavailable("publishing failed", e),
-        })?;
+        .map_err(|e| Refusal::unavailable("cannot claim the build", e))?;
+    match acquired {
+        Acquired::Write => write(ingest, &upload, &location, &claim).await,
+        Acquired::Done => match indexed_at(ingest, &dir).await? {
+            Some(existing) => Ok((StatusCode::OK, "exists", existing)),
+            // Written, and no longer in the index: write (and index) it again.
+            None => write(ingest, &upload, &location, &claim).await,
+        },
+        Acquired::Finished => published_before(ingest, &upload, &location).await,
+        Acquired::Busy => Err(Refusal::being_written(&upload.job, &upload.build)),
+    }
+}
+
+/// Whoever posts a build has seen its run end: no finished.json means it was killed.
+fn posted_build_options() -> ReadBuildOptions {
+    ReadBuildOptions { unfinished: Unfinished::Aborted, ..ReadBuildOptions::default() }
+}
+
+/// Writes the claimed build and indexes it, renewing the claim meanwhile; done, the claim says so,
+/// failed, it is given up. A build the store holds finished already (published before claims were
+/// kept, or by a writer that died before indexing it) is not written again: see
+/// [`published_before`].
+async fn write(
+    ingest: &Ingest,
+    upload: &upload::Upload,
+    location: &BuildLocation,
+    claim: &Claim<'_>,
+) -> Result<Accepted, Refusal> {
+    let finished_there = ingest.store.size(&format!("{}/{FINISHED_JSON}", claim.path)).await;
+    let outcome = match finished_there {
+        Err(e) => Err(Refusal::unavailable("cannot read the object store", e)),
+        Ok(Some(_)) => published_before(ingest, upload, location).await,
+        Ok(None) => {
+            let opts = posted_build_options();
+            let work = publish::publish_files(&ingest.store, &ingest.index, &upload.files, location, &opts);
+            let published = claims::hold(&ingest.index, claim, ingest.claims.lease, work).await;
+            published.map(|published| accepted(&published)).map_err(publish_refusal)
+        }
+    };
+    let settled = match &outcome {
+        Ok(_) => ingest.index.finish_claim(claim, unix_now()).await.map(|_| ()),
+        Err(_) => ingest.index.release_claim(claim).await,
+    };
+    if let Err(error) = settled {
+        // The claim expires on its own: then another upload takes it over.
+        warn!(path = claim.path, "settling the claim on a build failed: {error}");
+    }
+    outcome
+}
+
+fn publish_refusal(error: PublishError) -> Refusal {
+    match error {
+        PublishError::Store(e @ StoreError::Unholdable { .. }) => Refusal::invalid(e.to_string()),
+        PublishError::Store(e) => Refusal::unavailable("the object store refused the build", e),
+        PublishError::Index(e) => Refusal::unavailable("the index could not take the build", e),
+        e => Refusal::unavailable("publishing failed", e),
+    }
+}
+
+fn accepted(published: &publish::Published) -> Accepted {
     let (status, reason) = match published.indexed {
         Indexed::Inserted | Indexed::Replaced => (StatusCode::CREATED, "created"),
         Indexed::Unchanged => (StatusCode::OK, "exists"),
     };
-    Ok((status, reason, published_body(&published)))
+    (status, reason, published_body(published))
+}
+
+/// Gives a new job to the token's provider; `403` when another provider claimed it first (at the
+/// same moment, on another replica, say).
+async fn claim_job(ingest: &Ingest, provider: &str, job: &str) -> Result<(), Refusal> {
+    let owner =
+        ingest.index.claim_job(job, provider).await.map_err(|e| Refusal::unavailable("cannot claim the job", e))?;
+    if owner != provider {
+        return Err(Refusal::forbidden(format!(
+            "job {job:?} belongs to provider {owner:?} (by its first build); this token publishes for {provider:?} only"
+        )));
+    }
+    Ok(())
 }
 
 /// Reads the body within `read_timeout`: a stalled or trickling upload gives its place back.
@@ -270,14 +365,16 @@ fn check_timestamps(started: Option<&Started>, finished: Option<&Finished>) -> R
 
 /// A token publishes only its provider's builds: the job must not be another provider's (by
 /// providers.yaml, by its name, or by what the index holds), and the build's metadata must name
-/// the token's provider (so the build counts for it, and only for it).
+/// the token's provider (so the build counts for it, and only for it). Whether the index gives
+/// the job to the token's provider already (a job's provider never changes once given: no claim
+/// is needed then).
 async fn authorize(
     ingest: &Ingest,
     provider: &str,
     job: &str,
     started: Option<&Started>,
     finished: Option<&Finished>,
-) -> Result<(), Refusal> {
+) -> Result<bool, Refusal> {
     let mut owners: Vec<(String, &str)> = Vec::new();
     if let Some(cell) = ingest.config.cell(job) {
         owners.push((cell.provider.name.clone(), "providers.yaml"));
@@ -285,11 +382,14 @@ async fn authorize(
         let by = if named.prow.jobs.iter().any(|j| j == job) { "providers.yaml's prow.jobs" } else { "its name" };
         owners.push((named.name.clone(), by));
     }
-    match ingest.index.job_provider(job).await {
-        Ok(Some(indexed)) => owners.push((indexed, "its builds in the index")),
-        Ok(None) => {}
+    let owned = match ingest.index.job_provider(job).await {
+        Ok(Some(indexed)) => {
+            owners.push((indexed, "its builds in the index"));
+            true
+        }
+        Ok(None) => false,
         Err(e) => return Err(Refusal::unavailable("cannot look the job up", e)),
-    }
+    };
     if let Some((owner, by)) = owners.iter().find(|(owner, _)| owner != provider) {
         return Err(Refusal::forbidden(format!(
             "job {job:?} belongs to provider {owner:?} (by {by}); this token publishes for {provider:?} only"
@@ -299,7 +399,7 @@ async fn authorize(
         .and_then(|f| Versions::from_metadata(&f.metadata).provider)
         .or_else(|| started.and_then(|s| Versions::from_metadata(&s.metadata).provider));
     match named {
-        Some(named) if named == provider => Ok(()),
+        Some(named) if named == provider => Ok(owned),
         Some(named) => Err(Refusal::forbidden(format!(
             "the build names provider {named:?} in its metadata; this token publishes for {provider:?} only"
         ))),
@@ -331,19 +431,14 @@ fn check_junit(upload: &upload::Upload, limits: &upload::Limits) -> Result<(), R
     Ok(())
 }
 
-/// The build, when it is indexed as finished already with the same files; `409` when with others.
-async fn already_published(
+/// The build at `location` was finished by another publish: the upload's files all there already
+/// are a no-op answered with the build (indexed now if the index lacks it: its writer died in
+/// between), other content is `409`.
+async fn published_before(
     ingest: &Ingest,
     upload: &upload::Upload,
     location: &BuildLocation,
-) -> Result<Option<serde_json::Value>, Refusal> {
-    let existing = match ingest.index.build(&upload.job, &upload.build).await {
-        Ok(existing) => existing,
-        Err(e) => return Err(Refusal::unavailable("cannot look the build up", e)),
-    };
-    let Some(existing) = existing.filter(|b| b.state == BuildState::Finished && b.path == location.object_dir()) else {
-        return Ok(None);
-    };
+) -> Result<Accepted, Refusal> {
     let differing = publish::differing_files(&ingest.store, &upload.files, location)
         .await
         .map_err(|e| Refusal::unavailable("cannot read the published build", e))?;
@@ -359,14 +454,28 @@ async fn already_published(
             ),
         ));
     }
-    Ok(Some(json!({
-        "job": existing.job,
-        "build": existing.build,
-        "url": existing.artifacts_url,
-        "state": existing.state.as_str(),
-        "passed": existing.passed,
-        "indexed": "unchanged",
-    })))
+    if let Some(existing) = indexed_at(ingest, &location.object_dir()).await? {
+        return Ok((StatusCode::OK, "exists", existing));
+    }
+    publish::index_stored(&ingest.store, &ingest.index, location, &posted_build_options())
+        .await
+        .map(|published| accepted(&published))
+        .map_err(publish_refusal)
+}
+
+/// The build the index holds at `dir`, as the answer to a publish that changed nothing.
+async fn indexed_at(ingest: &Ingest, dir: &str) -> Result<Option<serde_json::Value>, Refusal> {
+    let existing = ingest.index.build_at(dir).await.map_err(|e| Refusal::unavailable("cannot look the build up", e))?;
+    Ok(existing.map(|existing| {
+        json!({
+            "job": existing.job,
+            "build": existing.build,
+            "url": existing.artifacts_url,
+            "state": existing.state.as_str(),
+            "passed": existing.passed,
+            "indexed": "unchanged",
+        })
+    }))
 }
 
 fn published_body(published: &publish::Published) -> serde_json::Value {

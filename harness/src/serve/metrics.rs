@@ -1,5 +1,6 @@
 //! What `/metrics` exports: LKG reloads and records, publishes to the ingestion API (by provider
-//! and outcome), and HTTP requests (counts by route and status, latency histograms by route).
+//! and outcome), builds indexed by reconciliation with the store, and HTTP requests (counts by
+//! route and status, latency histograms by route).
 
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
@@ -30,7 +31,8 @@ pub struct PublishLabels {
     pub provider: String,
     /// created, exists, or why it was refused (unauthenticated, forbidden, invalid, too_large,
     /// unsupported, conflict, unavailable, timeout: the body came too slowly, busy: no upload
-    /// place within the wait).
+    /// place within the wait, being_written: other content of the build was still being written
+    /// after the wait).
     pub outcome: &'static str,
 }
 
@@ -56,6 +58,7 @@ pub struct Metrics {
     pub uploads_in_flight: Gauge<i64, AtomicI64>,
     pub generation: Gauge<i64, AtomicI64>,
     pub lkg_records: Family<ResultLabel, Counter>,
+    pub reconciled: Family<ResultLabel, Counter>,
 }
 
 impl Metrics {
@@ -106,6 +109,13 @@ impl Metrics {
             "Grid test filters refused, by reason (too_long, too_complex, invalid)",
             filter_rejects.clone(),
         );
+        let reconciled = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "harness_reconciled_builds",
+            "Builds the store held and the index lacked, indexed by serve's reconciliation, by result \
+             (inserted, replaced, failed: unreadable; error: a pass that failed)",
+            reconciled.clone(),
+        );
         Self {
             registry,
             refreshes,
@@ -118,6 +128,7 @@ impl Metrics {
             uploads_in_flight,
             generation,
             lkg_records,
+            reconciled,
         }
     }
 

@@ -9,12 +9,17 @@
 //! replicas on one database agree on it. Every response is counted, timed, logged, gzipped when the
 //! client accepts it, and carries an ETag.
 //!
+//! What the store holds and the index lacks (a replica died between writing a build and indexing
+//! it) is indexed on start and every `reconcile_every` ([`reconcile`]).
+//!
 //! On SIGINT or SIGTERM it stops accepting connections and lets the requests in flight finish, for
 //! at most `shutdown_timeout`: then it exits anyway (a stalled upload never holds it up).
 
+pub mod claims;
 mod http;
 pub mod ingest;
 mod metrics;
+mod reconcile;
 pub mod uploads;
 
 use std::collections::BTreeMap;
@@ -60,6 +65,9 @@ pub struct ServeOptions {
     pub upload_read_timeout: Duration,
     /// After SIGINT or SIGTERM, the longest the requests in flight may take.
     pub shutdown_timeout: Duration,
+    /// How often to index what the store holds and the index lacks (also on start; zero: only
+    /// on start).
+    pub reconcile_every: Duration,
     pub config: ProvidersConfig,
     /// The SQL index the LKG and the dashboard read.
     pub database: String,
@@ -89,6 +97,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     };
     let (first, generation) = loader.load().await.context("loading the LKG to serve")?;
     let (snapshots, receiver) = watch::channel(Arc::new(first));
+    metrics.generation.set(generation);
 
     let dashboard =
         IndexSource { index: index.clone(), store: store.clone(), snapshots: receiver.clone(), repos: repos(&config) };
@@ -104,8 +113,16 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             options.upload_read_timeout,
         ),
         read_timeout: options.upload_read_timeout,
+        claims: claims::ClaimTimes::default(),
     };
     let refresher = tokio::spawn(refresh(loader, generation, options.poll, options.refresh, snapshots));
+    let reconciler = tokio::spawn(reconcile::run(
+        store.clone(),
+        index.clone(),
+        options.reconcile_every,
+        ingest.claims.lease,
+        metrics.clone(),
+    ));
     let app = router(receiver, metrics, Arc::new(dashboard), Arc::new(ingest));
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -116,6 +133,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     info!("LKG API on http://{address}/api/v1/lkg, refreshed every {}", humantime::format_duration(options.refresh));
     let served = serve_until_stopped(listener, app, options.shutdown_timeout).await;
     refresher.abort();
+    reconciler.abort();
     served
 }
 
@@ -221,13 +239,14 @@ struct LkgLoader {
 }
 
 impl LkgLoader {
-    /// The LKG as of now, and the index generation it was computed from.
+    /// The LKG as of now, and the index generation it was computed from (which the caller sets
+    /// in `/metrics` once it serves the answer: a client that sees it there sees the answer, and
+    /// its record).
     async fn load(&self) -> Result<(lkg::api::Snapshot, i64)> {
         let before = self.index.index_generation().await?;
         let snapshot = crate::lkg::load(&self.config, &self.options, &self.index).await?;
         let after = self.index.index_generation().await?;
         self.metrics.loaded(&snapshot);
-        self.metrics.generation.set(before);
         // A build indexed while the rows were read may or may not be in the answer: record only
         // answers that are exactly one generation's.
         if before == after {
@@ -294,6 +313,7 @@ async fn refresh(
                 generation = now;
                 loaded = Instant::now();
                 snapshots.send_replace(Arc::new(snapshot));
+                loader.metrics.generation.set(now);
             }
             Err(error) => {
                 loader.metrics.refresh_failed();

@@ -322,8 +322,10 @@ async fn grid_results_hold_the_latest_builds_of_one_job_on_both_databases() {
         assert_eq!(index.job_generation("ci-z").await.unwrap(), None);
         let mut results = index.grid_results("ci-a", 2).await.unwrap();
         results.sort();
-        let expected =
-            [("2".to_string(), "t".to_string(), TestStatus::Pass), ("3".into(), "t".into(), TestStatus::Flaky)];
+        let expected = [
+            ("logs/ci-a/2".to_string(), "t".to_string(), TestStatus::Pass),
+            ("logs/ci-a/3".into(), "t".into(), TestStatus::Flaky),
+        ];
         assert_eq!(results, expected, "{}", index.name());
         let jobs = index.jobs().await.unwrap();
         assert_eq!(jobs, [("ci-a".to_string(), Some("local".to_string())), ("ci-b".into(), Some("local".into()))]);
@@ -390,4 +392,156 @@ async fn tokens_are_kept_by_hash_and_revoked_once() {
         assert_eq!(index.tokens().await.unwrap().len(), 2, "{}", index.name());
         assert!(index.token_by_hash("nope").await.unwrap().is_none());
     }
+}
+
+/// A presubmit's record: the job and build of `periodic`, in `pr-logs/pull/o_r/7/…`.
+fn presubmit(periodic: &BuildRecord, digest: &str) -> BuildRecord {
+    let mut rec = periodic.clone();
+    rec.info.path = format!("pr-logs/pull/o_r/7/{}/{}", rec.info.job, rec.info.build);
+    rec.info.pull = Some("7".into());
+    rec.info.digest = digest.into();
+    rec
+}
+
+#[tokio::test]
+async fn a_presubmit_and_the_periodic_build_of_one_id_are_two_builds_on_both_databases() {
+    let (_dir, indexes) = both().await;
+    let periodic = record("ci-a", "1", 100, vec![result("a", TestStatus::Pass)]);
+    let mut pr = presubmit(&record("ci-a", "1", 200, vec![result("b", TestStatus::Fail)]), "pr");
+    pr.info.passed = Some(false);
+    let only_pr = presubmit(&record("ci-a", "2", 300, vec![result("c", TestStatus::Pass)]), "pr-2");
+    for index in &indexes {
+        assert_eq!(index.index_build(&periodic).await.unwrap(), Indexed::Inserted);
+        assert_eq!(index.index_build(&pr).await.unwrap(), Indexed::Inserted, "{}", index.name());
+        assert_eq!(index.index_build(&periodic).await.unwrap(), Indexed::Unchanged);
+        assert_eq!(index.index_build(&only_pr).await.unwrap(), Indexed::Inserted);
+        assert_eq!(index.counts().await.unwrap(), (3, 3));
+        // By job and id, the periodic build; the presubmit by its directory.
+        let named = index.build("ci-a", "1").await.unwrap().unwrap();
+        assert_eq!((named.path.as_str(), named.passed), ("logs/ci-a/1", Some(true)), "{}", index.name());
+        assert_eq!(index.build_results("ci-a", "1").await.unwrap(), periodic.results);
+        let at = index.build_at(&pr.info.path).await.unwrap().unwrap();
+        assert_eq!((at.pull.as_deref(), at.passed), (Some("7"), Some(false)));
+        assert_eq!(index.build("ci-a", "2").await.unwrap().unwrap().path, only_pr.info.path);
+        assert_eq!(index.build_results("ci-a", "2").await.unwrap(), only_pr.results);
+        let mut grid = index.grid_results("ci-a", 10).await.unwrap();
+        grid.sort();
+        let paths: Vec<&str> = grid.iter().map(|(path, _, _)| path.as_str()).collect();
+        assert_eq!(paths, ["logs/ci-a/1", "pr-logs/pull/o_r/7/ci-a/1", "pr-logs/pull/o_r/7/ci-a/2"]);
+        let mut states = index.build_states().await.unwrap();
+        states.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(states.len(), 3);
+        assert!(states.iter().all(|(_, state)| *state == State::Finished));
+    }
+}
+
+#[tokio::test]
+async fn of_concurrent_claims_on_a_build_one_wins_and_a_changed_claim_is_not_taken_over_on_both_databases() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        let digests: Vec<String> = (0..20).map(|i| format!("d{i}")).collect();
+        let tasks: Vec<_> = digests
+            .iter()
+            .map(|digest| {
+                let (index, digest) = (index.clone(), digest.clone());
+                tokio::spawn(async move {
+                    let claim = Claim { path: "logs/ci-a/1", digest: &digest, finished: true };
+                    index.claim_build(&claim, 1000).await
+                })
+            })
+            .collect();
+        let mut won = 0;
+        for task in tasks {
+            won += usize::from(task.await.unwrap().unwrap().is_none());
+        }
+        assert_eq!(won, 1, "{}", index.name());
+        let seen = index.build_claim("logs/ci-a/1").await.unwrap().unwrap();
+        let mine = Claim { path: "logs/ci-a/1", digest: &seen.digest, finished: true };
+        assert_eq!((seen.claimed_at, seen.done_at, seen.finished), (1000, None, true));
+        assert_eq!(index.claims_being_written(1000).await.unwrap(), ["logs/ci-a/1"]);
+        assert!(index.claims_being_written(1001).await.unwrap().is_empty());
+        // Renewed since it was seen: not taken over; seen as it is: taken over, once.
+        assert!(index.renew_claim(&mine, 1010).await.unwrap());
+        let other = Claim { path: "logs/ci-a/1", digest: "other", finished: false };
+        assert!(!index.take_over_claim(&other, &seen, 1100).await.unwrap(), "{}", index.name());
+        let seen = index.build_claim("logs/ci-a/1").await.unwrap().unwrap();
+        assert!(index.take_over_claim(&other, &seen, 1100).await.unwrap());
+        assert!(!index.take_over_claim(&other, &seen, 1100).await.unwrap());
+        assert!(!index.finish_claim(&mine, 1200).await.unwrap(), "no longer its claim");
+        assert!(index.finish_claim(&other, 1200).await.unwrap());
+        let done = index.build_claim("logs/ci-a/1").await.unwrap().unwrap();
+        assert_eq!((done.digest.as_str(), done.finished, done.done_at), ("other", false, Some(1200)));
+        // A done claim is taken over as seen; a released one is gone.
+        let last = Claim { path: "logs/ci-a/1", digest: "last", finished: true };
+        assert!(index.take_over_claim(&last, &done, 1300).await.unwrap(), "{}", index.name());
+        index.release_claim(&last).await.unwrap();
+        assert_eq!(index.build_claim("logs/ci-a/1").await.unwrap(), None);
+    }
+}
+
+#[tokio::test]
+async fn a_new_job_goes_to_the_first_provider_that_claims_it_on_both_databases() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let index = index.clone();
+                let provider = if i % 2 == 0 { "alpha" } else { "beta" };
+                tokio::spawn(async move { index.claim_job("shared", provider).await })
+            })
+            .collect();
+        let mut owners = Vec::new();
+        for task in tasks {
+            owners.push(task.await.unwrap().unwrap());
+        }
+        owners.dedup();
+        assert_eq!(owners.len(), 1, "{}: {owners:?}", index.name());
+        assert_eq!(index.job_provider("shared").await.unwrap().as_ref(), Some(&owners[0]));
+        // A build naming another provider, indexed later (harness index), does not move the job.
+        let mut rec = record("shared", "1", 100, vec![]);
+        rec.info.provider = Some("gamma".into());
+        index.index_build(&rec).await.unwrap();
+        assert_eq!(index.job_provider("shared").await.unwrap().as_ref(), Some(&owners[0]), "{}", index.name());
+    }
+}
+
+#[tokio::test]
+async fn a_sqlite_index_of_the_older_schema_keeps_its_builds_and_results_through_the_identity_migration() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("migrations");
+    std::fs::create_dir(&old).unwrap();
+    let all = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/sqlite");
+    for entry in std::fs::read_dir(&all).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.as_str() < "0006" {
+            std::fs::copy(&path, old.join(&name)).unwrap();
+        }
+    }
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("index.sqlite").display());
+    sqlx::any::install_default_drivers();
+    let pool = AnyPool::connect(&url).await.unwrap();
+    Migrator::new(old.as_path()).await.unwrap().run(&pool).await.unwrap();
+    let statements = [
+        "INSERT INTO jobs (name) VALUES ('ci-a')",
+        "INSERT INTO builds (job_id, build, path, state, started_at, artifacts_url, digest) \
+         VALUES (1, '1', 'logs/ci-a/1', 'finished', 100, 'file:///s/logs/ci-a/1', 'd')",
+        "INSERT INTO tests (suite, name) VALUES ('s', 't')",
+        "INSERT INTO test_results (build_id, test_id, status) VALUES (1, 1, 'pass')",
+        "INSERT INTO build_problems (build_id, file, message) VALUES (1, 'f', 'm')",
+    ];
+    for statement in statements {
+        pool.execute(statement).await.unwrap();
+    }
+    pool.close().await;
+    let index = Index::open(&url).await.unwrap();
+    assert_eq!(index.counts().await.unwrap(), (1, 1), "the rebuild of builds lost rows");
+    assert_eq!(index.build_problems("ci-a", "1").await.unwrap().len(), 1);
+    let mut pr = presubmit(&record("ci-a", "1", 200, vec![]), "pr");
+    pr.info.provider = None;
+    assert_eq!(index.index_build(&pr).await.unwrap(), Indexed::Inserted);
+    // Foreign keys are on again: a result of no build is refused.
+    let orphan =
+        index.pool.execute("INSERT INTO test_results (build_id, test_id, status) VALUES (99, 1, 'pass')").await;
+    assert!(orphan.is_err(), "foreign keys are off after the migration");
 }

@@ -7,7 +7,8 @@
 //! what it made, and every wait is bounded and says what it awaited.
 //!
 //! The JUnit file is `junit_<suite>.xml` in `$ARTIFACTS`, one `<testsuite name="cloud-e2e">`, test
-//! names in e2e style (`[cloud-e2e] [Feature:LoadBalancer] Service of type LoadBalancer should ...`).
+//! names in e2e style (`[cloud-e2e] [Feature:LoadBalancer] Service of type LoadBalancer should ...`),
+//! written again as each test ends ([`progress`]): a run stopped midway keeps the results so far.
 //! Tests that leave nodes alone run concurrently (each on its own service); those that disturb
 //! nodes run after them, one at a time; the node-deletion test, which destroys an instance for
 //! good, is the very last.
@@ -17,6 +18,7 @@ pub mod hooks;
 mod lifecycle;
 mod load_balancers;
 mod nodes;
+mod progress;
 mod routes;
 mod wait;
 
@@ -35,7 +37,7 @@ use serde_json::json;
 use super::{SuiteContext, SuiteError, SuiteOutcome, SuiteRunner};
 use crate::config::template::Placeholder;
 use crate::config::{Capability, Hooks, Provider};
-use crate::results::junit::{self, Attempt, Detail, Outcome, Output, Report, Suite, TestCase};
+use crate::results::junit::{Attempt, Detail, Outcome, Output, Report, Suite, TestCase};
 pub use hooks::{HookKind, HookRunner};
 
 /// The `<testsuite>` name and the classname of every case.
@@ -290,23 +292,32 @@ impl SuiteRunner for CloudE2eSuite {
         let deadline = started + ctx.timeout;
         let selected: Vec<Test> = tests().into_iter().filter(|t| self.selected(t.name)).collect();
         let (serial, concurrent): (Vec<&Test>, Vec<&Test>) = selected.iter().partition(|t| t.serial);
+        let names = concurrent.iter().chain(&serial).map(|t| t.name).collect();
+        let file = junit_file(&ctx.artifacts, &self.name);
+        let write_err = |source| SuiteError::Write { suite: self.name.clone(), file: file.clone(), source };
+        let mut progress = progress::Progress::start(file.clone(), names).map_err(write_err)?;
         let world = &world;
+        let first_serial = concurrent.len();
         // Made up front: a stream holding a closure over borrowed tests would not be `Send`.
-        let runs: Vec<_> = concurrent.into_iter().map(|test| self.run_test(test, world, deadline)).collect();
-        let mut cases: Vec<TestCase> = futures::stream::iter(runs).buffered(CONCURRENT_TESTS).collect().await;
-        for test in serial {
-            cases.push(self.run_test(test, world, deadline).await);
+        let runs: Vec<_> = concurrent
+            .into_iter()
+            .enumerate()
+            .map(|(slot, test)| {
+                let run = self.run_test(test, world, deadline);
+                async move { (slot, run.await) }
+            })
+            .collect();
+        let mut ended = futures::stream::iter(runs).buffer_unordered(CONCURRENT_TESTS);
+        while let Some((slot, case)) = ended.next().await {
+            progress.done(slot, case).map_err(write_err)?;
+        }
+        for (slot, test) in serial.into_iter().enumerate() {
+            progress.done(first_serial + slot, self.run_test(test, world, deadline).await).map_err(write_err)?;
         }
         // Services are gone by now (each test deleted its own); the namespace goes in the background.
         let _ = Api::<Namespace>::all(world.client.clone()).delete(&world.namespace, &DeleteParams::default()).await;
 
-        let report = report(cases, started.elapsed());
-        let file = junit_file(&ctx.artifacts, &self.name);
-        junit::write_file(&report, &file).map_err(|source| SuiteError::Write {
-            suite: self.name.clone(),
-            file: file.clone(),
-            source,
-        })?;
+        let report = progress.report();
         let counts = report.counts();
         Ok(SuiteOutcome {
             passed: counts.failed == 0 && counts.errors == 0,
