@@ -138,6 +138,7 @@ mod tests {
         down: bool,
         generation: std::sync::atomic::AtomicI64,
         grids_read: std::sync::atomic::AtomicUsize,
+        snapshot: Option<Arc<lkg::api::Snapshot>>,
     }
 
     #[async_trait]
@@ -174,7 +175,7 @@ mod tests {
         }
 
         fn lkg(&self) -> Option<Arc<lkg::api::Snapshot>> {
-            None
+            self.snapshot.clone()
         }
 
         fn repo(&self, _provider: &str) -> Option<String> {
@@ -307,6 +308,63 @@ mod tests {
         assert_eq!(get(false, "/job/ci-a/build/2/file/none.txt", "*/*").await.0, StatusCode::NOT_FOUND);
         let (status, page) = get(false, "/job/ci-a/build/2/file/a/../../../x", "*/*").await;
         assert!(status == StatusCode::BAD_REQUEST && page.contains("not a path inside the build directory"), "{page}");
+    }
+
+    /// Two release lines: `master` (local good at k2) and `1.36` (local good at r1).
+    fn two_lines() -> lkg::api::Snapshot {
+        let engine = |commits: [&str; 2], good: &str| {
+            let history = lkg::History::new(commits).unwrap();
+            let spec = lkg::ProviderSpec {
+                history: lkg::History::new(["p1"]).unwrap(),
+                policy: lkg::ProviderPolicy::default(),
+            };
+            let mut engine = lkg::Engine::new(history, [("local".to_string(), spec)].into());
+            let run = lkg::Run {
+                build_id: format!("ci-a/{good}"),
+                provider: "local".into(),
+                kubernetes_version: good.into(),
+                provider_version: "p1".into(),
+                tests: vec![lkg::TestResult { name: "t".into(), attempts: vec![lkg::Attempt::Pass] }],
+                build_passed: Some(true),
+            };
+            engine.add_run(&run).unwrap();
+            engine
+        };
+        let mut snapshot = lkg::api::Snapshot::single(engine(["k2", "k1"], "k2"), Default::default(), 1);
+        snapshot.lines.insert("1.36".into(), engine(["r2", "r1"], "r1"));
+        snapshot
+    }
+
+    #[tokio::test]
+    async fn the_lkg_page_shows_one_release_line_at_a_time_and_links_the_others() {
+        let source = Fixed { snapshot: Some(Arc::new(two_lines())), ..Fixed::default() };
+        let app = router(Arc::new(source));
+        let get = |uri: &'static str| {
+            let app = app.clone();
+            async move {
+                let request = Request::get(uri).header(header::ACCEPT, "application/json").body(Body::empty()).unwrap();
+                let response = app.oneshot(request).await.unwrap();
+                let status = response.status();
+                (status, String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap())
+            }
+        };
+        let (status, json) = get("/lkg").await;
+        let page: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            (status, &page["line"], &page["lines"]),
+            (StatusCode::OK, &"master".into(), &serde_json::json!(["master", "1.36"]))
+        );
+        assert_eq!(page["providers"][0]["lkg"]["kubernetes_commit"], "k2");
+        let (_, json) = get("/lkg?line=1.36").await;
+        let page: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!((&page["line"], &page["providers"][0]["lkg"]["kubernetes_commit"]), (&"1.36".into(), &"r1".into()));
+        let (status, _) = get("/lkg?line=1.99").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let request = Request::get("/lkg").header(header::ACCEPT, "text/html").body(Body::empty()).unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        let html = String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+        assert!(html.contains(r#"<a href="/lkg?line=1.36">1.36</a>"#), "{html}");
+        assert!(html.contains(r#"<strong aria-current="page">master</strong>"#), "{html}");
     }
 
     #[tokio::test]
