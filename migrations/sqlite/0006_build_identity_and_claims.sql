@@ -33,14 +33,16 @@ CREATE TABLE builds_new (
     repo_commit        TEXT,
     artifacts_url      TEXT NOT NULL,
     digest             TEXT NOT NULL,
+    -- From 0005_build_repos.sql.
+    repos              TEXT,
     UNIQUE (job_id, path)
 );
 
 INSERT INTO builds_new (id, job_id, build, path, pull, state, started_at, finished_at, passed, result,
                         kubernetes_version, provider_version, ccm_version, job_version, repo_commit,
-                        artifacts_url, digest)
+                        artifacts_url, digest, repos)
 SELECT id, job_id, build, path, pull, state, started_at, finished_at, passed, result,
-       kubernetes_version, provider_version, ccm_version, job_version, repo_commit, artifacts_url, digest
+       kubernetes_version, provider_version, ccm_version, job_version, repo_commit, artifacts_url, digest, repos
 FROM builds;
 
 DROP TABLE builds;
