@@ -9,7 +9,11 @@
 //!   takes it over and replaces that build.
 //! - Other content is being written: this upload waits for it to be done, for at most `wait`
 //!   (`503` after). A writer renews its claim every quarter `lease` ([`hold`]); a claim not
-//!   renewed for a `lease` is taken over (its writer died mid-write).
+//!   renewed for a `lease` is taken over (its writer died mid-write, or its write failed).
+//!
+//! A claim is never given up while its content may still be written: two uploads of the same
+//! content share it, and the one that fails must not open the directory to other content while
+//! the other writes.
 
 use std::future::Future;
 use std::time::{Duration, Instant};

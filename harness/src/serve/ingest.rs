@@ -224,10 +224,12 @@ fn posted_build_options() -> ReadBuildOptions {
     ReadBuildOptions { unfinished: Unfinished::Aborted, ..ReadBuildOptions::default() }
 }
 
-/// Writes the claimed build and indexes it, renewing the claim meanwhile; done, the claim says so,
-/// failed, it is given up. A build the store holds finished already (published before claims were
-/// kept, or by a writer that died before indexing it) is not written again: see
-/// [`published_before`].
+/// Writes the claimed build and indexes it, renewing the claim meanwhile; done, the claim says so.
+/// A build the store holds finished already (published before claims were kept, or by a writer
+/// that died before indexing it) is not written again: see [`published_before`]; its `409` gives
+/// the claim up. A write that failed leaves the claim to expire: the same content may resume at
+/// once, while other content waits for the lease (another upload of the same content may still be
+/// writing under it).
 async fn write(
     ingest: &Ingest,
     upload: &upload::Upload,
@@ -247,7 +249,8 @@ async fn write(
     };
     let settled = match &outcome {
         Ok(_) => ingest.index.finish_claim(claim, unix_now()).await.map(|_| ()),
-        Err(_) => ingest.index.release_claim(claim).await,
+        Err(refusal) if refusal.status == StatusCode::CONFLICT => ingest.index.release_claim(claim).await,
+        Err(_) => Ok(()),
     };
     if let Err(error) = settled {
         // The claim expires on its own: then another upload takes it over.
