@@ -110,7 +110,7 @@ async fn fetched(
 ) -> Result<History> {
     let commits = source.first_parent_commits(branch, &Walk::limit(depth)).await?;
     let history = history_of(&commits)?;
-    let mut aliases: Vec<(String, String)> = match source.refs().await {
+    let refs: Vec<(String, String)> = match source.refs().await {
         Ok(refs) => refs.into_iter().filter(|(_, commit)| history.ordinal(commit).is_some()).collect(),
         Err(error) => {
             tracing::warn!(
@@ -123,7 +123,8 @@ async fn fetched(
     let mut reasons = Vec::new();
     let head = commits.first().map(|commit| commit.sha.clone());
     let truncated = commits.len() >= depth;
-    let history = history.with_tags(aliases.clone())?;
+    let history = history.with_tags(refs)?;
+    let mut aliases = Vec::new();
     for revision in revisions.keys().filter(|revision| history.ordinal(revision).is_none()) {
         let asked = lkg::history::ci_commit(revision).unwrap_or(revision);
         match source.resolve(asked).await {
