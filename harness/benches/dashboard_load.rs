@@ -140,6 +140,7 @@ fn serve(database: &str, tmp: &std::path::Path) -> (Child, String) {
     let mut line = String::new();
     BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let address = line.trim().strip_prefix("serving on http://").unwrap_or_else(|| panic!("{line:?}")).to_owned();
+    harness::testing::central::wait_for_lkg(&address);
     (server, address)
 }
 

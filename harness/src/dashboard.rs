@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use dashboards::grid::{Cell, Column, ResultRow};
 use dashboards::matrix::MatrixBuild;
 use dashboards::web::{Artifact, BuildView, JobSummary, LogTail, Source};
-use tokio::sync::watch;
 
 use crate::results::index::Index;
 use crate::results::record::{BuildInfo, State, TestStatus};
@@ -22,7 +21,7 @@ const LOG_TAIL_BYTES: u64 = 16 * 1024;
 pub struct IndexSource {
     pub index: Index,
     pub store: ResultStore,
-    pub snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>,
+    pub snapshots: lkg::api::Snapshots,
     /// Provider (and `kubernetes`) → its repository's web URL.
     pub repos: BTreeMap<String, String>,
 }
@@ -102,7 +101,7 @@ impl Source for IndexSource {
     }
 
     fn lkg(&self) -> Option<Arc<lkg::api::Snapshot>> {
-        Some(self.snapshots.borrow().clone())
+        self.snapshots.borrow().clone()
     }
 
     fn repo(&self, provider: &str) -> Option<String> {

@@ -853,3 +853,64 @@ async fn serve_indexes_what_the_store_holds_and_the_index_lacks() {
         assert!(metrics.contains(line), "no {line} in:\n{metrics}");
     }
 }
+
+/// A `git` first on PATH that waits for `release` to exist before it runs the real one: a commit
+/// history that takes as long to read as the test wants.
+fn held_git(dir: &Path, release: &Path) -> PathBuf {
+    let real = String::from_utf8(Command::new("sh").args(["-c", "command -v git"]).output().unwrap().stdout).unwrap();
+    let bin = dir.join("held-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\nwhile [ ! -e '{}' ]; do sleep 0.05; done\nexec '{}' \"$@\"\n",
+        release.display(),
+        real.trim()
+    );
+    std::fs::write(bin.join("git"), script).unwrap();
+    let executable = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+    std::fs::set_permissions(bin.join("git"), executable).unwrap();
+    bin
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_listens_at_once_and_answers_503_on_the_lkg_routes_only_until_the_first_load() {
+    let service = service(harness::testing::fresh_postgres_database().await);
+    let repo = service.dir.path().join("kubernetes");
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let output = Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "git {args:?}: {}", text(&output));
+    };
+    git(&["init", "-q", "-b", "master"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "one"]);
+    let release = service.dir.path().join("release");
+    let path = format!("{}:{}", held_git(service.dir.path(), &release).display(), std::env::var("PATH").unwrap());
+    let history = format!("git:{}", repo.display());
+    let replica = service.start("held", &["--kubernetes-history", &history], &[("PATH", std::ffi::OsStr::new(&path))]);
+
+    // Listening before the LKG is loaded: what needs no LKG answers, the LKG routes say wait.
+    assert_eq!(get(&format!("{}/healthz", replica.url)).await.0, 200);
+    assert_eq!(get(&format!("{}/", replica.url)).await.0, 200);
+    let response = reqwest::get(format!("{}/api/v1/lkg", replica.url)).await.unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(response.headers()["retry-after"], "5");
+    let body = response.text().await.unwrap();
+    assert!(body.contains("still loading"), "{body}");
+    assert_eq!(get(&format!("{}/api/v1/lkg/alpha", replica.url)).await.0, 503);
+    assert_eq!(get(&format!("{}/lkg", replica.url)).await.0, 503);
+    let (_, metrics) = get(&format!("{}/metrics", replica.url)).await;
+    assert!(metrics.contains("harness_lkg_loaded_timestamp_seconds 0\n"), "{metrics}");
+
+    std::fs::write(&release, "").unwrap();
+    let (_, body) = wait_for_answer(&format!("{}/api/v1/lkg", replica.url), Some(200), "\"line\"").await;
+    assert!(body.contains("alpha"), "{body}");
+    assert_eq!(get(&format!("{}/lkg", replica.url)).await.0, 200);
+}

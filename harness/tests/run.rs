@@ -623,6 +623,7 @@ fn start_serve(env: &Env, args: &[&str]) -> (std::process::Child, String) {
     let mut first_line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut first_line).unwrap();
     let address = first_line.trim().strip_prefix("serving on http://").unwrap_or_else(|| panic!("{first_line:?}"));
+    harness::testing::central::wait_for_lkg(address);
     (server, address.to_owned())
 }
 

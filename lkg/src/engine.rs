@@ -98,6 +98,12 @@ impl Engine {
         }
     }
 
+    /// Whether a run of these versions would be placed: the provider is known and both versions
+    /// are in their histories.
+    pub fn places(&self, provider: &str, kubernetes_version: &str, provider_version: &str) -> bool {
+        self.ledger.pair_key(provider, kubernetes_version, provider_version).is_ok()
+    }
+
     /// Lists a run that cannot be placed at all (its build names no version to place it by), so
     /// the provider's answers name it; a build id already known is ignored.
     pub fn add_unplaced(&mut self, provider: &str, run: UnplacedRun) -> Result<RunAdded, LkgError> {

@@ -21,7 +21,7 @@ use tracing::{info, warn};
 pub use histories::HistorySpec;
 
 use crate::config::{ProvidersConfig, TestMatcher};
-use crate::results::index::{Index, LkgBuild, LkgRows};
+use crate::results::index::{Index, LkgBuild};
 use crate::results::record;
 
 /// Where the runs and the histories come from.
@@ -38,6 +38,12 @@ pub struct LkgOptions {
 
 /// The LKG of everything `index` holds, as of now.
 pub async fn load(config: &ProvidersConfig, options: &LkgOptions, index: &Index) -> Result<Snapshot> {
+    let snapshot = load_full(config, options, index).await?.snapshot;
+    Ok(Arc::try_unwrap(snapshot).unwrap_or_else(|shared| (*shared).clone()))
+}
+
+/// Refuses `--provider-history` entries for providers that providers.yaml lacks.
+pub fn check_options(config: &ProvidersConfig, options: &LkgOptions) -> Result<()> {
     if let Some(unknown) = options.provider_histories.keys().find(|name| config.provider(name).is_none()) {
         bail!(
             "--provider-history names provider {unknown:?}, which is not in {}: use one of {}",
@@ -45,8 +51,192 @@ pub async fn load(config: &ProvidersConfig, options: &LkgOptions, index: &Index)
             config.providers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
         );
     }
+    Ok(())
+}
+
+/// A loaded LKG and what it was computed from: every finished build and its results in their
+/// compact form (4 bytes a result), so later loads read from the index only what was indexed
+/// since, and a rebuild (new histories, a build replaced) reads nothing but the histories.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The answers, shared with the server's readers: an update replaces it.
+    pub snapshot: Arc<Snapshot>,
+    /// Every finished build, in the order runs are added (start time, then row).
+    builds: Vec<LkgBuild>,
+    /// Build row → its results.
+    results: HashMap<i64, Vec<CompactResult>>,
+    catalog: TestCatalog,
+    /// Test row → its id in `catalog` (and in every line's engine).
+    test_ids: HashMap<i64, TestId>,
+    /// The snapshot lacks what `builds` holds, or its histories are due to be fetched again: the
+    /// next update rebuilds it.
+    stale: bool,
+}
+
+/// What [`load_new`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Update {
+    /// Nothing was indexed since.
+    Unchanged,
+    /// The new builds were added to a copy of the engines.
+    Added { builds: usize },
+    /// The snapshot was computed again from the builds held (histories fetched again), for the
+    /// reason given.
+    Rebuilt { reason: String },
+    /// Only reading the whole index again gives the right answer, for the reason given; nothing
+    /// was changed.
+    NeedsFull(String),
+}
+
+impl Loaded {
+    /// The next update rebuilds the snapshot (fetching the histories again) even if nothing new
+    /// was indexed.
+    pub fn mark_stale(&mut self) {
+        self.stale = true;
+    }
+
+    /// Results held, for `/metrics` and the benchmarks.
+    pub fn results_held(&self) -> usize {
+        self.results.values().map(Vec::len).sum()
+    }
+}
+
+/// Every finished build in the index, read from scratch (test results streamed, kept only in
+/// their compact form).
+pub async fn load_full(config: &ProvidersConfig, options: &LkgOptions, index: &Index) -> Result<Loaded> {
+    check_options(config, options)?;
+    let builds = index.lkg_builds().await?;
+    let mut catalog = TestCatalog::new();
+    let test_ids: HashMap<i64, TestId> =
+        index.lkg_tests().await?.iter().map(|(row, name)| (*row, catalog.intern(name))).collect();
+    let rows: Vec<i64> = builds.iter().map(|b| b.row).collect();
+    // Results of builds still running (or finished since the builds were read) wait for the next
+    // load, as do those of tests committed since.
+    let (results, _) = read_results(index, None, &rows, &test_ids).await?;
+    let mut loaded = Loaded { snapshot: Arc::default(), builds, results, catalog, test_ids, stale: true };
+    rebuild(config, options, index, &mut loaded).await?;
+    Ok(loaded)
+}
+
+/// The results of the builds `rows` (of every build when `only` is `None`, else of those in it),
+/// compact; and whether any names a test `test_ids` lacks (those are left out).
+async fn read_results(
+    index: &Index,
+    only: Option<&[i64]>,
+    rows: &[i64],
+    test_ids: &HashMap<i64, TestId>,
+) -> Result<(HashMap<i64, Vec<CompactResult>>, bool)> {
+    let mut results: HashMap<i64, Vec<CompactResult>> = rows.iter().map(|row| (*row, Vec::new())).collect();
+    let mut unknown_test = false;
+    index
+        .for_each_lkg_result(only, |build, test, status| match (results.get_mut(&build), test_ids.get(&test)) {
+            (Some(held), Some(id)) => held.push(CompactResult::new(*id, lkg_status(status))),
+            (Some(_), None) => unknown_test = true,
+            (None, _) => {}
+        })
+        .await?;
+    Ok((results, unknown_test))
+}
+
+/// Computes `loaded`'s snapshot again from the builds it holds, fetching the histories again.
+pub async fn rebuild(config: &ProvidersConfig, options: &LkgOptions, index: &Index, loaded: &mut Loaded) -> Result<()> {
     let cache: Arc<dyn HistoryCache> = Arc::new(cache::IndexCache(index.clone()));
-    snapshot(config, options, index.lkg_rows().await?, &cache).await
+    let snapshot = snapshot(config, options, loaded.builds.clone(), &loaded.catalog, &loaded.results, &cache).await?;
+    loaded.snapshot = Arc::new(snapshot);
+    loaded.stale = false;
+    Ok(())
+}
+
+/// Takes in what was indexed since `loaded` was: the results of new and replaced builds are read
+/// (nothing else is), builds that left the index are dropped. New builds that start after every
+/// build held, with versions already in their line's histories, are added to a copy of the
+/// engines; anything else (or a stale snapshot) rebuilds the snapshot from the builds held.
+/// Either way the answer is the one a full load would give (with the histories of the last
+/// rebuild when builds were only added).
+pub async fn load_new(
+    config: &ProvidersConfig,
+    options: &LkgOptions,
+    index: &Index,
+    loaded: &mut Loaded,
+) -> Result<Update> {
+    let builds = index.lkg_builds().await?;
+    let held: HashMap<i64, &str> = loaded.builds.iter().map(|b| (b.row, b.digest.as_str())).collect();
+    let mut read = Vec::new();
+    let (mut new, mut replaced) = (0, 0);
+    for build in &builds {
+        match held.get(&build.row) {
+            Some(digest) if *digest == build.digest => {}
+            Some(_) => {
+                replaced += 1;
+                read.push(build.row);
+            }
+            None => {
+                new += 1;
+                read.push(build.row);
+            }
+        }
+    }
+    let left = loaded.builds.len() - (builds.len() - new);
+    if read.is_empty() && left == 0 && !loaded.stale {
+        return Ok(Update::Unchanged);
+    }
+    let (fresh, unknown_test) = read_results(index, Some(&read), &read, &loaded.test_ids).await?;
+    if unknown_test {
+        return Ok(Update::NeedsFull("a new build ran a test not loaded before".into()));
+    }
+    let last = loaded.builds.last().map(|b| (b.started_at, b.row));
+    let appended: Vec<LkgBuild> = builds.iter().filter(|b| !held.contains_key(&b.row)).cloned().collect();
+    let only_appended =
+        replaced == 0 && left == 0 && !loaded.stale && appended.iter().all(|b| Some((b.started_at, b.row)) > last);
+    // From here on `loaded` holds the index's builds: a failed rebuild leaves it stale, to rebuild
+    // at the next update.
+    let current: std::collections::HashSet<i64> = builds.iter().map(|b| b.row).collect();
+    loaded.results.retain(|row, _| current.contains(row));
+    loaded.results.extend(fresh);
+    loaded.builds = builds;
+    loaded.stale = true;
+    let reason = if !only_appended {
+        format!("{new} new, {replaced} replaced and {left} removed build(s), or histories due")
+    } else {
+        match add_to_copy(config, loaded, appended) {
+            Ok(added) => {
+                loaded.snapshot = Arc::new(added);
+                loaded.stale = false;
+                return Ok(Update::Added { builds: new });
+            }
+            Err(reason) => reason,
+        }
+    };
+    rebuild(config, options, index, loaded).await?;
+    Ok(Update::Rebuilt { reason })
+}
+
+/// `loaded`'s snapshot with `appended` added, or why that would not be what a full load gives.
+fn add_to_copy(config: &ProvidersConfig, loaded: &Loaded, appended: Vec<LkgBuild>) -> Result<Snapshot, String> {
+    let (builds, versionless) = attribute(config, appended);
+    if let Some(provider) = versionless.keys().next() {
+        return Err(format!("a new build of {provider} carries no versions"));
+    }
+    for build in &builds {
+        let placed =
+            loaded.snapshot.lines.get(&build.line).is_some_and(|engine| {
+                engine.places(&build.provider, &build.kubernetes_version, &build.provider_version)
+            });
+        if !placed {
+            return Err(format!(
+                "build {}/{} names a version not in the histories of line {}",
+                build.build.job, build.build.build, build.line
+            ));
+        }
+    }
+    let mut snapshot = (*loaded.snapshot).clone();
+    for line in builds.iter().map(|b| b.line.clone()).collect::<BTreeSet<_>>() {
+        let in_line: Vec<&Attributed> = builds.iter().filter(|b| b.line == line).collect();
+        let engine = snapshot.lines.get_mut(&line).expect("placed above");
+        snapshot.builds.append(&mut add_builds(engine, &in_line, &loaded.results));
+    }
+    snapshot.loaded_at = crate::results::unix_now();
+    Ok(snapshot)
 }
 
 /// A build as the LKG takes it: its provider and versions settled, its release line chosen.
@@ -62,19 +252,12 @@ struct Attributed {
 async fn snapshot(
     config: &ProvidersConfig,
     options: &LkgOptions,
-    rows: LkgRows,
+    builds: Vec<LkgBuild>,
+    catalog: &TestCatalog,
+    results: &HashMap<i64, Vec<CompactResult>>,
     cache: &Arc<dyn HistoryCache>,
 ) -> Result<Snapshot> {
-    let LkgRows { builds, tests, results } = rows;
-    let mut catalog = TestCatalog::new();
-    let test_ids: HashMap<i64, TestId> = tests.iter().map(|(row, name)| (*row, catalog.intern(name))).collect();
     let (builds, versionless) = attribute(config, builds);
-    let mut by_build: HashMap<i64, Vec<CompactResult>> = HashMap::new();
-    for (build, test, status) in results {
-        if let Some(id) = test_ids.get(&test) {
-            by_build.entry(build).or_default().push(CompactResult::new(*id, lkg_status(status)));
-        }
-    }
     let mut lines = BTreeMap::new();
     let mut links = BTreeMap::new();
     for line in line_names(config) {
@@ -89,9 +272,9 @@ async fn snapshot(
             .history("kubernetes", &branch, &revisions(&in_line, |b| &b.kubernetes_version), options, cache)
             .await
             .with_context(|| format!("the Kubernetes history of line {line}"))?;
-        let providers = provider_specs(config, options, &line, &in_line, &catalog, cache).await?;
+        let providers = provider_specs(config, options, &line, &in_line, catalog, cache).await?;
         let mut engine = Engine::with_catalog(kubernetes, providers, catalog.clone());
-        links.append(&mut add_builds(&mut engine, &in_line, &mut by_build));
+        links.append(&mut add_builds(&mut engine, &in_line, results));
         // A build with no Kubernetes version has no line either: the default line names it.
         if line == lkg::api::DEFAULT_LINE {
             for (provider, unplaced) in &versionless {
@@ -236,7 +419,7 @@ async fn provider_specs(
 fn add_builds(
     engine: &mut Engine,
     builds: &[&Attributed],
-    results: &mut HashMap<i64, Vec<CompactResult>>,
+    results: &HashMap<i64, Vec<CompactResult>>,
 ) -> BTreeMap<String, BuildLink> {
     let mut links = BTreeMap::new();
     let mut unplaced = 0;
@@ -248,7 +431,7 @@ fn add_builds(
             provider: attributed.provider.clone(),
             kubernetes_version: attributed.kubernetes_version.clone(),
             provider_version: attributed.provider_version.clone(),
-            results: results.remove(&build.row).unwrap_or_default(),
+            results: results.get(&build.row).cloned().unwrap_or_default(),
             build_passed: build.passed,
         };
         match engine.add_compact_run(&run) {
@@ -305,3 +488,6 @@ fn lkg_status(status: record::TestStatus) -> TestStatus {
         record::TestStatus::Flaky => TestStatus::Flaky,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -138,7 +138,12 @@ pub struct LkgBuild {
     pub job_version: Option<String>,
     pub repo_commit: Option<String>,
     pub repos: BTreeMap<String, String>,
+    /// SHA-256 of what the row was read from: a build whose digest changed was replaced.
+    pub digest: String,
 }
+
+/// Builds whose results one statement of [`Index::for_each_lkg_result`] reads.
+const RESULT_BUILDS_PER_QUERY: usize = 500;
 
 /// The index: a pool on one database.
 #[derive(Debug, Clone)]
@@ -684,55 +689,91 @@ impl Index {
         Ok(Snapshot { builds, results, problems })
     }
 
-    /// What the LKG computation reads: every finished build that names its provider and both
-    /// versions, in the order they started, with each test result as (build row, test row, status).
+    /// What the LKG computation reads: every finished build, in the order they started, every
+    /// test, and each test result as (build row, test row, status). Holds every result row: the
+    /// LKG loader streams them instead ([`Index::for_each_lkg_result`]).
     pub async fn lkg_rows(&self) -> Result<LkgRows> {
-        let builds = self
-            .fetch_rows(
-                "SELECT b.id, j.name, b.build, p.name, b.kubernetes_version, b.provider_version, b.artifacts_url, \
-                 b.started_at, b.passed, b.job_version, b.repo_commit, b.repos FROM builds b \
-                 JOIN jobs j ON j.id = b.job_id LEFT JOIN providers p ON p.id = j.provider_id \
-                 WHERE b.state = 'finished' ORDER BY b.started_at, b.id",
-                "list finished builds",
-                |r| {
-                    Ok(LkgBuild {
-                        row: r.try_get(0)?,
-                        job: r.try_get(1)?,
-                        build: r.try_get(2)?,
-                        provider: r.try_get(3)?,
-                        kubernetes_version: r.try_get(4)?,
-                        provider_version: r.try_get(5)?,
-                        artifacts_url: r.try_get(6)?,
-                        started_at: r.try_get(7)?,
-                        passed: get_bool(r, "passed")?,
-                        job_version: r.try_get(9)?,
-                        repo_commit: r.try_get(10)?,
-                        repos: r
-                            .try_get::<Option<String>, _>(11)?
-                            .and_then(|json| serde_json::from_str(&json).ok())
-                            .unwrap_or_default(),
-                    })
-                },
-            )
-            .await?;
-        let tests = self
-            .fetch_rows("SELECT id, name FROM tests ORDER BY id", "list tests", |r| Ok((r.try_get(0)?, r.try_get(1)?)))
-            .await?;
-        let results: Vec<(i64, i64, String)> = self
-            .fetch_rows(
-                "SELECT build_id, test_id, status FROM test_results ORDER BY build_id, id",
-                "list test results",
-                |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)),
-            )
-            .await?;
-        let results = results
-            .into_iter()
-            .map(|(build, test, status)| match TestStatus::parse(&status) {
-                Some(status) => Ok((build, test, status)),
-                None => Err(self.bad_value("test_results.status", status)),
-            })
-            .collect::<Result<_>>()?;
+        let builds = self.lkg_builds().await?;
+        let tests = self.lkg_tests().await?;
+        let mut results = Vec::new();
+        self.for_each_lkg_result(None, |build, test, status| results.push((build, test, status))).await?;
         Ok(LkgRows { builds, tests, results })
+    }
+
+    /// Every finished build, in the order they started (then by row).
+    pub async fn lkg_builds(&self) -> Result<Vec<LkgBuild>> {
+        self.fetch_rows(
+            "SELECT b.id, j.name, b.build, p.name, b.kubernetes_version, b.provider_version, b.artifacts_url, \
+             b.started_at, b.passed, b.job_version, b.repo_commit, b.repos, b.digest FROM builds b \
+             JOIN jobs j ON j.id = b.job_id LEFT JOIN providers p ON p.id = j.provider_id \
+             WHERE b.state = 'finished' ORDER BY b.started_at, b.id",
+            "list finished builds",
+            |r| {
+                Ok(LkgBuild {
+                    row: r.try_get(0)?,
+                    job: r.try_get(1)?,
+                    build: r.try_get(2)?,
+                    provider: r.try_get(3)?,
+                    kubernetes_version: r.try_get(4)?,
+                    provider_version: r.try_get(5)?,
+                    artifacts_url: r.try_get(6)?,
+                    started_at: r.try_get(7)?,
+                    passed: get_bool(r, "passed")?,
+                    job_version: r.try_get(9)?,
+                    repo_commit: r.try_get(10)?,
+                    repos: r
+                        .try_get::<Option<String>, _>(11)?
+                        .and_then(|json| serde_json::from_str(&json).ok())
+                        .unwrap_or_default(),
+                    digest: r.try_get(12)?,
+                })
+            },
+        )
+        .await
+    }
+
+    /// Every test: `(row, name)`, by row.
+    pub async fn lkg_tests(&self) -> Result<Vec<(i64, String)>> {
+        self.fetch_rows("SELECT id, name FROM tests ORDER BY id", "list tests", |r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .await
+    }
+
+    /// Hands each test result (build row, test row, status) to `visit` as it arrives, in insertion
+    /// order within each build: of every build (`None`), or of the builds named. No row is held,
+    /// so memory stays what `visit` keeps whatever the index holds.
+    pub async fn for_each_lkg_result(
+        &self,
+        builds: Option<&[i64]>,
+        mut visit: impl FnMut(i64, i64, TestStatus),
+    ) -> Result<()> {
+        const ALL: &str = "SELECT build_id, test_id, status FROM test_results ORDER BY build_id, id";
+        let queries: Vec<String> = match builds {
+            None => vec![ALL.to_owned()],
+            // Row ids are the index's own integers: written into the statement, not bound, so one
+            // statement takes a few hundred builds on either database.
+            Some(rows) => rows
+                .chunks(RESULT_BUILDS_PER_QUERY)
+                .map(|chunk| {
+                    let ids = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+                    format!(
+                        "SELECT build_id, test_id, status FROM test_results WHERE build_id IN ({ids}) ORDER BY build_id, id"
+                    )
+                })
+                .collect(),
+        };
+        for sql in queries {
+            // Static text but for row ids, which are integers.
+            let mut rows = sqlx::query(sqlx::AssertSqlSafe(sql)).persistent(builds.is_none()).fetch(&self.pool);
+            while let Some(row) =
+                futures::TryStreamExt::try_next(&mut rows).await.map_err(self.err("list test results"))?
+            {
+                let (build, test, status): (i64, i64, String) =
+                    self.decode(|| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))?;
+                let parsed = TestStatus::parse(&status).ok_or_else(|| self.bad_value("test_results.status", status))?;
+                visit(build, test, parsed);
+            }
+        }
+        Ok(())
     }
 
     /// Every row of a static query, each decoded by `decode`.

@@ -46,9 +46,16 @@ pub struct RouteLabel {
     pub route: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LoadLabel {
+    /// full, incremental, or unchanged.
+    pub kind: &'static str,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub refreshes: Family<ResultLabel, Counter>,
+    load_duration: Family<LoadLabel, Histogram>,
     builds: Gauge<i64, AtomicI64>,
     loaded_at: Gauge<i64, AtomicI64>,
     requests: Family<RequestLabels, Counter>,
@@ -67,6 +74,16 @@ impl Metrics {
         let lkg = registry.sub_registry_with_prefix("harness_lkg");
         let refreshes = Family::<ResultLabel, Counter>::default();
         lkg.register("refreshes", "LKG reloads from the SQL index, by result (ok, error)", refreshes.clone());
+        // 1 ms .. ~33 s.
+        let load_duration = Family::<LoadLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 16))
+        });
+        lkg.register(
+            "load_duration_seconds",
+            "Time to load the LKG from the SQL index, by kind (full: every build; incremental: the builds \
+             indexed since; unchanged: nothing new)",
+            load_duration.clone(),
+        );
         let builds = Gauge::<i64, AtomicI64>::default();
         lkg.register("builds", "Builds the LKG answers are computed from", builds.clone());
         let loaded_at = Gauge::<i64, AtomicI64>::default();
@@ -119,6 +136,7 @@ impl Metrics {
         Self {
             registry,
             refreshes,
+            load_duration,
             builds,
             loaded_at,
             requests,
@@ -136,8 +154,9 @@ impl Metrics {
         self.filter_rejects.get_or_create(&ReasonLabel { reason }).inc();
     }
 
-    pub fn loaded(&self, snapshot: &lkg::api::Snapshot) {
+    pub fn loaded(&self, snapshot: &lkg::api::Snapshot, kind: &'static str, took: Duration) {
         self.refreshes.get_or_create(&ResultLabel { result: "ok" }).inc();
+        self.load_duration.get_or_create(&LoadLabel { kind }).observe(took.as_secs_f64());
         self.builds.set(snapshot.builds.len() as i64);
         self.loaded_at.set(snapshot.loaded_at);
     }

@@ -2,9 +2,12 @@
 //! mounts the ingestion API (`POST /api/v1/builds`), the LKG API (`/api/v1/...`) and the dashboard,
 //! with `/healthz`, `/readyz` and Prometheus `/metrics`.
 //!
-//! The LKG is reloaded from the SQL index whenever the index's generation changes (checked every
-//! `poll`) and at least every `refresh` (commit histories move on their own); when a reload fails
-//! the last good answers are still served and the failure is counted. Each answer is recorded
+//! It listens at once: the LKG is loaded in the background, and until the first load is done the
+//! LKG routes (API and page) answer 503 with `Retry-After` while every other page works. When the
+//! index's generation changes (checked every `poll`) only the builds indexed since are read and
+//! added ([`crate::lkg::load_new`]); the LKG is loaded whole at least every `refresh` (commit
+//! histories move on their own) and whenever adding would not give what a whole load gives. When a
+//! load fails the last good answers are still served and the failure is counted. Each answer is recorded
 //! with the generation it was computed from (`Index::record_lkg`, one replica at a time), so
 //! replicas on one database agree on it. Every response is counted, timed, logged, gzipped when the
 //! client accepts it, and carries an ETag.
@@ -40,7 +43,7 @@ use tracing::{info, warn};
 use self::metrics::{Metrics, ResultLabel};
 use crate::config::ProvidersConfig;
 use crate::dashboard::IndexSource;
-use crate::lkg::LkgOptions;
+use crate::lkg::{LkgOptions, Loaded, Update};
 use crate::results::index::{Index, LkgRecorded};
 use crate::results::store::ResultStore;
 
@@ -87,6 +90,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         Index::open_existing_waiting(&options.database, DATABASE_WAIT).await?
     };
     let store = ResultStore::open(&options.store)?;
+    crate::lkg::check_options(&options.config, &options.lkg)?;
     let config = Arc::new(options.config);
     let loader = LkgLoader {
         config: config.clone(),
@@ -95,9 +99,8 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         store: store.clone(),
         metrics: metrics.clone(),
     };
-    let (first, generation) = loader.load().await.context("loading the LKG to serve")?;
-    let (snapshots, receiver) = watch::channel(Arc::new(first));
-    metrics.generation.set(generation);
+    // Served from the first load on; until then the LKG routes answer 503.
+    let (snapshots, receiver) = watch::channel(None);
 
     let dashboard =
         IndexSource { index: index.clone(), store: store.clone(), snapshots: receiver.clone(), repos: repos(&config) };
@@ -115,7 +118,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         read_timeout: options.upload_read_timeout,
         claims: claims::ClaimTimes::default(),
     };
-    let refresher = tokio::spawn(refresh(loader, generation, options.poll, options.refresh, snapshots));
+    let refresher = tokio::spawn(refresh(loader, options.poll, options.refresh, snapshots));
     let reconciler = tokio::spawn(reconcile::run(
         store.clone(),
         index.clone(),
@@ -166,7 +169,7 @@ fn repos(config: &ProvidersConfig) -> BTreeMap<String, String> {
 }
 
 fn router(
-    snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>,
+    snapshots: lkg::api::Snapshots,
     metrics: Arc<Metrics>,
     dashboard: Arc<IndexSource>,
     ingest: Arc<ingest::Ingest>,
@@ -239,20 +242,50 @@ struct LkgLoader {
 }
 
 impl LkgLoader {
-    /// The LKG as of now, and the index generation it was computed from (which the caller sets
-    /// in `/metrics` once it serves the answer: a client that sees it there sees the answer, and
-    /// its record).
-    async fn load(&self) -> Result<(lkg::api::Snapshot, i64)> {
+    /// The LKG read whole from the index, and the index generation it is of.
+    async fn full(&self) -> Result<(Loaded, i64)> {
+        let started = Instant::now();
         let before = self.index.index_generation().await?;
-        let snapshot = crate::lkg::load(&self.config, &self.options, &self.index).await?;
-        let after = self.index.index_generation().await?;
-        self.metrics.loaded(&snapshot);
-        // A build indexed while the rows were read may or may not be in the answer: record only
-        // answers that are exactly one generation's.
-        if before == after {
-            self.record(before, &snapshot).await;
+        let loaded = crate::lkg::load_full(&self.config, &self.options, &self.index).await?;
+        info!("LKG loaded whole in {:?}: {} result(s) held", started.elapsed(), loaded.results_held());
+        self.loaded(before, &loaded.snapshot, "full", started).await;
+        Ok((loaded, before))
+    }
+
+    /// Takes what was indexed since into `loaded` ([`crate::lkg::load_new`]), and returns the index
+    /// generation it is now of; `None` when only a full load will do (`loaded` is unchanged).
+    async fn update(&self, loaded: &mut Loaded) -> Result<Option<(Update, i64)>> {
+        let started = Instant::now();
+        let before = self.index.index_generation().await?;
+        let update = crate::lkg::load_new(&self.config, &self.options, &self.index, loaded).await?;
+        let kind = match &update {
+            Update::Unchanged => "unchanged",
+            Update::Added { builds } => {
+                info!("LKG: {builds} new build(s) added in {:?}", started.elapsed());
+                "incremental"
+            }
+            Update::Rebuilt { reason } => {
+                info!("LKG rebuilt from the builds held in {:?}: {reason}", started.elapsed());
+                "rebuilt"
+            }
+            Update::NeedsFull(reason) => {
+                info!("loading the LKG whole again: {reason}");
+                return Ok(None);
+            }
+        };
+        self.loaded(before, &loaded.snapshot, kind, started).await;
+        Ok(Some((update, before)))
+    }
+
+    /// Counts a load, and records its answer when it is exactly one generation's (a build indexed
+    /// while the rows were read may or may not be in it). The caller sets the generation in
+    /// `/metrics` once it serves the answer: a client that sees it there sees the answer, and its
+    /// record.
+    async fn loaded(&self, before: i64, snapshot: &lkg::api::Snapshot, kind: &'static str, started: Instant) {
+        self.metrics.loaded(snapshot, kind, started.elapsed());
+        if matches!(self.index.index_generation().await, Ok(after) if after == before) {
+            self.record(before, snapshot).await;
         }
-        Ok((snapshot, before))
     }
 
     async fn record(&self, generation: i64, snapshot: &lkg::api::Snapshot) {
@@ -289,38 +322,67 @@ impl LkgLoader {
     }
 }
 
+/// The LKG being served: what it was computed from, the index generation it is of, and when its
+/// histories were last fetched.
+struct Served {
+    loaded: Loaded,
+    generation: i64,
+    rebuilt_at: Instant,
+}
+
+/// Loads the LKG, serves it, and keeps it current until aborted: every `poll`, what was indexed
+/// since is taken in; at least every `every` the histories are fetched again. A failed load is
+/// retried at the next poll, the last answers (or the 503 of the first load) served meanwhile.
 async fn refresh(
     loader: LkgLoader,
-    mut generation: i64,
     poll: Duration,
     every: Duration,
-    snapshots: watch::Sender<Arc<lkg::api::Snapshot>>,
+    snapshots: watch::Sender<Option<Arc<lkg::api::Snapshot>>>,
 ) {
-    let mut loaded = Instant::now();
+    let mut served: Option<Served> = None;
     loop {
-        tokio::time::sleep(poll).await;
-        match loader.index.index_generation().await {
-            Ok(now) if now == generation && loaded.elapsed() < every => continue,
-            Ok(_) => {}
-            Err(error) => {
-                loader.metrics.refresh_failed();
-                warn!("checking the index for new builds failed; still serving the last answers: {error}");
-                continue;
+        if let Err(error) = refresh_once(&loader, &mut served, every, &snapshots).await {
+            loader.metrics.refresh_failed();
+            match served {
+                None => warn!("loading the LKG failed; LKG routes answer 503 until it loads: {error:#}"),
+                Some(_) => warn!("reloading the LKG failed; still serving the last answers: {error:#}"),
             }
         }
-        match loader.load().await {
-            Ok((snapshot, now)) => {
-                generation = now;
-                loaded = Instant::now();
-                snapshots.send_replace(Arc::new(snapshot));
-                loader.metrics.generation.set(now);
+        tokio::time::sleep(poll).await;
+    }
+}
+
+async fn refresh_once(
+    loader: &LkgLoader,
+    served: &mut Option<Served>,
+    every: Duration,
+    snapshots: &watch::Sender<Option<Arc<lkg::api::Snapshot>>>,
+) -> Result<()> {
+    if let Some(current) = served.as_mut() {
+        let due = current.rebuilt_at.elapsed() >= every;
+        if loader.index.index_generation().await? == current.generation && !due {
+            return Ok(());
+        }
+        if due {
+            current.loaded.mark_stale();
+        }
+        if let Some((update, generation)) = loader.update(&mut current.loaded).await? {
+            if matches!(update, Update::Rebuilt { .. }) {
+                current.rebuilt_at = Instant::now();
             }
-            Err(error) => {
-                loader.metrics.refresh_failed();
-                warn!("reloading the LKG failed; still serving the last answers: {error:#}");
+            if update != Update::Unchanged {
+                snapshots.send_replace(Some(current.loaded.snapshot.clone()));
             }
+            current.generation = generation;
+            loader.metrics.generation.set(generation);
+            return Ok(());
         }
     }
+    let (loaded, generation) = loader.full().await?;
+    snapshots.send_replace(Some(loaded.snapshot.clone()));
+    loader.metrics.generation.set(generation);
+    *served = Some(Served { loaded, generation, rebuilt_at: Instant::now() });
+    Ok(())
 }
 
 async fn shutdown() {

@@ -62,8 +62,17 @@ impl Service {
         String::from_utf8(output.stdout).unwrap().trim().to_owned()
     }
 
-    /// A `harness serve` replica, its stderr (the audit log) in `<dir>/<name>.log`.
+    /// A `harness serve` replica that has loaded its LKG, its stderr (the audit log) in
+    /// `<dir>/<name>.log`.
     pub fn replica(&self, name: &str, extra: &[&str]) -> Replica {
+        let replica = self.start(name, extra, &[]);
+        wait_for_lkg(&replica.url);
+        replica
+    }
+
+    /// A `harness serve` replica as soon as it listens (its LKG may still be loading), with these
+    /// environment variables.
+    pub fn start(&self, name: &str, extra: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Replica {
         let log = self.dir.path().join(format!("{name}.log"));
         let mut child = harness(&self.binary)
             .args(["serve", "--listen", "127.0.0.1:0", "--poll", "200ms", "--database", &self.database])
@@ -73,6 +82,7 @@ impl Service {
             .arg(self.store())
             .args(extra)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -93,6 +103,33 @@ impl Service {
 
     pub async fn index(&self) -> Index {
         Index::open(&self.database).await.unwrap()
+    }
+}
+
+/// The status of `GET path` from the server at `address` (`host:port` or `http://host:port`).
+pub fn status_of(address: &str, path: &str) -> std::io::Result<u16> {
+    use std::io::{Read, Write};
+    let address = address.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address)?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n")?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head)?;
+    let status = String::from_utf8_lossy(&head[9..12]).parse().unwrap_or(0);
+    Ok(status)
+}
+
+/// Waits until the `harness serve` at `address` has loaded its LKG (it listens before: its LKG
+/// routes answer 503 until then), for at most two minutes.
+pub fn wait_for_lkg(address: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        match status_of(address, "/api/v1/lkg") {
+            Ok(503) | Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            Ok(503) | Err(_) => panic!("harness serve at {address} did not load its LKG within two minutes"),
+            Ok(_) => return,
+        }
     }
 }
 

@@ -10,7 +10,8 @@
 //! default is the newest line, and every answer names the line it is for.
 //!
 //! Answers come from the latest [`Snapshot`] the server was handed through a `watch` channel (the
-//! loader refreshes it); errors are JSON `{"error": {"status", "message"}}`.
+//! loader refreshes it); until the first one arrives every route answers 503 with `Retry-After`.
+//! Errors are JSON `{"error": {"status", "message"}}`.
 
 mod views;
 
@@ -34,8 +35,14 @@ pub use views::{
 pub const PATHS: &[&str] =
     &["/api/v1/lkg", "/api/v1/lkg/check", "/api/v1/lkg/{provider}", "/api/v1/culprits/{provider}"];
 
+/// What the API answers from: `None` until the first snapshot is loaded.
+pub type Snapshots = watch::Receiver<Option<Arc<Snapshot>>>;
+
+/// How long a client is told to wait while the first snapshot loads.
+const LOADING_RETRY_SECONDS: u64 = 5;
+
 /// The API over the snapshots `snapshots` receives.
-pub fn router(snapshots: watch::Receiver<Arc<Snapshot>>) -> Router {
+pub fn router(snapshots: Snapshots) -> Router {
     Router::new()
         .route("/api/v1/lkg", get(get_lkg))
         // A static segment wins over the parameter: `check` is never a provider name here.
@@ -45,10 +52,11 @@ pub fn router(snapshots: watch::Receiver<Arc<Snapshot>>) -> Router {
         .with_state(snapshots)
 }
 
-type Snapshots = State<watch::Receiver<Arc<Snapshot>>>;
+type SnapshotState = State<Snapshots>;
 
-fn current(snapshots: &watch::Receiver<Arc<Snapshot>>) -> Arc<Snapshot> {
-    snapshots.borrow().clone()
+/// The snapshot to answer from, or 503 while the first one is still loading.
+fn current(snapshots: &Snapshots) -> Result<Arc<Snapshot>, ApiError> {
+    snapshots.borrow().clone().ok_or_else(ApiError::loading)
 }
 
 /// `?line=`, on every route.
@@ -70,24 +78,27 @@ fn line_of(query: LineParam) -> Result<Option<String>, ApiError> {
     Ok(query.line.filter(|line| !line.trim().is_empty()))
 }
 
-async fn get_lkg(State(snapshots): Snapshots, query: LineParam) -> Result<Json<LkgView>, ApiError> {
-    Ok(Json(lkg(&current(&snapshots), line_of(query)?.as_deref())?))
+async fn get_lkg(State(snapshots): SnapshotState, query: LineParam) -> Result<Json<LkgView>, ApiError> {
+    let snapshot = current(&snapshots)?;
+    Ok(Json(lkg(&snapshot, line_of(query)?.as_deref())?))
 }
 
 async fn get_provider(
-    State(snapshots): Snapshots,
+    State(snapshots): SnapshotState,
     Path(name): Path<String>,
     query: LineParam,
 ) -> Result<Json<ProviderView>, ApiError> {
-    Ok(Json(provider(&current(&snapshots), line_of(query)?.as_deref(), &name)?))
+    let snapshot = current(&snapshots)?;
+    Ok(Json(provider(&snapshot, line_of(query)?.as_deref(), &name)?))
 }
 
 async fn get_culprits(
-    State(snapshots): Snapshots,
+    State(snapshots): SnapshotState,
     Path(name): Path<String>,
     query: LineParam,
 ) -> Result<Json<CulpritView>, ApiError> {
-    Ok(Json(culprits(&current(&snapshots), line_of(query)?.as_deref(), &name)?))
+    let snapshot = current(&snapshots)?;
+    Ok(Json(culprits(&snapshot, line_of(query)?.as_deref(), &name)?))
 }
 
 #[derive(Debug, Deserialize)]
@@ -100,7 +111,7 @@ struct CheckQuery {
 }
 
 async fn get_check(
-    State(snapshots): Snapshots,
+    State(snapshots): SnapshotState,
     query: Result<Query<CheckQuery>, QueryRejection>,
 ) -> Result<Json<CheckView>, ApiError> {
     let Query(query) = query.map_err(|rejection| {
@@ -122,7 +133,8 @@ async fn get_check(
         )));
     }
     let line = query.line.as_deref().filter(|line| !line.trim().is_empty());
-    Ok(Json(check(&current(&snapshots), line, &query.provider, &query.provider_version, &query.kubernetes)?))
+    let snapshot = current(&snapshots)?;
+    Ok(Json(check(&snapshot, line, &query.provider, &query.provider_version, &query.kubernetes)?))
 }
 
 /// An error as the API returns it: its status and a message saying what to do.
@@ -135,6 +147,15 @@ pub struct ApiError {
 impl ApiError {
     fn bad_request(message: String) -> Self {
         Self { status: StatusCode::BAD_REQUEST, message }
+    }
+
+    fn loading() -> Self {
+        Self {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: format!(
+                "the LKG is still loading from the index (the server has just started): retry in {LOADING_RETRY_SECONDS} s"
+            ),
+        }
     }
 }
 
@@ -162,8 +183,13 @@ pub struct ErrorDetail {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = ErrorBody { error: ErrorDetail { status: self.status.as_u16(), message: self.message } };
-        (self.status, Json(body)).into_response()
+        let status = self.status;
+        let body = ErrorBody { error: ErrorDetail { status: status.as_u16(), message: self.message } };
+        let mut response = (status, Json(body)).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, LOADING_RETRY_SECONDS.into());
+        }
+        response
     }
 }
 

@@ -67,7 +67,7 @@ fn release_line() -> Engine {
 }
 
 async fn get(uri: &str) -> (StatusCode, Value) {
-    let (_tx, rx) = watch::channel(Arc::new(snapshot()));
+    let (_tx, rx) = watch::channel(Some(Arc::new(snapshot())));
     let response = router(rx).oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
     let status = response.status();
     let body = response.into_body().collect().await.unwrap().to_bytes();
@@ -185,14 +185,38 @@ async fn a_malformed_check_query_is_a_400_saying_what_is_expected() {
 
 #[tokio::test]
 async fn a_new_snapshot_is_served_as_soon_as_it_is_sent() {
-    let (tx, rx) = watch::channel(Arc::new(snapshot()));
+    let (tx, rx) = watch::channel(Some(Arc::new(snapshot())));
     let app = router(rx);
     let mut next = snapshot();
     next.lines.get_mut("master").unwrap().add_run(&run("job/5", "gcp", "k4", "g2", true)).unwrap();
-    tx.send(Arc::new(next)).unwrap();
+    tx.send(Some(Arc::new(next))).unwrap();
     let response = app.oneshot(Request::get("/api/v1/lkg/gcp").body(Body::empty()).unwrap()).await.unwrap();
     let body: Value = serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
     assert_eq!(body["lkg"]["kubernetes_commit"], "k4");
+}
+
+#[tokio::test]
+async fn every_route_answers_503_with_retry_after_until_the_first_snapshot_then_answers() {
+    let (tx, rx) = watch::channel(None);
+    let app = router(rx);
+    let uris = [
+        "/api/v1/lkg",
+        "/api/v1/lkg/gcp",
+        "/api/v1/culprits/gcp",
+        "/api/v1/lkg/check?provider=gcp&provider_version=g1&kubernetes=k1",
+    ];
+    for uri in uris {
+        let response = app.clone().oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE, "{uri}");
+        assert_eq!(response.headers()[axum::http::header::RETRY_AFTER], "5", "{uri}");
+        let body: Value = serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+        assert!(body["error"]["message"].as_str().unwrap().contains("still loading"), "{uri}: {body}");
+    }
+    tx.send(Some(Arc::new(snapshot()))).unwrap();
+    for uri in uris {
+        let response = app.clone().oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{uri}");
+    }
 }
 
 #[test]

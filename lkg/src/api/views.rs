@@ -15,7 +15,7 @@ pub const DEFAULT_LINE: &str = "master";
 /// A *release line* is a provider branch and the Kubernetes it is tested against: `master` (the
 /// default branch, against Kubernetes master) or `1.36` (`release-1.36`, against Kubernetes 1.36).
 /// Every answer is per line; the default is the newest line.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     /// Line name → its engine.
     pub lines: BTreeMap<String, Engine>,
