@@ -898,7 +898,8 @@ async fn serve_listens_at_once_and_answers_503_on_the_lkg_routes_only_until_the_
 
     // Listening before the LKG is loaded: what needs no LKG answers, the LKG routes say wait.
     assert_eq!(get(&format!("{}/healthz", replica.url)).await.0, 200);
-    assert_eq!(get(&format!("{}/", replica.url)).await.0, 200);
+    let (status, home) = get(&format!("{}/", replica.url)).await;
+    assert!(status == 200 && home.contains("still loading"), "{status} {home}");
     let response = reqwest::get(format!("{}/api/v1/lkg", replica.url)).await.unwrap();
     assert_eq!(response.status().as_u16(), 503);
     assert_eq!(response.headers()["retry-after"], "5");
@@ -913,4 +914,6 @@ async fn serve_listens_at_once_and_answers_503_on_the_lkg_routes_only_until_the_
     let (_, body) = wait_for_answer(&format!("{}/api/v1/lkg", replica.url), Some(200), "\"line\"").await;
     assert!(body.contains("alpha"), "{body}");
     assert_eq!(get(&format!("{}/lkg", replica.url)).await.0, 200);
+    let (_, home) = get(&format!("{}/", replica.url)).await;
+    assert!(home.contains("No version set yet"), "{home}");
 }

@@ -17,6 +17,9 @@ pub struct Home {
     /// The newest Kubernetes commit good with every provider, and each provider's commit there;
     /// `null` while there is none (or no LKG is loaded).
     pub version_set: Option<lkg::VersionSet>,
+    /// The server has just started and is still loading the LKG.
+    #[serde(default)]
+    pub lkg_loading: bool,
     pub matrix: Matrix,
     pub jobs: Vec<JobSummary>,
 }
@@ -26,9 +29,9 @@ pub async fn page(State(source): State<Arc<dyn Source>>, headers: HeaderMap) -> 
         (Ok(builds), Ok(jobs)) => (builds, jobs),
         (Err(error), _) | (_, Err(error)) => return unavailable(&error),
     };
-    let version_set =
-        source.lkg().and_then(|snapshot| snapshot.default_engine().and_then(|engine| engine.version_set()));
-    let home = Home { version_set, matrix: Matrix::new(builds), jobs };
+    let snapshot = source.lkg();
+    let version_set = snapshot.as_ref().and_then(|s| s.default_engine().and_then(|engine| engine.version_set()));
+    let home = Home { version_set, lkg_loading: snapshot.is_none(), matrix: Matrix::new(builds), jobs };
     negotiate(&headers, &home, "Matrix", |home| render(home, source.as_ref()))
 }
 
@@ -45,6 +48,7 @@ fn render(home: &Home, source: &dyn Source) -> Markup {
                     }
                     " " a href="/lkg" { "details" }
                 }
+                None if home.lkg_loading => { strong { "Last known good version set: " } "still loading (the server has just started)." }
                 None => { strong { "No version set yet: " } "no Kubernetes commit is good with every provider. " a href="/lkg" { "details" } }
             }
         }

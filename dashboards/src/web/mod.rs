@@ -292,9 +292,11 @@ mod tests {
         assert!(html.contains("<th scope=\"col\">1.37</th><th scope=\"col\">1.36</th>"), "{html}");
         assert!(html.contains(r#"<td class="fail" title="local on 1.37: latest build 2 fail"#), "{html}");
         assert!(html.contains(r#"<a href="/job/ci-a/build/2">fail</a><br><small>50% of 2</small>"#), "{html}");
-        assert!(html.contains("No version set yet"), "{html}");
+        // This source has no LKG loaded (a server that has just started): the page says so.
+        assert!(html.contains("still loading") && !html.contains("No version set yet"), "{html}");
         let (_, json) = get(false, "/", "application/json").await;
         let home: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(home["lkg_loading"], true, "{json}");
         assert_eq!(home["matrix"]["rows"][0]["cells"][1]["passed"], 1, "{json}");
         assert_eq!(home["jobs"][0]["job"], "ci-a");
     }

@@ -746,7 +746,9 @@ impl Index {
         builds: Option<&[i64]>,
         mut visit: impl FnMut(i64, i64, TestStatus),
     ) -> Result<()> {
-        const ALL: &str = "SELECT build_id, test_id, status FROM test_results ORDER BY build_id, id";
+        // In insertion order overall (the primary key's order, no sort of the whole table), which
+        // is insertion order within each build.
+        const ALL: &str = "SELECT build_id, test_id, status FROM test_results ORDER BY id";
         let queries: Vec<String> = match builds {
             None => vec![ALL.to_owned()],
             // Row ids are the index's own integers: written into the statement, not bound, so one
@@ -767,9 +769,10 @@ impl Index {
             while let Some(row) =
                 futures::TryStreamExt::try_next(&mut rows).await.map_err(self.err("list test results"))?
             {
-                let (build, test, status): (i64, i64, String) =
+                let (build, test, status): (i64, i64, &str) =
                     self.decode(|| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))?;
-                let parsed = TestStatus::parse(&status).ok_or_else(|| self.bad_value("test_results.status", status))?;
+                let parsed = TestStatus::parse(status)
+                    .ok_or_else(|| self.bad_value("test_results.status", status.to_owned()))?;
                 visit(build, test, parsed);
             }
         }
