@@ -68,7 +68,7 @@ fn the_repository_providers_yaml_is_valid_and_describes_the_local_reference_prov
     );
     let CcmDeploy::Process { args, .. } = &local.ccm.deploy else { panic!("{:?}", local.ccm.deploy) };
     assert!(args.contains(&"--cloud-provider=local".to_owned()), "{args:?}");
-    assert_eq!(local.deployer, Deployer::Local { nodes: 3 });
+    assert_eq!(local.deployer, Deployer::Local { nodes: 3, cloud: crate::config::LocalCloud::Local });
     assert_eq!(local.suites, ["cloud-e2e", "conformance-quick"]);
     assert_eq!(local.required.suites, ["cloud-e2e", "conformance-quick"]);
     for capability in [Capability::Instances, Capability::LoadBalancers, Capability::Routes, Capability::NodeShutdown] {
