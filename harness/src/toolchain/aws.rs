@@ -41,6 +41,11 @@ pub const CCM_PINS: &[GoModule] = &[aws_module!("v1.37"), aws_module!("v1.36")];
 /// moto and everything it pulls in, pinned.
 pub const MOTO_REQUIREMENTS: &str = include_str!("../../../tools/aws/moto-requirements.txt");
 
+/// moto's server with the AWS default health check of a new classic ELB (a gap of moto's the CCM
+/// cannot do without): run by the virtualenv's python.
+const MOTO_SERVER: &str = include_str!("../../../tools/aws/moto_server.py");
+const MOTO_SERVER_FILE: &str = "moto_server.py";
+
 /// The pin of the CCM release that goes with `release`'s minor.
 pub fn ccm_pin(release: &Release) -> Result<&'static GoModule> {
     let dir = format!("aws-v1.{}", release.minor());
@@ -136,11 +141,20 @@ fn moto_dir() -> PathBuf {
 /// Written last by [`install_moto`]: the virtualenv is complete.
 const MOTO_COMPLETE: &str = "installed.txt";
 
-/// The installed `moto_server`.
+/// The installed moto server: [`MOTO_SERVER`], an executable whose interpreter is the virtualenv's
+/// python (rewritten when this harness carries another version of it).
 pub fn installed_moto() -> Result<PathBuf> {
     let dir = moto_dir();
-    let server = dir.join("venv").join("bin").join("moto_server");
-    if dir.join(MOTO_COMPLETE).is_file() && server.is_file() {
+    let python = dir.join("venv").join("bin").join("python3");
+    if dir.join(MOTO_COMPLETE).is_file() && python.is_file() {
+        let server = dir.join(MOTO_SERVER_FILE);
+        let text = format!("#!{}\n{MOTO_SERVER}", python.display());
+        if fs::read_to_string(&server).ok().as_deref() != Some(text.as_str()) {
+            fs::write(&server, &text).map_err(io_err("writing", &server))?;
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&server, fs::Permissions::from_mode(0o755))
+                .map_err(io_err("making executable", &server))?;
+        }
         Ok(server)
     } else {
         Err(ToolchainError::ProviderNotInstalled {
