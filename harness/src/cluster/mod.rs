@@ -74,6 +74,8 @@ pub enum ClusterError {
     CcmBuild { detail: String },
     #[error("local cloud: {0}")]
     Cloud(String),
+    #[error("aws cloud (moto): {0}")]
+    Aws(String),
     #[error("{action} {path}: {source}")]
     Io { action: &'static str, path: PathBuf, source: std::io::Error },
 }

@@ -58,7 +58,7 @@ impl AwsState {
     pub fn instance(&self, node: &str) -> Result<&str, ClusterError> {
         self.instances.get(node).map(String::as_str).ok_or_else(|| {
             let known: Vec<&str> = self.instances.keys().map(String::as_str).collect();
-            ClusterError::Cloud(format!("no instance of node {node} in moto; the nodes are: {}", known.join(", ")))
+            ClusterError::Aws(format!("no instance of node {node} in moto; the nodes are: {}", known.join(", ")))
         })
     }
 }
@@ -109,7 +109,7 @@ pub async fn wait_ready(
         match client.call(Service::Ec2, "DescribeRegions", &[]).await {
             Ok(_) => return Ok(()),
             Err(e) if started.elapsed() > Duration::from_secs(60) => {
-                return Err(ClusterError::Cloud(format!("moto did not answer within 60s: {e}")));
+                return Err(ClusterError::Aws(format!("moto did not answer within 60s: {e}")));
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
@@ -117,16 +117,14 @@ pub async fn wait_ready(
 }
 
 fn cloud_err(what: &str) -> impl FnOnce(query::QueryError) -> ClusterError + '_ {
-    move |e| ClusterError::Cloud(format!("{what}: {e}"))
+    move |e| ClusterError::Aws(format!("{what}: {e}"))
 }
 
 /// Creates the VPC, its subnets, internet gateway, route table and node security group, and one
 /// running instance per node; returns the state to record.
 pub async fn provision(client: &QueryClient, cluster: &str, nodes: u32) -> Result<AwsState, ClusterError> {
     if !(1..=MAX_NODES).contains(&nodes) {
-        return Err(ClusterError::Cloud(format!(
-            "the aws cloud has addresses for 1 to {MAX_NODES} nodes, not {nodes}"
-        )));
+        return Err(ClusterError::Aws(format!("the aws cloud has addresses for 1 to {MAX_NODES} nodes, not {nodes}")));
     }
     let tag = cluster_tag(cluster);
     let owned = [(tag.as_str(), "owned")];
@@ -209,11 +207,11 @@ pub async fn provision(client: &QueryClient, cluster: &str, nodes: u32) -> Resul
         let run = client.call(Service::Ec2, "RunInstances", &params).await.map_err(cloud_err("running an instance"))?;
         let instance =
             run.items("instancesSet").into_iter().next().ok_or_else(|| {
-                ClusterError::Cloud(format!("moto's RunInstances answered no instance for node {index}"))
+                ClusterError::Aws(format!("moto's RunInstances answered no instance for node {index}"))
             })?;
         let name = instance.text_of("privateDnsName").to_owned();
         if name.is_empty() {
-            return Err(ClusterError::Cloud(format!(
+            return Err(ClusterError::Aws(format!(
                 "moto gave instance {} no private DNS name",
                 instance.text_of("instanceId")
             )));
@@ -277,17 +275,22 @@ pub enum InstanceAction {
 /// Stops, starts or terminates node `node`'s instance; returns its state afterwards as moto reports it.
 pub async fn act(state: &AwsState, node: &str, action: InstanceAction) -> Result<String, ClusterError> {
     let instance = state.instance(node)?;
-    let (call, list) = match action {
-        InstanceAction::Stop => ("StopInstances", "instancesSet"),
-        InstanceAction::Start => ("StartInstances", "instancesSet"),
-        InstanceAction::Terminate => ("TerminateInstances", "instancesSet"),
+    let call = match action {
+        InstanceAction::Stop => "StopInstances",
+        InstanceAction::Start => "StartInstances",
+        InstanceAction::Terminate => "TerminateInstances",
     };
     let answer = state
         .client()
         .call(Service::Ec2, call, &list_params("InstanceId", &[instance]))
         .await
-        .map_err(|e| ClusterError::Cloud(format!("{call} of {instance} (node {node}): {e}")))?;
-    Ok(answer.items(list).first().and_then(|i| i.at("currentState/name")).map(|e| e.text.clone()).unwrap_or_default())
+        .map_err(|e| ClusterError::Aws(format!("{call} of {instance} (node {node}): {e}")))?;
+    Ok(answer
+        .items("instancesSet")
+        .first()
+        .and_then(|i| i.at("currentState/name"))
+        .map(|e| e.text.clone())
+        .unwrap_or_default())
 }
 
 /// moto's classic load balancers, each as JSON: its name, DNS name, instances (and the nodes they
@@ -331,8 +334,12 @@ pub async fn load_balancers(state: &AwsState) -> Result<Vec<serde_json::Value>, 
 
 /// The IPv4 CIDRs the security groups `groups` let in.
 async fn ingress_ranges(client: &QueryClient, groups: &[&str]) -> Result<Vec<String>, ClusterError> {
+    // By filter, not by id: a group deleted since (with its load balancer) is then left out
+    // rather than failing the whole listing.
+    let mut params = vec![("Filter.1.Name".to_owned(), "group-id".to_owned())];
+    params.extend(list_params("Filter.1.Value", groups));
     let answer = client
-        .call(Service::Ec2, "DescribeSecurityGroups", &list_params("GroupId", groups))
+        .call(Service::Ec2, "DescribeSecurityGroups", &params)
         .await
         .map_err(cloud_err("describing load balancer security groups"))?;
     let mut ranges: Vec<String> = answer
@@ -361,6 +368,28 @@ mod tests {
             assert!(ip.octets()[3] >= FIRST_HOST as u8 && ip.octets()[3] < 255, "{ip}");
             assert!(seen.insert(ip), "{ip}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_dead_endpoint_or_an_unknown_node_is_an_error_that_says_what_to_check() {
+        // A port nothing listens on: bound, then closed.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let state = AwsState {
+            endpoint: endpoint.clone(),
+            region: REGION.into(),
+            vpc_id: "vpc-1".into(),
+            subnet_ids: vec!["subnet-1".into()],
+            instances: [("ip-127-1-0-10.ec2.internal".to_owned(), "i-1".to_owned())].into(),
+            nodes: vec!["ip-127-1-0-10.ec2.internal".into()],
+        };
+        let error = act(&state, "ip-127-1-0-10.ec2.internal", InstanceAction::Stop).await.unwrap_err().to_string();
+        assert!(error.contains("StopInstances") && error.contains(&endpoint), "{error}");
+        assert!(error.contains("is the cloud (moto) still running?"), "{error}");
+        let error = act(&state, "no-such-node", InstanceAction::Terminate).await.unwrap_err().to_string();
+        assert!(error.contains("no instance of node no-such-node") && error.contains("ip-127-1-0-10"), "{error}");
+        let error = load_balancers(&state).await.unwrap_err().to_string();
+        assert!(error.contains("listing load balancers") && error.contains("DescribeLoadBalancers"), "{error}");
     }
 
     #[test]
