@@ -537,7 +537,7 @@ impl Checker<'_> {
                     Some(name) => match LocalCloud::ALL.into_iter().find(|c| c.as_str() == name) {
                         Some(cloud) => cloud,
                         None => {
-                            self.unknown_kind(
+                            self.unknown_value(
                                 &at.key("cloud"),
                                 "local cloud",
                                 name,
@@ -644,7 +644,7 @@ impl Checker<'_> {
                 let binary = self.required(at, what, "binary", raw.binary)?;
                 let known = crate::toolchain::aws::CCM_BINARY;
                 if binary != known {
-                    self.unknown_kind(&at.key("binary"), "toolchain CCM binary", &binary, &[known]);
+                    self.unknown_value(&at.key("binary"), "toolchain CCM binary", &binary, &[known]);
                     return None;
                 }
                 Some(CcmBuild::Toolchain { binary, timeout })
@@ -878,8 +878,13 @@ impl Checker<'_> {
     }
 
     fn unknown_kind(&mut self, at: &YamlPath, what: &'static str, name: &str, valid: &[&str]) {
+        self.unknown_value(&at.key("kind"), what, name, valid);
+    }
+
+    /// `name` at `at` is none of `valid`.
+    fn unknown_value(&mut self, at: &YamlPath, what: &'static str, name: &str, valid: &[&str]) {
         let problem = Problem::UnknownKind { what, name: name.to_owned(), valid: valid.join(", ") };
-        self.report(&at.key("kind"), problem);
+        self.report(at, problem);
     }
 
     fn name(&mut self, at: &YamlPath, what: &'static str, name: &str) -> bool {
