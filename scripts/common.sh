@@ -13,6 +13,19 @@ require_toolchains() {
   command -v go >/dev/null || die "go not found: install Go 1.26 or newer (it builds the Kubernetes binaries) and re-run"
 }
 
+# moto, the built-in `aws` provider's cloud, is installed by `harness toolchain install --all` into a
+# virtualenv: that needs python3 and its venv module (Debian's python3-venv), installed if missing.
+require_python_venv() {
+  python3 -c 'import venv, ensurepip' 2>/dev/null && return
+  say "installing python3 and python3-venv from Debian's packages (moto runs in a virtualenv)"
+  local sudo=()
+  [[ "$(id -u)" == 0 ]] || sudo=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get install -y --no-install-recommends python3 python3-venv >&2 \
+    || { "${sudo[@]}" apt-get update >&2 && "${sudo[@]}" apt-get install -y --no-install-recommends python3 python3-venv >&2; } \
+    || die "could not install python3-venv: install it (apt-get install python3-venv) and re-run"
+}
+
 # CI starts from a fresh clone each time: keep cargo's outputs in the user cache dir so a warm
 # machine does not rebuild every dependency. Developers keep ./target unless they set it.
 use_cached_target_dir() {

@@ -174,7 +174,8 @@ pub enum ToolchainCommand {
     Install {
         #[command(flatten)]
         version: VersionArg,
-        /// Install every pinned version (what the test suite needs for the version matrix).
+        /// Install every pinned version (what the test suite needs for the version matrix), and what
+        /// the built-in `aws` provider runs: cloud-provider-aws's CCM for each, and moto.
         #[arg(long, conflicts_with = "kubernetes")]
         all: bool,
         /// Rebuild even if the cache holds the version (e.g. after it was reported corrupt).
@@ -347,6 +348,17 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
                 let installed = until_interrupted(work).await???;
                 println!("Kubernetes {} toolchain: {}", installed.version, installed.dir.join("bin").display());
             }
+            if all {
+                // What the built-in `aws` provider runs: its CCM per Kubernetes minor, and moto.
+                for release in toolchain::releases() {
+                    let work = tokio::task::spawn_blocking(move || toolchain::aws::install_ccm(&release, force));
+                    let binary = until_interrupted(work).await???;
+                    println!("cloud-provider-aws for Kubernetes {}: {}", release.version, binary.display());
+                }
+                let work = tokio::task::spawn_blocking(move || toolchain::aws::install_moto(force));
+                let moto = until_interrupted(work).await???;
+                println!("moto {}: {}", toolchain::aws::moto_version(), moto.display());
+            }
         }
         ToolchainCommand::List => {
             for release in toolchain::releases() {
@@ -386,7 +398,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
                     Some(cluster::cloud::CloudOptions::new(ccm_binary))
                 }
             };
-            let options = cluster::UpOptions { name: name.name, nodes, release, api_server_port, cloud };
+            let options = cluster::UpOptions { name: name.name, nodes, release, api_server_port, cloud, aws: None };
             let cluster = until_interrupted(cluster::up(options)).await??;
             let state = &cluster.state;
             println!(
@@ -420,7 +432,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
         ClusterCommand::Kubeconfig { name } => println!("{}", cluster::kubeconfig_path(&name.name)?.display()),
         ClusterCommand::Instance { name, action, node } => {
             let instance = cluster::machines::act(&name.name, &node, action).await?;
-            println!("instance {} of node {node}: {:?}", instance.id, instance.state);
+            println!("instance {} of node {node}: {}", instance.id, instance.state);
         }
         ClusterCommand::LoadBalancers { name } => {
             let balancers = cluster::machines::load_balancers(&name.name).await?;

@@ -97,7 +97,8 @@ pub struct SourceArgs {
     #[command(flatten)]
     pub config: ConfigArg,
     /// The kubernetes/kubernetes history: `tested` (the versions the index has runs of, ordered as
-    /// releases), `git:PATH[@BRANCH]` or `github:OWNER/REPO[@BRANCH]` (branch default: master).
+    /// releases), `git:PATH[@BRANCH]`, `github:OWNER/REPO[@BRANCH]` or `goproxy:MODULE[@BRANCH]` (a Go
+    /// module's release tags from $GOPROXY; on release-1.X only v1.X.*) (branch default: master).
     #[arg(long, default_value = "tested", value_name = "SOURCE")]
     pub kubernetes_history: HistorySpec,
     /// A provider's history, as NAME=SOURCE (sources as above; branch default: the provider's

@@ -8,8 +8,8 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use super::{ClusterError, ClusterState, Result, client_for, cloud, load_state, nodes};
-use ccm::local_cloud::api::{Instance, LoadBalancer};
+use super::{ClusterError, ClusterState, Result, aws, client_for, cloud, load_state, nodes};
+use ccm::local_cloud::api::LoadBalancer;
 use ccm::local_cloud::client::LocalCloud;
 
 /// What happens to a machine.
@@ -43,16 +43,38 @@ fn cloud_of(state: &ClusterState) -> Result<LocalCloud> {
     cloud::client(url)
 }
 
-/// Applies `action` to the machine of node `node` of cluster `cluster`; returns its instance.
-pub async fn act(cluster: &str, node: &str, action: MachineAction) -> Result<Instance> {
+/// An instance after an action: its id and the state the cloud reports.
+#[derive(Debug, Clone)]
+pub struct InstanceState {
+    pub id: String,
+    pub state: String,
+}
+
+/// Applies `action` to the machine of node `node` of cluster `cluster` (its instance in the
+/// local cloud, or in moto with `--cloud moto`); returns its instance.
+pub async fn act(cluster: &str, node: &str, action: MachineAction) -> Result<InstanceState> {
     let state = load_state(cluster)?;
-    let cloud = cloud_of(&state)?;
-    let instance = match action {
-        MachineAction::Shutdown => cloud.shutdown_instance(node).await,
-        MachineAction::Start => cloud.start_instance(node).await,
-        MachineAction::Terminate => cloud.terminate_instance(node).await,
-    }
-    .map_err(|e| ClusterError::Cloud(format!("{} instance {node}: {e}", action.verb())))?;
+    let instance = match &state.aws {
+        Some(aws_cloud) => {
+            let aws_action = match action {
+                MachineAction::Shutdown => aws::InstanceAction::Stop,
+                MachineAction::Start => aws::InstanceAction::Start,
+                MachineAction::Terminate => aws::InstanceAction::Terminate,
+            };
+            let now = aws::act(aws_cloud, node, aws_action).await?;
+            InstanceState { id: aws_cloud.instance(node)?.to_owned(), state: now }
+        }
+        None => {
+            let cloud = cloud_of(&state)?;
+            let instance = match action {
+                MachineAction::Shutdown => cloud.shutdown_instance(node).await,
+                MachineAction::Start => cloud.start_instance(node).await,
+                MachineAction::Terminate => cloud.terminate_instance(node).await,
+            }
+            .map_err(|e| ClusterError::Cloud(format!("{} instance {node}: {e}", action.verb())))?;
+            InstanceState { id: instance.id, state: format!("{:?}", instance.state) }
+        }
+    };
     let kubelet = match action {
         MachineAction::Start => serde_json::Value::Null,
         MachineAction::Shutdown | MachineAction::Terminate => json!("stopped"),
@@ -67,11 +89,15 @@ pub async fn act(cluster: &str, node: &str, action: MachineAction) -> Result<Ins
     }
 }
 
-/// The load balancers of cluster `cluster`'s local cloud.
-pub async fn load_balancers(cluster: &str) -> Result<Vec<LoadBalancer>> {
+/// The load balancers of cluster `cluster`'s cloud, as JSON.
+pub async fn load_balancers(cluster: &str) -> Result<Vec<serde_json::Value>> {
     let state = load_state(cluster)?;
-    cloud_of(&state)?
+    if let Some(aws_cloud) = &state.aws {
+        return aws::load_balancers(aws_cloud).await;
+    }
+    let balancers: Vec<LoadBalancer> = cloud_of(&state)?
         .list_load_balancers()
         .await
-        .map_err(|e| ClusterError::Cloud(format!("listing load balancers: {e}")))
+        .map_err(|e| ClusterError::Cloud(format!("listing load balancers: {e}")))?;
+    Ok(balancers.iter().map(|lb| serde_json::to_value(lb).expect("a load balancer serialises")).collect())
 }

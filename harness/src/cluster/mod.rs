@@ -10,6 +10,7 @@
 //! State lives in `<state dir>/clusters/<name>/`: `cluster.json` (ports, PIDs), `kubeconfig`,
 //! `pki/`, `etcd/`, `logs/<component>.log`. `down` stops the processes and removes it.
 
+pub mod aws;
 pub mod cloud;
 pub mod machines;
 pub mod nodes;
@@ -73,6 +74,8 @@ pub enum ClusterError {
     CcmBuild { detail: String },
     #[error("local cloud: {0}")]
     Cloud(String),
+    #[error("aws cloud (moto): {0}")]
+    Aws(String),
     #[error("{action} {path}: {source}")]
     Io { action: &'static str, path: PathBuf, source: std::io::Error },
 }
@@ -95,6 +98,8 @@ pub fn state_root() -> PathBuf {
 
 /// The CCM's `--cloud-config`, in the cluster dir.
 const CLOUD_CONFIG: &str = "cloud-config.yaml";
+/// The AWS CCM's `--cloud-config` (gcfg, INI-like), with `--cloud moto`.
+const AWS_CLOUD_CONFIG: &str = "aws-cloud.conf";
 
 fn cluster_dir(name: &str) -> PathBuf {
     state_root().join("clusters").join(name)
@@ -119,9 +124,12 @@ pub struct ClusterState {
     /// The reference CCM's `/healthz`, `/readyz` and `/metrics` base URL, with `--cloud local`.
     #[serde(default)]
     pub ccm_url: Option<String>,
-    /// The port kept free for the CCM's `--secure-port`, with `--cloud local`.
+    /// The port kept free for the CCM's `--secure-port`, with `--cloud local` or `--cloud moto`.
     #[serde(default)]
     pub ccm_port: Option<u16>,
+    /// The AWS cloud (moto), with `--cloud moto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<aws::AwsState>,
     pub processes: Vec<ProcessRecord>,
     /// Seconds since the Unix epoch.
     pub created: u64,
@@ -137,11 +145,21 @@ pub struct UpOptions {
     pub api_server_port: Option<u16>,
     /// `--cloud local`: the local simulated cloud and the reference CCM run with the cluster.
     pub cloud: Option<cloud::CloudOptions>,
+    /// `--cloud moto`: the `aws` provider's cloud, moto, runs with the cluster (its CCM is the
+    /// caller's to start, [`LocalCluster::start_ccm`]).
+    pub aws: Option<AwsOptions>,
+}
+
+/// The `aws` provider's cloud.
+#[derive(Debug, Clone)]
+pub struct AwsOptions {
+    /// `moto_server` of the virtualenv `harness toolchain install` made.
+    pub moto_server: PathBuf,
 }
 
 impl UpOptions {
     pub fn new(name: impl Into<String>, release: Release) -> Self {
-        UpOptions { name: name.into(), nodes: 3, release, api_server_port: None, cloud: None }
+        UpOptions { name: name.into(), nodes: 3, release, api_server_port: None, cloud: None, aws: None }
     }
 }
 
@@ -158,9 +176,9 @@ impl LocalCluster {
         client_for(&self.state).await
     }
 
-    /// The CCM's `--cloud-config` for the local cloud (clusters with a cloud).
+    /// The CCM's `--cloud-config` for the cluster's cloud (clusters with a cloud).
     pub fn cloud_config(&self) -> PathBuf {
-        self.dir.join(CLOUD_CONFIG)
+        self.dir.join(if self.state.aws.is_some() { AWS_CLOUD_CONFIG } else { CLOUD_CONFIG })
     }
 
     /// The local cloud's state directory (clusters with a cloud).
@@ -175,8 +193,16 @@ impl LocalCluster {
         let step = progress::step("starting the CCM and waiting for it to initialise every node");
         let component = binary.file_name().map_or("ccm".into(), |n| n.to_string_lossy().into_owned());
         let mut guard = Teardown { dir: self.dir.clone(), processes: Vec::new(), armed: false };
-        start(binary, &component, args.to_vec(), &mut guard, &mut self.state)?;
-        self.state.ccm_url = self.state.ccm_port.map(|port| format!("http://127.0.0.1:{port}"));
+        let env = match &self.state.aws {
+            Some(_) => process::Environment {
+                set: aws::ccm_env(),
+                removed: aws::CCM_ENV_REMOVED.iter().map(|v| (*v).to_owned()).collect(),
+            },
+            None => process::Environment::default(),
+        };
+        start_with_env(binary, &component, args.to_vec(), &env, &mut guard, &mut self.state)?;
+        let scheme = if self.state.aws.is_some() { "https" } else { "http" };
+        self.state.ccm_url = self.state.ccm_port.map(|port| format!("{scheme}://127.0.0.1:{port}"));
         save_state(&self.dir, &self.state)?;
         let client = self.client().await?;
         wait_for_initialised_nodes(&client, &self.state, &guard).await?;
@@ -238,6 +264,7 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
         cloud_url: None,
         ccm_url: None,
         ccm_port: None,
+        aws: None,
         processes: Vec::new(),
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };
@@ -266,8 +293,30 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
         step.done();
     }
 
+    if let Some(aws_options) = &options.aws {
+        let step = progress::step(format!("starting moto (the aws cloud) with {} instances", options.nodes));
+        start(&aws_options.moto_server, "moto", aws::moto_args(ports.moto), &mut guard, &mut state)?;
+        let moto = aws::query::QueryClient::new(&format!("http://127.0.0.1:{}", ports.moto), aws::REGION);
+        aws::wait_ready(&moto, || check_alive(&state)).await?;
+        let cloud = aws::provision(&moto, &options.name, options.nodes).await?;
+        aws::write_cloud_config(&dir.join(AWS_CLOUD_CONFIG), &cloud, &options.name)?;
+        state.aws = Some(cloud);
+        state.ccm_port = Some(ports.ccm);
+        save_state(&dir, &state)?;
+        step.done();
+    }
+
     let step = progress::step(format!("registering {} simulated nodes", options.nodes));
-    state.nodes = register_nodes(&client, &options.name, options.nodes, &toolchain.version).await?;
+    let manifests: Vec<Node> = match &state.aws {
+        // As AWS kubelets register: named after the instance's private DNS name, its private IP.
+        Some(cloud) => (cloud.nodes.iter().zip(0..))
+            .map(|(name, index)| {
+                nodes::manifest_with(name, &[aws::node_ip(index).to_string()], index, &toolchain.version)
+            })
+            .collect(),
+        None => (0..options.nodes).map(|index| nodes::manifest(&options.name, index, &toolchain.version)).collect(),
+    };
+    state.nodes = register_nodes(&client, &options.name, manifests).await?;
     save_state(&dir, &state)?;
     wait_for_ready_nodes(&client, &state, &guard).await?;
     step.done();
@@ -328,12 +377,13 @@ struct Ports {
     kwok: u16,
     cloud: u16,
     ccm: u16,
+    moto: u16,
 }
 
 impl Ports {
     fn pick(api_server: Option<u16>) -> Result<Self> {
         // Hold every listener until all are picked so no two components get the same port.
-        let listeners: Vec<TcpListener> = (0..8)
+        let listeners: Vec<TcpListener> = (0..9)
             .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
             .collect::<std::io::Result<_>>()
             .map_err(io_err("binding a free port on", Path::new("127.0.0.1")))?;
@@ -347,6 +397,7 @@ impl Ports {
             kwok: port(5),
             cloud: port(6),
             ccm: port(7),
+            moto: port(8),
         })
     }
 }
@@ -450,8 +501,19 @@ fn start(
     guard: &mut Teardown,
     state: &mut ClusterState,
 ) -> Result<()> {
+    start_with_env(binary, component, args, &process::Environment::default(), guard, state)
+}
+
+fn start_with_env(
+    binary: &Path,
+    component: &str,
+    args: Vec<String>,
+    env: &process::Environment,
+    guard: &mut Teardown,
+    state: &mut ClusterState,
+) -> Result<()> {
     let log = guard.dir.join("logs").join(format!("{component}.log"));
-    let record = process::spawn(component, binary, &args, &log).map_err(io_err("starting", binary))?;
+    let record = process::spawn_with_env(component, binary, &args, env, &log).map_err(io_err("starting", binary))?;
     tracing::debug!("started {component} (pid {})", record.pid);
     guard.processes.push(record.clone());
     state.processes.push(record);
@@ -508,13 +570,15 @@ fn timeout(what: &str, started: Instant, guard: &Teardown) -> ClusterError {
     ClusterError::Timeout { what: what.to_string(), waited: started.elapsed(), logs: guard.dir.join("logs") }
 }
 
-async fn register_nodes(client: &Client, cluster: &str, count: u32, version: &str) -> Result<Vec<String>> {
+async fn register_nodes(client: &Client, cluster: &str, manifests: Vec<Node>) -> Result<Vec<String>> {
     let api: Api<Node> = Api::all(client.clone());
-    let creates = (0..count).map(|index| {
+    let count = manifests.len();
+    let order: Vec<String> = manifests.iter().map(|n| n.metadata.name.clone().unwrap_or_default()).collect();
+    let creates = manifests.into_iter().map(|node| {
         let api = api.clone();
-        async move { api.create(&PostParams::default(), &nodes::manifest(cluster, index, version)).await }
+        async move { api.create(&PostParams::default(), &node).await }
     });
-    let mut names = Vec::with_capacity(count as usize);
+    let mut names = Vec::with_capacity(count);
     // A bounded number in flight: a 1,000-node cluster must not open 1,000 requests at once.
     let mut results = futures::stream::iter(creates).buffer_unordered(32);
     use futures::StreamExt;
@@ -522,7 +586,8 @@ async fn register_nodes(client: &Client, cluster: &str, count: u32, version: &st
         let node = result.map_err(|source| ClusterError::Kube { cluster: cluster.to_string(), source })?;
         names.push(node.metadata.name.unwrap_or_default());
     }
-    names.sort_by_key(|name| name.rsplit('-').next().and_then(|i| i.parse::<u32>().ok()));
+    // In node index order.
+    names.sort_by_key(|name| order.iter().position(|n| n == name));
     Ok(names)
 }
 

@@ -52,8 +52,14 @@ pub fn pod_cidr(index: u32) -> String {
 
 /// The Node object a kubelet with `--cloud-provider=external --node-ip=<ipv4>,<ipv6>` would register.
 pub fn manifest(cluster: &str, index: u32, kubelet_version: &str) -> Node {
-    let name = node_name(cluster, index);
-    let ip = node_ip(index).to_string();
+    let ips = [node_ip(index).to_string(), node_ipv6(index).to_string()];
+    manifest_with(&node_name(cluster, index), &ips, index, kubelet_version)
+}
+
+/// The Node object a kubelet with `--cloud-provider=external --node-ip=<ips>` would register as
+/// `name`, with node `index`'s pod CIDR; the first of `ips` is its IPv4 address.
+pub fn manifest_with(name: &str, ips: &[String], index: u32, kubelet_version: &str) -> Node {
+    let ip = ips.first().cloned().unwrap_or_default();
     let cidr = pod_cidr(index);
     serde_json::from_value(json!({
         "apiVersion": "v1",
@@ -69,7 +75,7 @@ pub fn manifest(cluster: &str, index: u32, kubelet_version: &str) -> Node {
             "annotations": {
                 "kwok.x-k8s.io/node": "fake",
                 "node.alpha.kubernetes.io/ttl": "0",
-                PROVIDED_NODE_IP: format!("{ip},{}", node_ipv6(index)),
+                PROVIDED_NODE_IP: ips.join(","),
             },
         },
         "spec": {

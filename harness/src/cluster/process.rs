@@ -27,9 +27,32 @@ pub struct ProcessRecord {
 
 /// Starts `binary args...` with stdout and stderr appended to `log`, in a new process group.
 pub fn spawn(component: &str, binary: &Path, args: &[String], log: &Path) -> std::io::Result<ProcessRecord> {
+    spawn_with_env(component, binary, args, &Environment::default(), log)
+}
+
+/// Variables a process gets set, and inherited ones it must not see.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    pub set: Vec<(String, String)>,
+    pub removed: Vec<String>,
+}
+
+/// [`spawn`] with `env` applied to the inherited environment.
+pub fn spawn_with_env(
+    component: &str,
+    binary: &Path,
+    args: &[String],
+    env: &Environment,
+    log: &Path,
+) -> std::io::Result<ProcessRecord> {
     use std::os::unix::process::CommandExt;
     let out = fs::OpenOptions::new().create(true).append(true).open(log)?;
-    let child = crate::signals::with_default_signals(&mut Command::new(binary))
+    let mut command = Command::new(binary);
+    for name in &env.removed {
+        command.env_remove(name);
+    }
+    command.envs(env.set.iter().map(|(k, v)| (k, v)));
+    let child = crate::signals::with_default_signals(&mut command)
         .args(args)
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)

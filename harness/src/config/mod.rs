@@ -342,6 +342,9 @@ pub enum CcmBuild {
     Cargo { package: String, bin: String, timeout: Duration },
     /// A command in the provider's checkout that produces a binary or a manifest.
     Command { command: CommandSpec, output: BuildOutput, timeout: Duration },
+    /// A CCM `harness toolchain install` builds from the Go module proxy at the release pinned
+    /// for the run's Kubernetes minor (`tools/aws/`): `binary` names it.
+    Toolchain { binary: String, timeout: Duration },
 }
 
 impl CcmBuild {
@@ -349,12 +352,18 @@ impl CcmBuild {
         match self {
             CcmBuild::Cargo { .. } => "cargo",
             CcmBuild::Command { .. } => "command",
+            CcmBuild::Toolchain { .. } => "toolchain",
         }
     }
 
     /// The build yields a binary (`{ccm_binary}`), not a manifest.
     pub fn produces_binary(&self) -> bool {
-        matches!(self, CcmBuild::Cargo { .. } | CcmBuild::Command { output: BuildOutput::Binary(_), .. })
+        matches!(
+            self,
+            CcmBuild::Cargo { .. }
+                | CcmBuild::Command { output: BuildOutput::Binary(_), .. }
+                | CcmBuild::Toolchain { .. }
+        )
     }
 }
 
@@ -394,11 +403,32 @@ impl CcmDeploy {
     }
 }
 
+/// The cloud the `local` deployer runs beside its cluster.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LocalCloud {
+    /// The local simulated cloud of the reference CCM.
+    #[default]
+    Local,
+    /// moto's EC2/ELB APIs, for the `aws` provider (cloud-provider-aws's CCM).
+    Moto,
+}
+
+impl LocalCloud {
+    pub const ALL: [LocalCloud; 2] = [LocalCloud::Local, LocalCloud::Moto];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LocalCloud::Local => "local",
+            LocalCloud::Moto => "moto",
+        }
+    }
+}
+
 /// What brings the cluster up and down. The Kubernetes version comes from the matrix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Deployer {
-    /// The embedded cluster: control plane processes and kwok nodes, with the local cloud.
-    Local { nodes: u32 },
+    /// The embedded cluster: control plane processes and kwok nodes, with a cloud of its own.
+    Local { nodes: u32, cloud: LocalCloud },
     /// A cluster that is already there; `None` means `$KUBECONFIG`, else `~/.kube/config`.
     Existing { kubeconfig: Option<PathBuf> },
     /// `kind create cluster` with the external cloud provider; a kind config and/or a node image.

@@ -123,6 +123,7 @@ pub struct RawDeployer {
     pub kind: String,
     // local
     pub nodes: Option<u32>,
+    pub cloud: Option<String>,
     // existing
     pub kubeconfig: Option<String>,
     // kind

@@ -14,8 +14,8 @@ use super::raw::{
 use super::template::{self, Placeholder, TemplateError};
 use super::{
     BUILTIN_SUITES, BuildOutput, Capability, Ccm, CcmBuild, CcmDeploy, CommandSpec, Deployer, DeployerKind, Hook,
-    Hooks, JobSpec, KubernetesVersion, Provider, ProviderTestGrid, ProvidersConfig, Required, Suite, SuiteKind,
-    TestGridSettings, TestMatcher, jobs,
+    Hooks, JobSpec, KubernetesVersion, LocalCloud, Provider, ProviderTestGrid, ProvidersConfig, Required, Suite,
+    SuiteKind, TestGridSettings, TestMatcher, jobs,
 };
 
 pub const DEFAULT_NODES: u32 = 3;
@@ -521,6 +521,7 @@ impl Checker<'_> {
     fn deployer(&mut self, raw: RawDeployer, at: &YamlPath) -> Option<Deployer> {
         let options = [
             ("nodes", raw.nodes.is_some()),
+            ("cloud", raw.cloud.is_some()),
             ("kubeconfig", raw.kubeconfig.is_some()),
             ("config", raw.config.is_some()),
             ("image", raw.image.is_some()),
@@ -530,13 +531,31 @@ impl Checker<'_> {
         let what = |kind: &str| format!("the `{kind}` deployer");
         let deployer = match raw.kind.as_str() {
             "local" => {
-                self.only(at, &what("local"), &options, &["nodes"]);
+                self.only(at, &what("local"), &options, &["nodes", "cloud"]);
+                let cloud = match raw.cloud.as_deref() {
+                    None => LocalCloud::default(),
+                    Some(name) => match LocalCloud::ALL.into_iter().find(|c| c.as_str() == name) {
+                        Some(cloud) => cloud,
+                        None => {
+                            self.unknown_value(
+                                &at.key("cloud"),
+                                "local cloud",
+                                name,
+                                &LocalCloud::ALL.map(LocalCloud::as_str),
+                            );
+                            LocalCloud::default()
+                        }
+                    },
+                };
                 let nodes = raw.nodes.unwrap_or(DEFAULT_NODES);
-                let max = crate::cluster::nodes::MAX_NODES;
+                let max = match cloud {
+                    LocalCloud::Local => crate::cluster::nodes::MAX_NODES,
+                    LocalCloud::Moto => crate::cluster::aws::MAX_NODES,
+                };
                 if !(1..=max).contains(&nodes) {
                     self.report(&at.key("nodes"), Problem::NodesOutOfRange { nodes, max });
                 }
-                Deployer::Local { nodes }
+                Deployer::Local { nodes, cloud }
             }
             "existing" => {
                 self.only(at, &what("existing"), &options, &["kubeconfig"]);
@@ -619,8 +638,19 @@ impl Checker<'_> {
                 let command = self.command(at, what, raw.command, raw.args, raw.env, raw.dir, context);
                 Some(CcmBuild::Command { command: command?, output: output?, timeout })
             }
+            "toolchain" => {
+                let what = "a `toolchain` build";
+                self.only(at, what, &options, &["binary", "timeout"]);
+                let binary = self.required(at, what, "binary", raw.binary)?;
+                let known = crate::toolchain::aws::CCM_BINARY;
+                if binary != known {
+                    self.unknown_value(&at.key("binary"), "toolchain CCM binary", &binary, &[known]);
+                    return None;
+                }
+                Some(CcmBuild::Toolchain { binary, timeout })
+            }
             other => {
-                self.unknown_kind(at, "CCM build kind", other, &["cargo", "command"]);
+                self.unknown_kind(at, "CCM build kind", other, &["cargo", "command", "toolchain"]);
                 None
             }
         }
@@ -848,8 +878,13 @@ impl Checker<'_> {
     }
 
     fn unknown_kind(&mut self, at: &YamlPath, what: &'static str, name: &str, valid: &[&str]) {
+        self.unknown_value(&at.key("kind"), what, name, valid);
+    }
+
+    /// `name` at `at` is none of `valid`.
+    fn unknown_value(&mut self, at: &YamlPath, what: &'static str, name: &str, valid: &[&str]) {
         let problem = Problem::UnknownKind { what, name: name.to_owned(), valid: valid.join(", ") };
-        self.report(&at.key("kind"), problem);
+        self.report(at, problem);
     }
 
     fn name(&mut self, at: &YamlPath, what: &'static str, name: &str) -> bool {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 
 use super::{DeployError, Deployer};
-use crate::cluster::{self, LocalCluster, UpOptions, cloud::CloudOptions, nodes};
+use crate::cluster::{self, AwsOptions, LocalCluster, UpOptions, cloud::CloudOptions, nodes};
 use crate::config::template::{Placeholder, Vars};
 use crate::toolchain::Release;
 
@@ -30,6 +30,15 @@ impl LocalDeployer {
         let mut options = UpOptions::new(name, release);
         options.nodes = nodes;
         options.cloud = Some(CloudOptions { ccm_binary: cloud_binary, start_ccm: false });
+        LocalDeployer { options, cluster: None, owns_name: false }
+    }
+
+    /// A cluster `name` of `nodes` simulated nodes on `release` with the `aws` provider's cloud:
+    /// moto, served by `moto_server`, one EC2 instance per node.
+    pub fn with_aws(name: &str, nodes: u32, release: Release, moto_server: PathBuf) -> Self {
+        let mut options = UpOptions::new(name, release);
+        options.nodes = nodes;
+        options.aws = Some(AwsOptions { moto_server });
         LocalDeployer { options, cluster: None, owns_name: false }
     }
 

@@ -22,13 +22,18 @@ pub enum HistorySpec {
     Git { path: PathBuf, branch: Option<String> },
     /// `github:OWNER/REPO[@BRANCH]`: the REST API.
     GitHub { owner: String, repo: String, branch: Option<String> },
+    /// `goproxy:MODULE[@BRANCH]`: the release tags of a Go module as the Go module proxy lists them
+    /// (`$GOPROXY/<module>/@v/list`), newest first by semver; on a `release-1.X` branch, only the
+    /// `v1.X.*` tags. A provider released as a Go module (k8s.io/cloud-provider-aws) is versioned
+    /// by those tags.
+    GoProxy { module: String, branch: Option<String> },
 }
 
 impl FromStr for HistorySpec {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let usage = "use tested, git:PATH[@BRANCH] or github:OWNER/REPO[@BRANCH]";
+        let usage = "use tested, git:PATH[@BRANCH], github:OWNER/REPO[@BRANCH] or goproxy:MODULE[@BRANCH]";
         let split_branch = |rest: &str| match rest.rsplit_once('@') {
             Some((what, branch)) if !branch.is_empty() => (what.to_owned(), Some(branch.to_owned())),
             _ => (rest.to_owned(), None),
@@ -42,6 +47,15 @@ impl FromStr for HistorySpec {
                 return Err(format!("{text:?} names no repository: {usage}"));
             }
             return Ok(Self::Git { path: path.into(), branch });
+        }
+        if let Some(rest) = text.strip_prefix("goproxy:") {
+            let (module, branch) = split_branch(rest);
+            if module.is_empty() || !module.contains('/') || module.contains(char::is_whitespace) {
+                return Err(format!(
+                    "{text:?}: expected goproxy:MODULE such as goproxy:k8s.io/cloud-provider-aws; {usage}"
+                ));
+            }
+            return Ok(Self::GoProxy { module, branch });
         }
         if let Some(rest) = text.strip_prefix("github:") {
             let (full, branch) = split_branch(rest);
@@ -65,6 +79,7 @@ impl HistorySpec {
             Self::GitHub { owner, repo, .. } => {
                 Self::GitHub { owner: owner.clone(), repo: repo.clone(), branch: Some(branch.to_owned()) }
             }
+            Self::GoProxy { module, .. } => Self::GoProxy { module: module.clone(), branch: Some(branch.to_owned()) },
         }
     }
 
@@ -94,8 +109,65 @@ impl HistorySpec {
                 let source = GitHub::with_cache(owner, repo, config, cache.clone())?;
                 fetched(&source, branch.as_deref().unwrap_or(default_branch), revisions, options.depth).await
             }
+            Self::GoProxy { module, branch } => {
+                let proxy = go_proxy();
+                let list = go_proxy_list(&proxy, module)
+                    .await
+                    .with_context(|| format!("listing the versions of {module} on {proxy} (GOPROXY)"))?;
+                module_history(module, &list, branch.as_deref().unwrap_or(default_branch))
+            }
         }
     }
+}
+
+/// The first module proxy of `$GOPROXY` (default proxy.golang.org).
+fn go_proxy() -> String {
+    let value = std::env::var("GOPROXY").unwrap_or_default();
+    value
+        .split([',', '|'])
+        .map(str::trim)
+        .find(|p| p.starts_with("http://") || p.starts_with("https://"))
+        .unwrap_or("https://proxy.golang.org")
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+/// `$proxy/<escaped module>/@v/list`: one version per line (the Go module proxy protocol).
+async fn go_proxy_list(proxy: &str, module: &str) -> Result<String> {
+    // Upper-case letters are escaped as `!` and the lower-case letter.
+    let escaped: String = module
+        .chars()
+        .flat_map(|c| if c.is_ascii_uppercase() { vec!['!', c.to_ascii_lowercase()] } else { vec![c] })
+        .collect();
+    let url = format!("{proxy}/{escaped}/@v/list");
+    let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)).build()?;
+    let response = client.get(&url).send().await.with_context(|| format!("GET {url}"))?;
+    let status = response.status();
+    let body = response.text().await.with_context(|| format!("GET {url}"))?;
+    if !status.is_success() {
+        bail!("GET {url}: {status}: {}", body.trim());
+    }
+    Ok(body)
+}
+
+/// The release history of a module from its proxy version list, newest first; on `release-1.X`
+/// only the `v1.X.*` versions.
+fn module_history(module: &str, list: &str, branch: &str) -> Result<History> {
+    let minor = branch.strip_prefix("release-").map(|line| format!("v{line}."));
+    let mut versions: Vec<(semver::Version, &str)> = list
+        .lines()
+        .map(str::trim)
+        .filter(|v| minor.as_deref().is_none_or(|prefix| v.starts_with(prefix)))
+        .filter_map(|v| Some((parse_version(v)?, v)))
+        .collect();
+    if versions.is_empty() {
+        bail!("the Go module proxy lists no versions of {module} for {branch}");
+    }
+    versions.sort_by(|a, b| b.0.cmp_precedence(&a.0).then(b.1.cmp(a.1)));
+    let history = History::new(versions.into_iter().map(|(_, v)| v.to_owned()))?;
+    Ok(history.with_fallback_reason(format!(
+        "not a version of {module} on {branch} as the Go module proxy lists them (its release tags)"
+    )))
 }
 
 /// The first-parent history of `branch`, with the source's tags and branches that point into it as
@@ -280,10 +352,42 @@ mod tests {
             "github:kubernetes/cloud-provider-gcp".parse(),
             Ok(HistorySpec::GitHub { owner: "kubernetes".into(), repo: "cloud-provider-gcp".into(), branch: None })
         );
-        for bad in ["svn:/x", "github:kubernetes", "git:", ""] {
+        assert_eq!(
+            "goproxy:k8s.io/cloud-provider-aws".parse(),
+            Ok(HistorySpec::GoProxy { module: "k8s.io/cloud-provider-aws".into(), branch: None })
+        );
+        for bad in ["svn:/x", "github:kubernetes", "git:", "", "goproxy:", "goproxy:nodots"] {
             let error = bad.parse::<HistorySpec>().unwrap_err();
             assert!(error.contains("git:PATH[@BRANCH]"), "{bad}: {error}");
         }
+    }
+
+    #[test]
+    fn a_go_module_history_is_its_release_tags_newest_first_per_line() {
+        // As proxy.golang.org lists k8s.io/cloud-provider-aws (unordered).
+        let list = "v1.36.2\nv1.35.3\nv1.37.0\nv1.37.1\nv1.34.4\nv1.37.0-rc.1\n";
+        let all = module_history("k8s.io/cloud-provider-aws", list, "master").unwrap();
+        assert_eq!(newest_first(&all), ["v1.37.1", "v1.37.0", "v1.37.0-rc.1", "v1.36.2", "v1.35.3", "v1.34.4"]);
+        let line = module_history("k8s.io/cloud-provider-aws", list, "release-1.37").unwrap();
+        assert_eq!(newest_first(&line), ["v1.37.1", "v1.37.0", "v1.37.0-rc.1"]);
+        let error = module_history("k8s.io/cloud-provider-aws", list, "release-1.99").unwrap_err().to_string();
+        assert!(error.contains("no versions of k8s.io/cloud-provider-aws for release-1.99"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_go_module_history_comes_from_the_proxy_in_goproxy() {
+        let app = axum::Router::new().route(
+            "/k8s.io/cloud-provider-aws/@v/list",
+            axum::routing::get(|| async { "v1.36.2\nv1.37.1\nv1.37.0\n" }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let list = go_proxy_list(&base, "k8s.io/cloud-provider-aws").await.unwrap();
+        let history = module_history("k8s.io/cloud-provider-aws", &list, "master").unwrap();
+        assert_eq!(newest_first(&history), ["v1.37.1", "v1.37.0", "v1.36.2"]);
+        let missing = go_proxy_list(&base, "k8s.io/nope").await.unwrap_err().to_string();
+        assert!(missing.contains("404"), "{missing}");
     }
 
     /// A GitHub that lists two commits with an ETag, answers 304 to a matching `If-None-Match`,

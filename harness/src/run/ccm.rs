@@ -8,8 +8,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use super::{Plan, RunOptions};
-use crate::config::template::Vars;
-use crate::config::{BuildOutput, CcmBuild, CcmDeploy, CommandSpec, Deployer as DeployerConfig, Provider};
+use crate::config::template::{Placeholder, Vars};
+use crate::config::{BuildOutput, CcmBuild, CcmDeploy, CommandSpec, Deployer as DeployerConfig, LocalCloud, Provider};
 use crate::deploy::existing::ExistingDeployer;
 use crate::deploy::kind::KindDeployer;
 use crate::deploy::kubetest2::Kubetest2Deployer;
@@ -43,6 +43,21 @@ pub(super) async fn build(
             let version = binary_version(&binary).await;
             Ok(Built { binary: Some(binary), manifest: None, version })
         }
+        CcmBuild::Toolchain { binary: _, timeout } => {
+            // The only toolchain CCM is cloud-provider-aws's, at the release of the run's minor.
+            let version = vars.get(&Placeholder::KubernetesVersion).cloned().unwrap_or_default();
+            let release = crate::toolchain::resolve(Some(&version)).map_err(|e| e.to_string())?;
+            let install = tokio::task::spawn_blocking(move || crate::toolchain::aws::install_ccm(&release, false));
+            let binary = tokio::time::timeout(*timeout, install)
+                .await
+                .map_err(|_| {
+                    format!("building the CCM did not finish within {}", humantime::format_duration(*timeout))
+                })?
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            let version = binary_version(&binary).await;
+            Ok(Built { binary: Some(binary), manifest: None, version })
+        }
         CcmBuild::Command { command, output, timeout } => {
             run_command("CCM build", command, vars, &opts.provider_dir, &artifacts.join("ccm-build.log"), *timeout)
                 .await?;
@@ -71,7 +86,14 @@ pub(super) fn deployer(
     vars: &Vars,
 ) -> Result<Box<dyn Deployer>, DeployError> {
     match &plan.provider.deployer {
-        DeployerConfig::Local { nodes } => {
+        DeployerConfig::Local { nodes, cloud: LocalCloud::Moto } => {
+            let release = crate::toolchain::resolve(Some(&plan.version.to_string()))
+                .map_err(|e| DeployError::Other { deployer: "local".into(), message: e.to_string() })?;
+            let moto_server = crate::toolchain::aws::install_moto(false)
+                .map_err(|e| DeployError::Other { deployer: "local".into(), message: e.to_string() })?;
+            Ok(Box::new(LocalDeployer::with_aws(&opts.cluster_name, *nodes, release, moto_server)))
+        }
+        DeployerConfig::Local { nodes, cloud: LocalCloud::Local } => {
             let release = crate::toolchain::resolve(Some(&plan.version.to_string()))
                 .map_err(|e| DeployError::Other { deployer: "local".into(), message: e.to_string() })?;
             // The local cloud is served by the reference CCM's binary, whatever CCM is under test.
@@ -119,8 +141,7 @@ pub(super) async fn deploy(
     built: &Built,
     vars: &Vars,
 ) -> Result<(), String> {
-    let artifacts =
-        PathBuf::from(vars.get(&crate::config::template::Placeholder::Artifacts).cloned().unwrap_or_default());
+    let artifacts = PathBuf::from(vars.get(&Placeholder::Artifacts).cloned().unwrap_or_default());
     match &provider.ccm.deploy {
         CcmDeploy::Process { args, env: _, timeout } => {
             let binary = built.binary.as_ref().ok_or("a process deploy needs a build that produces a binary")?;

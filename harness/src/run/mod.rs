@@ -158,13 +158,20 @@ fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, 
         })
         .collect::<Result<_, _>>()?;
     let job = opts.job.clone().unwrap_or_else(|| config::jobs::job_name(&provider.name, None, version));
-    let provider_version = opts.provider_version.clone().unwrap_or_else(|| default_provider_version(provider));
+    let provider_version = opts.provider_version.clone().unwrap_or_else(|| default_provider_version(provider, version));
     Ok(Plan { provider, version, suites, job, provider_version })
 }
 
 /// The commit of this workspace when the provider's CCM is the bundled one built from it (so LKG
-/// can order its runs); `unknown` otherwise, or when the workspace is not a git checkout.
-fn default_provider_version(provider: &Provider) -> String {
+/// can order its runs); the release tag of a CCM the toolchain builds from the Go module proxy
+/// (`goproxy:` histories order those); `unknown` otherwise, or when the workspace is not a git checkout.
+fn default_provider_version(provider: &Provider, kubernetes: &KubernetesVersion) -> String {
+    if let config::CcmBuild::Toolchain { .. } = provider.ccm.build
+        && let Ok(release) = crate::toolchain::resolve(Some(&kubernetes.to_string()))
+        && let Ok(version) = crate::toolchain::aws::ccm_version(&release)
+    {
+        return version.to_owned();
+    }
     let bundled = matches!(provider.ccm.build, config::CcmBuild::Cargo { .. });
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let head = || {

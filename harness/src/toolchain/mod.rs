@@ -13,6 +13,7 @@
 //! `ginkgo`), is *incomplete*: `install` keeps the binaries it has (hard-linked into the
 //! `.partial` directory with their manifest records) and builds only the missing ones.
 
+pub mod aws;
 pub mod pins;
 
 use std::fs;
@@ -62,6 +63,12 @@ pub enum ToolchainError {
     Incomplete { version: String, dir: PathBuf, missing: Vec<&'static str> },
     #[error("building {what} failed ({status}); see {log} for the compiler's output")]
     BuildFailed { what: String, status: String, log: PathBuf },
+    #[error("{what} is not installed: {hint}")]
+    ProviderNotInstalled { what: String, hint: String },
+    #[error(
+        "Python not usable ({detail}): install Python 3 with its venv module (Debian: apt-get install python3-venv), or set PYTHON=/path/to/python3"
+    )]
+    PythonMissing { detail: String },
     #[error("{action} {path}: {source}")]
     Io { action: &'static str, path: PathBuf, source: std::io::Error },
 }

@@ -104,5 +104,11 @@ async fn http_healthz(url: &str) -> Result<(), String> {
     let response = client.get(url).send().await.map_err(|e| format!("GET {url}: {e}"))?;
     let status = response.status();
     let body = response.text().await.unwrap_or_default();
+    // The port the run knows is given as http://; a CCM serving HTTPS there (upstream's) says so.
+    if let Some(rest) = url.strip_prefix("http://")
+        && body.contains("HTTP request to an HTTPS server")
+    {
+        return Box::pin(http_healthz(&format!("https://{rest}"))).await;
+    }
     if status.is_success() { Ok(()) } else { Err(format!("{status}: {}", body.trim())) }
 }
