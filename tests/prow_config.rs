@@ -127,19 +127,12 @@ fn prow_rejects_broken_jobs() {
 
     let mut duplicated = jobs.clone();
     duplicated.periodics[1].name = duplicated.periodics[0].name.clone();
-    rejected(
-        "duplicate name",
-        &ProwConfig::to_yaml(&duplicated),
-        "duplicated periodic job: ci-cloud-provider-local-k8s-1.36",
-    );
+    let first = jobs.periodics[0].name.clone();
+    rejected("duplicate name", &ProwConfig::to_yaml(&duplicated), &format!("duplicated periodic job: {first}"));
 
     let mut bad_interval = jobs.clone();
     bad_interval.periodics[0].interval = "6 hours".into();
-    rejected(
-        "invalid interval",
-        &ProwConfig::to_yaml(&bad_interval),
-        "cannot parse duration for ci-cloud-provider-local-k8s-1.36",
-    );
+    rejected("invalid interval", &ProwConfig::to_yaml(&bad_interval), &format!("cannot parse duration for {first}"));
 
     let mut bad_timeout = jobs.clone();
     bad_timeout.periodics[0].decoration_config.timeout = "two hours".into();
