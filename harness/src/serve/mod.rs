@@ -99,8 +99,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     let (snapshots, receiver) = watch::channel(Arc::new(first));
     metrics.generation.set(generation);
 
-    let dashboard =
-        IndexSource { index: index.clone(), store: store.clone(), snapshots: receiver.clone(), repos: repos(&config) };
+    let dashboard = IndexSource::new(index.clone(), store.clone(), receiver.clone(), repos(&config));
     let ingest = ingest::Ingest {
         index: index.clone(),
         store: store.clone(),
