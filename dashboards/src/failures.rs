@@ -87,7 +87,9 @@ pub struct Cluster {
     pub providers: Vec<String>,
     pub kubernetes_versions: Vec<String>,
     pub jobs: Vec<String>,
-    /// Every failure of the cluster, newest first.
+    pub failures: usize,
+    /// Every failure of the cluster, newest first (in a list of clusters, the newest and the
+    /// oldest).
     pub hits: Vec<Hit>,
 }
 
@@ -95,6 +97,21 @@ impl Cluster {
     /// The oldest failure: since when (its Kubernetes and provider versions) it is seen.
     pub fn first_seen(&self) -> &Hit {
         self.hits.last().expect("a cluster has a failure")
+    }
+
+    /// The newest failure.
+    pub fn last_seen(&self) -> &Hit {
+        &self.hits[0]
+    }
+
+    /// The cluster as a list shows it: only its newest and oldest failures.
+    pub fn summary(mut self) -> Cluster {
+        if self.hits.len() > 2 {
+            let oldest = self.hits.pop().expect("more than two");
+            self.hits.truncate(1);
+            self.hits.push(oldest);
+        }
+        self
     }
 }
 
@@ -141,9 +158,16 @@ pub fn clusters(failures: Vec<Failure>) -> Vec<Cluster> {
                 side,
                 providers: providers.into_iter().map(str::to_owned).collect(),
                 kubernetes_versions: by_version.keys().map(|v| (*v).to_owned()).collect(),
-                jobs: hits.iter().map(|h| h.job.as_str()).collect::<BTreeSet<_>>().into_iter().map(str::to_owned).collect(),
+                jobs: hits
+                    .iter()
+                    .map(|h| h.job.as_str())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect(),
                 test,
                 message,
+                failures: hits.len(),
                 hits,
             }
         })
@@ -156,7 +180,8 @@ pub fn clusters(failures: Vec<Failure>) -> Vec<Cluster> {
 
 /// 16 hex digits of SHA-256 over the test and the normalised message.
 pub fn cluster_id(test: &str, message: &str) -> String {
-    let digest = Sha256::new().chain_update(test.as_bytes()).chain_update([0]).chain_update(message.as_bytes()).finalize();
+    let digest =
+        Sha256::new().chain_update(test.as_bytes()).chain_update([0]).chain_update(message.as_bytes()).finalize();
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -282,8 +307,14 @@ mod tests {
                 "timed out after DURATION waiting for pod web-POD at ADDR",
             ),
             ("pod job-abc12 in namespace services-8812 failed", "pod job-POD in namespace services-N failed"),
-            ("2026-11-22T17:57:17.123Z request 5f2b4c1e-1a2b-4c3d-9e8f-0123456789ab took 1m30s", "TIME request UUID took DURATION"),
-            ("node gke-x-default-pool-1a2b3c4d-zz9k not ready since Nov 22 17:57:17", "node gke-x-default-pool-NODE not ready since TIME"),
+            (
+                "2026-11-22T17:57:17.123Z request 5f2b4c1e-1a2b-4c3d-9e8f-0123456789ab took 1m30s",
+                "TIME request UUID took DURATION",
+            ),
+            (
+                "node gke-x-default-pool-1a2b3c4d-zz9k not ready since Nov 22 17:57:17",
+                "node gke-x-default-pool-NODE not ready since TIME",
+            ),
             ("dial tcp [fd00:127:1::5]:443: connection refused", "dial tcp ADDR: connection refused"),
             ("at 0xc000123456, commit 0123456789abcdef0123", "at HEX, commit HEX"),
             ("expected <3> nodes, saw <2>", "expected <N> nodes, saw <N>"),
@@ -301,7 +332,8 @@ mod tests {
     fn a_long_message_keeps_each_line_once_then_its_two_ends() {
         let repeated = "the same line again\n".repeat(1000);
         assert_eq!(normalise(&repeated), "the same line again");
-        let long: String = (0..3000).map(|i| format!("line {}\n", "x".repeat(i % 7 + 1))).collect::<String>() + &"é".repeat(5000);
+        let long: String =
+            (0..3000).map(|i| format!("line {}\n", "x".repeat(i % 7 + 1))).collect::<String>() + &"é".repeat(5000);
         let normalised = normalise(&long);
         assert!(normalised.len() <= LONGEST_MESSAGE + 8 && normalised.contains("\n…\n"), "{}", normalised.len());
     }
@@ -329,14 +361,18 @@ mod tests {
             failure("aws", "5", "v1.36.4", "routes", "route missing"),
             failure("gce", "6", "v1.36.3", "routes", "route missing"),
         ]);
-        let summary: Vec<(&str, usize, Side)> = clusters.iter().map(|c| (c.test.as_str(), c.hits.len(), c.side)).collect();
+        let summary: Vec<(&str, usize, Side)> =
+            clusters.iter().map(|c| (c.test.as_str(), c.hits.len(), c.side)).collect();
         assert_eq!(
             summary,
             [("lb", 3, Side::Kubernetes), ("routes", 2, Side::Unclear), ("lb", 1, Side::Provider)],
             "most providers first, then most failures"
         );
         let lb = &clusters[0];
-        assert_eq!((lb.providers.clone(), lb.kubernetes_versions.clone()), (vec!["aws".into(), "gce".into()], vec!["v1.37.1".into()]));
+        assert_eq!(
+            (lb.providers.clone(), lb.kubernetes_versions.clone()),
+            (vec!["aws".into(), "gce".into()], vec!["v1.37.1".into()])
+        );
         assert_eq!(lb.message, "timed out after DURATION at ADDR");
         assert_eq!(lb.hits.iter().map(|h| h.build.as_str()).collect::<Vec<_>>(), ["12", "11", "10"], "newest first");
         assert_eq!(lb.first_seen().provider_version.as_deref(), Some("aws-commit-10"));

@@ -303,7 +303,8 @@ pub struct Links {
 pub fn render(grid: &Grid, links: &Links) -> Markup {
     let builds = grid.columns.len();
     let shown = grid.rows.len();
-    let starts: Vec<usize> = grid.groups.iter().scan(0, |at, group| Some(std::mem::replace(at, *at + group.rows))).collect();
+    let starts: Vec<usize> =
+        grid.groups.iter().scan(0, |at, group| Some(std::mem::replace(at, *at + group.rows))).collect();
     html! {
         p.summary {
             strong { "Of the " (builds) " build" @if builds != 1 { "s" } " shown:" } " "
@@ -525,8 +526,17 @@ mod tests {
         assert!(html.contains(a_row), "{html}");
         assert_eq!(html.matches("<td ").count(), 4 * (5 + 2), "five rows and two group rows: {html}");
         assert!(html.contains(r#"<a href="/job/ci-local/build/3">3</a>"#), "{html}");
-        assert!(html.contains("failing since 2") && html.contains(r#"title="0123456789abcdef0123456789abcdef01234567">0123456<"#), "{html}");
-        assert!(html.contains("pass rate <strong>70%</strong> · <strong>2</strong> failing tests · <strong>1</strong> flaky test "), "{html}");
+        assert!(
+            html.contains("failing since 2")
+                && html.contains(r#"title="0123456789abcdef0123456789abcdef01234567">0123456<"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "pass rate <strong>70%</strong> · <strong>2</strong> failing tests · <strong>1</strong> flaky test "
+            ),
+            "{html}"
+        );
         assert!(html.contains(r#"5 of 6 tests shown; 1 skipped in every shown build are hidden: <a id="skipped-toggle" href="?skipped=show">show them</a>"#), "{html}");
     }
 

@@ -24,13 +24,10 @@ pub struct TestStats {
 /// How many of `cells`' runs were flakes: flaky on retry, or a lone failure (its neighbouring runs
 /// did not fail). Cells in any order of builds, as long as it is the builds' order.
 pub fn flakes(cells: &[Cell]) -> usize {
-    let runs: Vec<Cell> = cells.iter().copied().filter(|c| matches!(c, Cell::Pass | Cell::Fail | Cell::Flaky)).collect();
+    let runs: Vec<Cell> =
+        cells.iter().copied().filter(|c| matches!(c, Cell::Pass | Cell::Fail | Cell::Flaky)).collect();
     let lone_failure = |i: usize| {
-        runs[i] == Cell::Fail
-            && i > 0
-            && i + 1 < runs.len()
-            && runs[i - 1] != Cell::Fail
-            && runs[i + 1] != Cell::Fail
+        runs[i] == Cell::Fail && i > 0 && i + 1 < runs.len() && runs[i - 1] != Cell::Fail && runs[i + 1] != Cell::Fail
     };
     (0..runs.len()).filter(|&i| runs[i] == Cell::Flaky || lone_failure(i)).count()
 }
@@ -127,7 +124,8 @@ pub fn duration(seconds: i64) -> String {
 pub fn pass_rate_sparkline(trend: &JobTrend) -> Markup {
     let values: Vec<Option<f64>> = trend.points.iter().map(|p| p.pass_rate).collect();
     let said: Vec<String> = values.iter().map(|v| v.map(percent).unwrap_or_else(|| "none ran".into())).collect();
-    let label = format!("{}: test pass rate of the last {} builds, oldest first: {}", trend.job, values.len(), said.join(", "));
+    let label =
+        format!("{}: test pass rate of the last {} builds, oldest first: {}", trend.job, values.len(), said.join(", "));
     sparkline("pass-rate", &values, 1.0, &label)
 }
 
@@ -137,7 +135,8 @@ pub fn duration_sparkline(trend: &JobTrend) -> Markup {
     let longest = values.iter().flatten().copied().fold(0.0, f64::max);
     let said: Vec<String> =
         trend.points.iter().map(|p| p.duration_seconds.map(duration).unwrap_or_else(|| "?".into())).collect();
-    let label = format!("{}: duration of the last {} builds, oldest first: {}", trend.job, values.len(), said.join(", "));
+    let label =
+        format!("{}: duration of the last {} builds, oldest first: {}", trend.job, values.len(), said.join(", "));
     sparkline("duration", &values, longest.max(1.0), &label)
 }
 
@@ -145,7 +144,8 @@ pub fn duration_sparkline(trend: &JobTrend) -> Markup {
 /// missing. `role="img"` with the label and a `<title>` saying the same.
 fn sparkline(class: &str, values: &[Option<f64>], max: f64, label: &str) -> Markup {
     let step = if values.len() > 1 { (WIDTH - 4) as f64 / (values.len() - 1) as f64 } else { 0.0 };
-    let point = |i: usize, v: f64| (2.0 + step * i as f64, 2.0 + (HEIGHT - 4) as f64 * (1.0 - (v / max).clamp(0.0, 1.0)));
+    let point =
+        |i: usize, v: f64| (2.0 + step * i as f64, 2.0 + (HEIGHT - 4) as f64 * (1.0 - (v / max).clamp(0.0, 1.0)));
     let mut lines: Vec<String> = Vec::new();
     let mut current = String::new();
     for (i, value) in values.iter().enumerate() {
@@ -189,7 +189,12 @@ mod tests {
     #[test]
     fn the_flakiest_tests_come_first_with_their_rates() {
         use Cell::*;
-        let row = |test: &str, cells: Vec<Cell>| Row { test: test.into(), group: "g".into(), cells, failing_since: Option::None };
+        let row = |test: &str, cells: Vec<Cell>| Row {
+            test: test.into(),
+            group: "g".into(),
+            cells,
+            failing_since: Option::None,
+        };
         let grid = Grid {
             job: "ci-a".into(),
             columns: vec![],

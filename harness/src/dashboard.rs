@@ -74,23 +74,9 @@ impl Source for IndexSource {
     }
 
     async fn failures(&self, since: i64) -> Result<Vec<Failure>, String> {
-        let failed = self.index.failures_since(since).await.map_err(|e| e.to_string())?;
-        Ok(failed
-            .into_iter()
-            // The Test step fails whenever a suite does: it would cluster every provider's
-            // failures into one.
-            .filter(|f| !(f.suite == RUNNER_SUITE && f.test == TEST_STEP))
-            .map(|f| Failure {
-                provider: f.provider,
-                job: f.job,
-                build: f.build,
-                started_at: f.started_at,
-                kubernetes_version: f.kubernetes_version,
-                provider_version: f.provider_version,
-                test: f.test,
-                message: f.message,
-            })
-            .collect())
+        // The Test step fails whenever a suite does: it would cluster every provider's failures
+        // into one.
+        self.index.failures_since(since, (RUNNER_SUITE, TEST_STEP)).await.map_err(|e| e.to_string())
     }
 
     async fn trends(&self, builds: usize) -> Result<Vec<JobTrend>, String> {

@@ -788,8 +788,10 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
     let (status, grid) = http_get(&address, &format!("/job/{failing_job}"));
     assert_eq!(status, 200, "{grid}");
     let build = env.finished_build_id();
-    let gate_row =
-        grid.split("<tr>").find(|row| row.contains(r#"title="gate">gate</a>"#)).unwrap_or_else(|| panic!("no gate row: {grid}"));
+    let gate_row = grid
+        .split("<tr>")
+        .find(|row| row.contains(r#"title="gate">gate</a>"#))
+        .unwrap_or_else(|| panic!("no gate row: {grid}"));
     assert!(gate_row.contains("<td class=\"fail\">fail</td>"), "{gate_row}");
     assert!(grid.contains(&format!("<a href=\"/job/{failing_job}/build/{build}\">{build}</a>")), "{grid}");
     assert!(grid.contains("failing since"), "{grid}");
@@ -883,12 +885,7 @@ fn publish_conformance_sized(env: &Env, job: &str, build: &str, started: u64) {
     let junit = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/data/junit/e2e.test-v1.37.1-dryrun-conformance-junit_01.xml");
     std::fs::copy(junit, dir.join("artifacts/junit_01.xml")).unwrap();
-    let output = env
-        .command("publish")
-        .args(["--job", job, "--build", build, "--dir"])
-        .arg(&dir)
-        .output()
-        .unwrap();
+    let output = env.command("publish").args(["--job", job, "--build", build, "--dir"]).arg(&dir).output().unwrap();
     assert!(output.status.success(), "{}", text(&output));
 }
 
@@ -953,4 +950,5 @@ fn the_dashboard_works_in_a_real_browser() {
 /// The job `publish_conformance_sized` publishes.
 const CONFORMANCE_JOB: &str = "ci-conformance-dry-run";
 /// The test `north` and `south` both fail.
-const SHARED_TEST: &str = "[It] [sig-network] Services should reach the backends of a LoadBalancer Service [Conformance]";
+const SHARED_TEST: &str =
+    "[It] [sig-network] Services should reach the backends of a LoadBalancer Service [Conformance]";

@@ -23,27 +23,13 @@ pub struct DaysQuery {
     days: Option<u32>,
 }
 
-/// A cluster as the list shows it: its builds left out but the first and the last.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClusterSummary {
-    pub id: String,
-    pub test: String,
-    pub message: String,
-    pub side: Side,
-    pub providers: Vec<String>,
-    pub kubernetes_versions: Vec<String>,
-    pub jobs: Vec<String>,
-    pub failures: usize,
-    pub first_seen: Hit,
-    pub last_seen: Hit,
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClustersPage {
     pub days: u32,
     /// Failures of builds started at or after this (epoch seconds).
     pub since: i64,
-    pub clusters: Vec<ClusterSummary>,
+    /// Each with its newest and oldest failure only.
+    pub clusters: Vec<Cluster>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,21 +61,7 @@ pub async fn list(
         Ok(read) => read,
         Err(response) => return response,
     };
-    let clusters = clusters
-        .into_iter()
-        .map(|c| ClusterSummary {
-            failures: c.hits.len(),
-            first_seen: c.first_seen().clone(),
-            last_seen: c.hits[0].clone(),
-            id: c.id,
-            test: c.test,
-            message: c.message,
-            side: c.side,
-            providers: c.providers,
-            kubernetes_versions: c.kubernetes_versions,
-            jobs: c.jobs,
-        })
-        .collect();
+    let clusters = clusters.into_iter().map(Cluster::summary).collect();
     let page = ClustersPage { days, since, clusters };
     negotiate(&headers, &page, "Failure clusters", render_list)
 }
@@ -176,7 +148,7 @@ fn render_list(page: &ClustersPage) -> Markup {
                             td { (cluster.providers.join(", ")) }
                             td { (cluster.kubernetes_versions.join(", ")) }
                             td { (cluster.failures) }
-                            td { (time(cluster.first_seen.started_at)) br; small { (versions(&cluster.first_seen)) } }
+                            td { (time(cluster.first_seen().started_at)) br; small { (versions(cluster.first_seen())) } }
                         }
                     }
                 }
@@ -205,8 +177,8 @@ fn render_one(page: &ClusterPage) -> Markup {
             dt { "Kubernetes versions" } dd { (cluster.kubernetes_versions.join(", ")) }
             dt { "jobs" } dd { @for job in &cluster.jobs { a href={ "/job/" (job) } { (job) } " " } }
             dt { "first seen" } dd { (time(first.started_at)) " in " (build_link(first)) ": " (versions(first)) }
-            dt { "last seen" } dd { (time(cluster.hits[0].started_at)) " in " (build_link(&cluster.hits[0])) ": " (versions(&cluster.hits[0])) }
-            dt { "failures" } dd { (cluster.hits.len()) " in the last " (page.days) " days" }
+            dt { "last seen" } dd { (time(cluster.last_seen().started_at)) " in " (build_link(cluster.last_seen())) ": " (versions(cluster.last_seen())) }
+            dt { "failures" } dd { (cluster.failures) " in the last " (page.days) " days" }
         }
         h2 { "Builds" }
         table.clusters {

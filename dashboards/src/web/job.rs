@@ -117,7 +117,10 @@ pub async fn grid_page(
     let response = match dashboard.source.grid(&job, builds).await {
         Ok(Some(data)) => {
             let grid = Grid::new(&job, data, &filter);
-            let links = Links { toggle_skipped: toggle_skipped(&query), flakiest: format!("/flaky?job={}", percent_encode(&job, b"")) };
+            let links = Links {
+                toggle_skipped: toggle_skipped(&query),
+                flakiest: format!("/flaky?job={}", percent_encode(&job, b"")),
+            };
             negotiate(&headers, &grid, &job, |grid| {
                 html! { h1 { (job) } (filter_form(&query)) (trend_of(grid)) (grid::render(grid, &links)) }
             })

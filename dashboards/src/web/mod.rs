@@ -303,7 +303,11 @@ mod tests {
         let (_, html) = get(false, "/job/ci-a", "text/html").await;
         assert!(!html.contains(">never-run<") && html.contains(r#"href="?skipped=show">show them</a>"#), "{html}");
         assert!(html.contains("pass rate <strong>67%</strong>"), "{html}");
-        assert!(html.contains(r#"<svg class="spark pass-rate""#) && html.contains("ci-a: test pass rate of the last 2 builds, oldest first: 100%, 50%"), "{html}");
+        assert!(
+            html.contains(r#"<svg class="spark pass-rate""#)
+                && html.contains("ci-a: test pass rate of the last 2 builds, oldest first: 100%, 50%"),
+            "{html}"
+        );
         let (_, html) = get(false, "/job/ci-a?skipped=show", "text/html").await;
         assert!(html.contains(">never-run<") && html.contains(">hide them</a>"), "{html}");
     }
@@ -338,7 +342,10 @@ mod tests {
         assert_eq!((&page["tests"][0]["test"], &page["tests"][0]["failures"]), (&"t".into(), &1.into()), "{json}");
         assert_eq!(get(false, "/flaky?provider=nope", "text/html").await.0, StatusCode::NOT_FOUND);
         let (_, home) = get(false, "/", "text/html").await;
-        assert!(home.contains(r#"aria-label="ci-a: duration of the last 2 builds, oldest first: 1m0s, 1m0s""#), "{home}");
+        assert!(
+            home.contains(r#"aria-label="ci-a: duration of the last 2 builds, oldest first: 1m0s, 1m0s""#),
+            "{home}"
+        );
     }
 
     #[tokio::test]
@@ -478,7 +485,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_database_that_is_down_is_a_503_page() {
-        for uri in ["/", "/job/ci-a", "/job/ci-a/build/2", "/job/ci-a/build/2/file/build-log.txt", "/clusters", "/flaky"] {
+        for uri in
+            ["/", "/job/ci-a", "/job/ci-a/build/2", "/job/ci-a/build/2/file/build-log.txt", "/clusters", "/flaky"]
+        {
             let (status, page) = get(true, uri, "text/html").await;
             assert!(status == StatusCode::SERVICE_UNAVAILABLE && page.contains("connection refused"), "{uri}: {page}");
         }

@@ -26,6 +26,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dashboards::failures::Failure;
 use dashboards::matrix::MatrixBuild;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::Migrator;
@@ -568,32 +569,34 @@ impl Index {
     }
 
     /// Every failed result of the builds started at or after `since` (epoch seconds), with its
-    /// build's versions, its test's suite and its message (the partial index
-    /// `test_results_failed` finds them).
-    pub async fn failures_since(&self, since: i64) -> Result<Vec<FailedResult>> {
+    /// build's versions and its message, but those of the test `except` (suite, name); the partial
+    /// index `test_results_failed` finds them.
+    pub async fn failures_since(&self, since: i64, except: (&str, &str)) -> Result<Vec<Failure>> {
         let rows = sqlx::query(
-            "SELECT p.name, j.name, b.build, b.started_at, b.kubernetes_version, b.provider_version, te.suite, te.name, \
+            "SELECT p.name, j.name, b.build, b.started_at, b.kubernetes_version, b.provider_version, te.name, \
              t.failure_message FROM builds b JOIN test_results t ON t.build_id = b.id AND t.status = 'fail' \
              JOIN tests te ON te.id = t.test_id JOIN jobs j ON j.id = b.job_id \
-             LEFT JOIN providers p ON p.id = j.provider_id WHERE b.started_at >= $1",
+             LEFT JOIN providers p ON p.id = j.provider_id \
+             WHERE b.started_at >= $1 AND NOT (te.suite = $2 AND te.name = $3)",
         )
         .bind(since)
+        .bind(except.0)
+        .bind(except.1)
         .fetch_all(&self.pool)
         .await
         .map_err(self.err("list recent failures"))?;
         rows.iter()
             .map(|r| {
                 self.decode(|| {
-                    Ok(FailedResult {
+                    Ok(Failure {
                         provider: r.try_get(0)?,
                         job: r.try_get(1)?,
                         build: r.try_get(2)?,
                         started_at: r.try_get(3)?,
                         kubernetes_version: r.try_get(4)?,
                         provider_version: r.try_get(5)?,
-                        suite: r.try_get(6)?,
-                        test: r.try_get(7)?,
-                        message: r.try_get(8)?,
+                        test: r.try_get(6)?,
+                        message: r.try_get(7)?,
                     })
                 })
             })
@@ -1098,20 +1101,6 @@ pub struct GridCells {
     pub builds: Vec<(i64, String)>,
     /// `(build id, test id, status)`.
     pub results: Vec<(i64, i64, TestStatus)>,
-}
-
-/// A failed result with what a failure cluster needs (see [`Index::failures_since`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FailedResult {
-    pub provider: Option<String>,
-    pub job: String,
-    pub build: String,
-    pub started_at: i64,
-    pub kubernetes_version: Option<String>,
-    pub provider_version: Option<String>,
-    pub suite: String,
-    pub test: String,
-    pub message: Option<String>,
 }
 
 /// A finished build of a job and its test counts (see [`Index::job_trends`]).

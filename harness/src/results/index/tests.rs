@@ -328,7 +328,8 @@ async fn grid_results_hold_the_latest_builds_of_one_job_on_both_databases() {
             cells.results.iter().map(|(build, test, status)| (path_of(*build), *test, *status)).collect();
         results.sort();
         let test = results[0].1;
-        let expected = [("logs/ci-a/2".to_string(), test, TestStatus::Pass), ("logs/ci-a/3".into(), test, TestStatus::Flaky)];
+        let expected =
+            [("logs/ci-a/2".to_string(), test, TestStatus::Pass), ("logs/ci-a/3".into(), test, TestStatus::Flaky)];
         assert_eq!(results, expected, "{}", index.name());
         assert_eq!(
             index.test_names(&[test]).await.unwrap(),
@@ -564,29 +565,45 @@ async fn failures_since_a_time_and_each_jobs_latest_builds_with_their_pass_rates
     let (_dir, indexes) = both().await;
     for index in &indexes {
         let results = |statuses: &[(&str, TestStatus)]| statuses.iter().map(|(n, s)| result(n, *s)).collect();
-        index.index_build(&record("ci-a", "1", 100, results(&[("t", TestStatus::Fail), ("u", TestStatus::Pass)]))).await.unwrap();
-        index.index_build(&record("ci-a", "2", 200, results(&[("t", TestStatus::Fail), ("u", TestStatus::Skip)]))).await.unwrap();
-        index.index_build(&record("ci-a", "3", 300, results(&[("t", TestStatus::Flaky), ("u", TestStatus::Pass)]))).await.unwrap();
+        index
+            .index_build(&record("ci-a", "1", 100, results(&[("t", TestStatus::Fail), ("u", TestStatus::Pass)])))
+            .await
+            .unwrap();
+        index
+            .index_build(&record("ci-a", "2", 200, results(&[("t", TestStatus::Fail), ("u", TestStatus::Skip)])))
+            .await
+            .unwrap();
+        index
+            .index_build(&record("ci-a", "3", 300, results(&[("t", TestStatus::Flaky), ("u", TestStatus::Pass)])))
+            .await
+            .unwrap();
         index.index_build(&record("ci-b", "9", 250, results(&[("t", TestStatus::Fail)]))).await.unwrap();
-        let mut failures = index.failures_since(200).await.unwrap();
+        let step =
+            record("ci-a", "4", 400, vec![TestResult { suite: "harness".into(), ..result("Test", TestStatus::Fail) }]);
+        index.index_build(&step).await.unwrap();
+        let mut failures = index.failures_since(200, ("harness", "Test")).await.unwrap();
         failures.sort_by(|a, b| (&a.job, &a.build).cmp(&(&b.job, &b.build)));
-        let seen: Vec<(&str, &str, &str, Option<&str>)> =
-            failures.iter().map(|f| (f.job.as_str(), f.build.as_str(), f.test.as_str(), f.message.as_deref())).collect();
+        let seen: Vec<(&str, &str, &str, Option<&str>)> = failures
+            .iter()
+            .map(|f| (f.job.as_str(), f.build.as_str(), f.test.as_str(), f.message.as_deref()))
+            .collect();
         let message = Some("t failed: expected 3 nodes, saw 2");
         assert_eq!(seen, [("ci-a", "2", "t", message), ("ci-b", "9", "t", message)], "{}", index.name());
         assert_eq!(
-            (failures[0].provider.as_deref(), failures[0].kubernetes_version.as_deref(), failures[0].suite.as_str()),
-            (Some("local"), Some("v1.37.1"), "Kubernetes e2e suite")
+            (failures[0].provider.as_deref(), failures[0].kubernetes_version.as_deref()),
+            (Some("local"), Some("v1.37.1"))
         );
         let trends = index.job_trends(2).await.unwrap();
-        let rows: Vec<(&str, &str, Option<i64>, i64, i64)> =
-            trends.iter().map(|t| (t.job.as_str(), t.build.as_str(), t.finished_at, t.passed_tests, t.ran_tests)).collect();
+        let rows: Vec<(&str, &str, Option<i64>, i64, i64)> = trends
+            .iter()
+            .map(|t| (t.job.as_str(), t.build.as_str(), t.finished_at, t.passed_tests, t.ran_tests))
+            .collect();
         assert_eq!(
             rows,
-            [("ci-a", "2", Some(260), 0, 1), ("ci-a", "3", Some(360), 2, 2), ("ci-b", "9", Some(310), 0, 1)],
+            [("ci-a", "3", Some(360), 2, 2), ("ci-a", "4", Some(460), 0, 1), ("ci-b", "9", Some(310), 0, 1)],
             "each job's latest two, oldest first: {}",
             index.name()
         );
-        assert_eq!(trends[1].passed, Some(true));
+        assert_eq!(trends[0].passed, Some(true));
     }
 }
