@@ -11,7 +11,7 @@ use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
 
 use super::Source;
-use super::layout::{error_page, negotiate, not_found, short, time, unavailable};
+use super::layout::{error_page, header_row, negotiate, not_found, short, time, unavailable};
 use crate::failures::{self, Cluster, Hit, Side};
 
 /// The window unless `?days=` says otherwise, and the longest one taken.
@@ -133,10 +133,7 @@ fn render_list(page: &ClustersPage) -> Markup {
             p { "No failures in this window." }
         } @else {
             table.clusters {
-                thead { tr {
-                    th scope="col" { "cluster" } th scope="col" { "side" } th scope="col" { "providers" }
-                    th scope="col" { "Kubernetes" } th scope="col" { "failures" } th scope="col" { "first seen" }
-                } }
+                (header_row(&["cluster", "side", "providers", "Kubernetes", "failures", "first seen"]))
                 tbody {
                     @for cluster in &page.clusters {
                         tr {
@@ -182,10 +179,7 @@ fn render_one(page: &ClusterPage) -> Markup {
         }
         h2 { "Builds" }
         table.clusters {
-            thead { tr {
-                th scope="col" { "build" } th scope="col" { "provider" } th scope="col" { "Kubernetes" }
-                th scope="col" { "provider version" } th scope="col" { "started" } th scope="col" { "message" }
-            } }
+            (header_row(&["build", "provider", "Kubernetes", "provider version", "started", "message"]))
             tbody {
                 @for hit in &cluster.hits {
                     tr {

@@ -9,7 +9,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
 
-use super::layout::{error_page, negotiate, not_found, unavailable};
+use super::layout::{error_page, header_row, negotiate, not_found, unavailable};
 use super::{DEFAULT_BUILDS, Source};
 use crate::grid::{Filter, Grid};
 use crate::trends::{TestStats, percent, sort_flakiest, test_stats};
@@ -87,10 +87,7 @@ fn render(page: &FlakyPage) -> Markup {
             p { "No test failed or flaked in these builds." }
         } @else {
             table.flaky {
-                thead { tr {
-                    th scope="col" { "test" } th scope="col" { "job" } th scope="col" { "flake rate" }
-                    th scope="col" { "failure rate" } th scope="col" { "runs" }
-                } }
+                (header_row(&["test", "job", "flake rate", "failure rate", "runs"]))
                 tbody {
                     @for test in &page.tests {
                         tr {

@@ -10,7 +10,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
 
-use super::layout::{negotiate, percent_encode, revision_link, short, unavailable};
+use super::layout::{header_row, negotiate, percent_encode, revision_link, short, unavailable};
 use super::{JobSummary, Source};
 use crate::matrix::{Matrix, MatrixCell};
 use crate::trends::{JobTrend, duration_sparkline, pass_rate_sparkline};
@@ -79,7 +79,7 @@ fn render(home: &Home, source: &dyn Source) -> Markup {
         p { a href="/clusters" { "Failure clusters across providers" } " · " a href="/flaky" { "flakiest tests of every job" } }
         h2 { "Jobs" }
         table.jobs {
-            thead { tr { th scope="col" { "job" } th scope="col" { "provider" } th scope="col" { "test pass rate" } th scope="col" { "duration" } } }
+            (header_row(&["job", "provider", "test pass rate", "duration"]))
             tbody {
                 @for job in &home.jobs {
                     tr {

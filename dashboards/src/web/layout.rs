@@ -120,6 +120,11 @@ pub fn percent_encode(text: &str, keep: &[u8]) -> String {
     encoded
 }
 
+/// A table's header: one column header per name.
+pub fn header_row(names: &[&str]) -> Markup {
+    html! { thead { tr { @for name in names { th scope="col" { (name) } } } } }
+}
+
 /// A 40-hex commit shortened to 12, anything else as is.
 pub fn short(version: &str) -> &str {
     if version.len() == 40 && version.bytes().all(|b| b.is_ascii_hexdigit()) { &version[..12] } else { version }
