@@ -1,12 +1,21 @@
 //! The TestGrid-like grid of one job: rows are tests, columns are builds newest first, each cell a
-//! test's result in a build. Pure: built from plain rows (the harness reads them from its index),
-//! filtered, and rendered as HTML or serialised as JSON.
+//! test's result in a build. Pure: built from plain rows (the harness reads them from its index:
+//! each test's name once, results by test id), filtered, grouped and rendered as HTML or
+//! serialised as JSON.
+//!
+//! What a maintainer sees first: a summary line (pass rate, failing and flaky tests of the shown
+//! builds), the results beside a name column of bounded width, tests grouped by their `[sig-…]`
+//! tag (else their suite) with each group's worst result per build, and the tests skipped in every
+//! shown build hidden unless asked for.
 
 use std::collections::HashMap;
 
-use maud::{Markup, html};
+use maud::{Escaper, Markup, PreEscaped, html};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
+
+use crate::trends::{flakes, pass_rate, percent};
+use crate::web::layout::percent_encode;
 
 /// A test's result in one build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -37,6 +46,18 @@ impl Cell {
             Cell::None => "none",
         }
     }
+
+    /// How bad a state is, for a group's summary cell: fail, flaky, running, pass, skip, none.
+    fn badness(self) -> u8 {
+        match self {
+            Cell::Fail => 5,
+            Cell::Flaky => 4,
+            Cell::Running => 3,
+            Cell::Pass => 2,
+            Cell::Skip => 1,
+            Cell::None => 0,
+        }
+    }
 }
 
 /// A build as a column header shows it (TestGrid's idea: the versions under the build id).
@@ -44,6 +65,9 @@ impl Cell {
 pub struct Column {
     pub build: String,
     pub started_at: i64,
+    /// Epoch seconds; `None` while running or when the build was cut short.
+    #[serde(default)]
+    pub finished_at: Option<i64>,
     pub kubernetes_version: Option<String>,
     pub provider_version: Option<String>,
     /// `running`, `finished` or `aborted`.
@@ -51,13 +75,30 @@ pub struct Column {
     pub passed: Option<bool>,
 }
 
+/// A test as the index names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestName {
+    pub suite: String,
+    pub name: String,
+}
+
 /// One result as the index holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResultRow {
     /// Index into the columns.
     pub column: usize,
-    pub test: String,
+    /// Index into the tests.
+    pub test: usize,
     pub cell: Cell,
+}
+
+/// A job's latest builds as the index holds them: each test named once, results by index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GridData {
+    /// Newest first.
+    pub columns: Vec<Column>,
+    pub tests: Vec<TestName>,
+    pub results: Vec<ResultRow>,
 }
 
 /// Which rows to show.
@@ -67,11 +108,16 @@ pub struct Filter {
     pub test: Option<Regex>,
     /// Rows with at least one cell in one of these states (empty: any).
     pub statuses: Vec<Cell>,
+    /// Also the tests skipped in every shown build (hidden by default; asking for `skip` shows
+    /// them too).
+    pub show_skipped: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Row {
     pub test: String,
+    /// Its `[sig-…]` tag without brackets, else its suite.
+    pub group: String,
     /// One per column, newest build first.
     pub cells: Vec<Cell>,
     /// For a test whose newest result is a failure: the oldest build of the unbroken run of
@@ -79,51 +125,131 @@ pub struct Row {
     pub failing_since: Option<String>,
 }
 
+/// Consecutive rows of one group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    pub name: String,
+    pub rows: usize,
+    /// Per column, the worst state of the group's rows: fail, flaky, running, pass, skip, none.
+    pub worst: Vec<Cell>,
+}
+
+/// Of the shown rows and builds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Passed (or flaky) results over results that ran; `None` when none ran.
+    pub pass_rate: Option<f64>,
+    /// Tests whose newest result is a failure.
+    pub failing_tests: usize,
+    /// Tests that flaked: passed on a retry, or failed once between runs that did not fail.
+    pub flaky_tests: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Grid {
     pub job: String,
     /// Newest first.
     pub columns: Vec<Column>,
-    /// Failing tests first (those failing longest first), then by name.
+    /// By group (groups with a failing test first), in a group failing tests first (those failing
+    /// longest first), then by name.
     pub rows: Vec<Row>,
+    /// The groups of `rows`, in their order.
+    pub groups: Vec<Group>,
     /// Rows before the filter.
     pub total_rows: usize,
+    /// Rows hidden because they were skipped in every shown build.
+    pub hidden_skipped: usize,
+    pub summary: Summary,
 }
 
 impl Grid {
-    /// `columns` newest first; a result naming a column past the end is ignored.
-    pub fn new(job: &str, columns: Vec<Column>, results: Vec<ResultRow>, filter: &Filter) -> Grid {
+    /// A result naming a column or a test past the end is ignored.
+    pub fn new(job: &str, data: GridData, filter: &Filter) -> Grid {
+        let GridData { columns, tests, results } = data;
         let width = columns.len();
-        let mut rows: Vec<Row> = Vec::new();
-        let mut by_test: HashMap<String, usize> = HashMap::new();
-        for result in results.into_iter().filter(|r| r.column < width) {
-            let at = *by_test.entry(result.test.clone()).or_insert_with(|| {
-                rows.push(Row { test: result.test.clone(), cells: vec![Cell::None; width], failing_since: None });
-                rows.len() - 1
-            });
-            rows[at].cells[result.column] = result.cell;
+        let mut cells: Vec<Vec<Cell>> = vec![Vec::new(); tests.len()];
+        for result in results.into_iter().filter(|r| r.column < width && r.test < tests.len()) {
+            let row = &mut cells[result.test];
+            if row.is_empty() {
+                row.resize(width, Cell::None);
+            }
+            row[result.column] = result.cell;
         }
-        for (index, column) in columns.iter().enumerate() {
-            if column.state == "running" {
-                for row in &mut rows {
-                    if row.cells[index] == Cell::None {
-                        row.cells[index] = Cell::Running;
-                    }
+        let running: Vec<usize> = (0..width).filter(|i| columns[*i].state == "running").collect();
+        let mut rows: Vec<Row> = Vec::new();
+        for (test, mut cells) in tests.into_iter().zip(cells) {
+            if cells.is_empty() {
+                continue;
+            }
+            for index in &running {
+                if cells[*index] == Cell::None {
+                    cells[*index] = Cell::Running;
                 }
             }
+            rows.push(Row { group: group_of(&test), test: test.name, cells, failing_since: None });
         }
         let total_rows = rows.len();
         rows.retain(|row| filter.keeps(row));
+        let mut hidden_skipped = 0;
+        if !filter.show_skipped && !filter.statuses.contains(&Cell::Skip) {
+            rows.retain(|row| {
+                let always_skipped = row.cells.contains(&Cell::Skip)
+                    && row.cells.iter().all(|c| matches!(c, Cell::Skip | Cell::None | Cell::Running));
+                hidden_skipped += usize::from(always_skipped);
+                !always_skipped
+            });
+        }
         for row in &mut rows {
             row.failing_since = failing_since(&row.cells).map(|index| columns[index].build.clone());
         }
+        let mut failing_groups: HashMap<String, bool> = HashMap::new();
+        for row in &rows {
+            *failing_groups.entry(row.group.clone()).or_default() |= row.failing_since.is_some();
+        }
+        let failing_group = |row: &Row| failing_groups[&row.group];
         rows.sort_by(|a, b| {
-            let failing = |row: &Row| row.failing_since.is_some();
-            let since = |row: &Row| failure_streak(&row.cells);
-            (failing(b), since(b), &a.test).cmp(&(failing(a), since(a), &b.test))
+            failing_group(b)
+                .cmp(&failing_group(a))
+                .then_with(|| a.group.cmp(&b.group))
+                .then_with(|| b.failing_since.is_some().cmp(&a.failing_since.is_some()))
+                .then_with(|| failure_streak(&b.cells).cmp(&failure_streak(&a.cells)))
+                .then_with(|| a.test.cmp(&b.test))
         });
-        Grid { job: job.to_owned(), columns, rows, total_rows }
+        let mut groups: Vec<Group> = Vec::new();
+        for row in &rows {
+            match groups.last_mut() {
+                Some(group) if group.name == row.group => {
+                    group.rows += 1;
+                    for (worst, cell) in group.worst.iter_mut().zip(&row.cells) {
+                        if cell.badness() > worst.badness() {
+                            *worst = *cell;
+                        }
+                    }
+                }
+                _ => groups.push(Group { name: row.group.clone(), rows: 1, worst: row.cells.clone() }),
+            }
+        }
+        let summary = Summary {
+            pass_rate: pass_rate(rows.iter().flat_map(|r| &r.cells)),
+            failing_tests: rows.iter().filter(|r| r.failing_since.is_some()).count(),
+            flaky_tests: rows.iter().filter(|r| flakes(&r.cells) > 0).count(),
+        };
+        Grid { job: job.to_owned(), columns, rows, groups, total_rows, hidden_skipped, summary }
     }
+
+    /// Each column's pass rate over all of its shown rows.
+    pub fn pass_rates(&self) -> Vec<Option<f64>> {
+        (0..self.columns.len()).map(|i| pass_rate(self.rows.iter().map(|r| &r.cells[i]))).collect()
+    }
+}
+
+/// A test's group: its first `[sig-…]` tag, else its suite.
+pub fn group_of(test: &TestName) -> String {
+    let tag = test.name.match_indices("[sig-").find_map(|(at, _)| {
+        let rest = &test.name[at + 1..];
+        rest.find(']').map(|end| rest[..end].to_owned())
+    });
+    tag.unwrap_or_else(|| test.suite.clone())
 }
 
 impl Filter {
@@ -148,44 +274,123 @@ fn failing_since(cells: &[Cell]) -> Option<usize> {
     (streak > 0).then(|| cells.iter().enumerate().filter(|(_, cell)| **cell == Cell::Fail).nth(streak - 1).unwrap().0)
 }
 
-/// The grid as an HTML fragment: a table with sticky headers and a legend. A cell's text is its
-/// state (`fail`), what screen readers say with its row and column headers; the stylesheet shows a
-/// glyph instead. Clicking a cell opens its column's build (the header links there too, for the
-/// keyboard) through one delegated handler: per-cell links made a 1,000 × 50 grid 5 MB, not 1.3.
-pub fn render(grid: &Grid) -> Markup {
+/// `3,236`.
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// Where the grid's links go: the page with the always-skipped rows toggled, and the job's
+/// flakiest tests.
+pub struct Links {
+    pub toggle_skipped: String,
+    pub flakiest: String,
+}
+
+/// The grid as an HTML fragment: the summary line, the legend, and a table in a box that scrolls
+/// both ways under sticky headers. A cell's text is its state (`fail`), what screen readers say
+/// with its row and column headers; the stylesheet shows a colour and a glyph instead. Clicking a
+/// cell opens its column's build (the header links there too, for the keyboard) through one
+/// delegated handler: per-cell links made a 1,000 × 50 grid 5 MB, not 1.3. A group's button
+/// collapses it (the page's script); its header row keeps the worst result of each build.
+pub fn render(grid: &Grid, links: &Links) -> Markup {
+    let builds = grid.columns.len();
+    let shown = grid.rows.len();
+    let starts: Vec<usize> =
+        grid.groups.iter().scan(0, |at, group| Some(std::mem::replace(at, *at + group.rows))).collect();
     html! {
+        p.summary {
+            strong { "Of the " (builds) " build" @if builds != 1 { "s" } " shown:" } " "
+            "pass rate " strong { (grid.summary.pass_rate.map(percent).unwrap_or_else(|| "–".into())) }
+            " · " strong { (grid.summary.failing_tests) } " failing test" @if grid.summary.failing_tests != 1 { "s" }
+            " · " strong { (grid.summary.flaky_tests) } " flaky test" @if grid.summary.flaky_tests != 1 { "s" }
+            " · " a href=(links.flakiest) { "flakiest tests" }
+        }
+        p.count {
+            (thousands(shown)) " of " (thousands(grid.total_rows)) " tests shown"
+            @if grid.hidden_skipped > 0 {
+                "; " (thousands(grid.hidden_skipped)) " skipped in every shown build are hidden: "
+                a #skipped-toggle href=(links.toggle_skipped) { "show them" }
+            } @else if links.toggle_skipped.contains("skipped=show") {
+                "; none is skipped in every shown build"
+            } @else {
+                "; tests skipped in every shown build are shown: " a #skipped-toggle href=(links.toggle_skipped) { "hide them" }
+            }
+        }
         ul.legend aria-label="legend" {
             @for cell in Cell::ALL {
                 li { span class={ "cell " (cell.as_str()) } {} " " (cell.as_str()) }
             }
         }
-        p.count { (grid.rows.len()) " of " (grid.total_rows) " tests, " (grid.columns.len()) " builds" }
-        table.grid aria-label={ "results of " (grid.job) ": a row per test, a column per build, newest first" } {
-            thead {
-                tr {
-                    th.test scope="col" { "test" }
-                    @for column in &grid.columns {
-                        th scope="col" class=(column_class(column)) {
-                            a href={ "/job/" (grid.job) "/build/" (column.build) } { (column.build) }
-                            br; small { (column.kubernetes_version.as_deref().unwrap_or("?")) }
-                            br; small { (short(column.provider_version.as_deref().unwrap_or("?"))) }
+        div.gridwrap {
+            table.grid aria-label={ "results of " (grid.job) ": a row per test, grouped, a column per build, newest first" } {
+                thead {
+                    tr {
+                        th.test scope="col" { "test" }
+                        @for column in &grid.columns {
+                            th scope="col" class=(column_class(column)) {
+                                a href={ "/job/" (grid.job) "/build/" (column.build) } { (column.build) }
+                                br; small { (column.kubernetes_version.as_deref().unwrap_or("?")) }
+                                br; small title=(column.provider_version.as_deref().unwrap_or("?")) { (short(column.provider_version.as_deref().unwrap_or("?"))) }
+                            }
                         }
                     }
                 }
-            }
-            tbody {
-                @for row in &grid.rows {
-                    tr {
-                        th.test scope="row" {
-                            (row.test)
-                            @if let Some(since) = &row.failing_since { " " span.since { "failing since " (since) } }
+                @for (group, start) in grid.groups.iter().zip(&starts) {
+                    tbody.group {
+                        tr.group {
+                            th.test scope="rowgroup" {
+                                button type="button" aria-expanded="true" { (group.name) }
+                                " " small { (group.rows) " test" @if group.rows != 1 { "s" } ", worst result per build" }
+                            }
+                            @for cell in &group.worst { td class=(cell.as_str()) { (cell.as_str()) } }
                         }
-                        @for cell in &row.cells { td class=(cell.as_str()) { (cell.as_str()) } }
+                        @for row in &grid.rows[*start..*start + group.rows] {
+                            tr {
+                                th.test scope="row" {
+                                    div.name {
+                                        a href=(test_href(&row.test)) title=(row.test) { (lighter_noise(&row.test)) }
+                                        @if let Some(since) = &row.failing_since { span.since { "failing since " (since) } }
+                                    }
+                                }
+                                @for cell in &row.cells { td class=(cell.as_str()) { (cell.as_str()) } }
+                            }
+                        }
                     }
                 }
             }
         }
     }
+}
+
+/// The grid filtered to this one test: `?test=^<name as a regex>$`.
+fn test_href(test: &str) -> String {
+    format!("?test={}", percent_encode(&format!("^{}$", regex::escape(test)), b""))
+}
+
+/// The name with ginkgo's noise (`[It]`, `[Conformance]`, the `[sig-…]` tag its group shows, other
+/// bracketed labels) in a lighter span.
+fn lighter_noise(test: &str) -> Markup {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(test.len() + 32);
+    let mut rest = test;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']') else { break };
+        let _ = Escaper::new(&mut out).write_str(&rest[..open]);
+        out.push_str("<span class=\"n\">");
+        let _ = Escaper::new(&mut out).write_str(&rest[open..open + close + 1]);
+        out.push_str("</span>");
+        rest = &rest[open + close + 1..];
+    }
+    let _ = Escaper::new(&mut out).write_str(rest);
+    PreEscaped(out)
 }
 
 /// A build's colour: running, pass, fail, or none when its outcome is unknown.
@@ -198,8 +403,9 @@ pub(crate) fn column_class(column: &Column) -> &'static str {
     }
 }
 
+/// A 40-hex commit as its first 7.
 fn short(version: &str) -> &str {
-    if version.len() == 40 && version.bytes().all(|b| b.is_ascii_hexdigit()) { &version[..12] } else { version }
+    if version.len() == 40 && version.bytes().all(|b| b.is_ascii_hexdigit()) { &version[..7] } else { version }
 }
 
 #[cfg(test)]
@@ -210,6 +416,7 @@ mod tests {
         Column {
             build: build.into(),
             started_at: 0,
+            finished_at: None,
             kubernetes_version: Some("v1.37.1".into()),
             provider_version: Some("0123456789abcdef0123456789abcdef01234567".into()),
             state: state.into(),
@@ -217,24 +424,46 @@ mod tests {
         }
     }
 
-    /// Builds 4 (newest, running) .. 1; tests a (fails since 2), b (passes), c (flaky once, skipped once).
+    fn test(suite: &str, name: &str) -> TestName {
+        TestName { suite: suite.into(), name: name.into() }
+    }
+
+    /// Builds 4 (newest, running) .. 1; tests a (fails since 2), b (passes), c (flaky once,
+    /// skipped once), d (skipped in every build), and two `[sig-x]` tests, one failing.
     fn grid(filter: &Filter) -> Grid {
         let columns =
             vec![column("4", "running"), column("3", "finished"), column("2", "finished"), column("1", "finished")];
-        let r = |column, test: &str, cell| ResultRow { column, test: test.into(), cell };
-        let results = vec![
-            r(1, "a", Cell::Fail),
-            r(2, "a", Cell::Fail),
-            r(3, "a", Cell::Pass),
-            r(0, "b", Cell::Pass),
-            r(1, "b", Cell::Pass),
-            r(3, "b", Cell::Pass),
-            r(1, "c", Cell::Flaky),
-            r(2, "c", Cell::Skip),
-            r(3, "c", Cell::Pass),
-            r(9, "c", Cell::Fail),
+        let tests = vec![
+            test("s", "a"),
+            test("s", "b"),
+            test("s", "c"),
+            test("s", "d"),
+            test("e2e", "[It] [sig-x] y works [Conformance]"),
+            test("e2e", "[It] [sig-x] z works"),
         ];
-        Grid::new("ci-local", columns, results, filter)
+        let r = |column, test, cell| ResultRow { column, test, cell };
+        let results = vec![
+            r(1, 0, Cell::Fail),
+            r(2, 0, Cell::Fail),
+            r(3, 0, Cell::Pass),
+            r(0, 1, Cell::Pass),
+            r(1, 1, Cell::Pass),
+            r(3, 1, Cell::Pass),
+            r(1, 2, Cell::Flaky),
+            r(2, 2, Cell::Skip),
+            r(3, 2, Cell::Pass),
+            r(9, 2, Cell::Fail),
+            r(1, 3, Cell::Skip),
+            r(2, 3, Cell::Skip),
+            r(1, 4, Cell::Pass),
+            r(1, 5, Cell::Fail),
+            r(1, 9, Cell::Fail),
+        ];
+        Grid::new("ci-local", GridData { columns, tests, results }, filter)
+    }
+
+    fn names(grid: &Grid) -> Vec<&str> {
+        grid.rows.iter().map(|r| r.test.as_str()).collect()
     }
 
     #[test]
@@ -247,30 +476,80 @@ mod tests {
     }
 
     #[test]
-    fn a_failing_test_comes_first_with_the_build_it_has_failed_since() {
+    fn groups_with_a_failing_test_come_first_and_in_a_group_the_failing_tests_with_since_when() {
         let grid = grid(&Filter::default());
-        let order: Vec<&str> = grid.rows.iter().map(|r| r.test.as_str()).collect();
-        assert_eq!(order, ["a", "b", "c"]);
+        assert_eq!(names(&grid), ["a", "b", "c", "[It] [sig-x] z works", "[It] [sig-x] y works [Conformance]"]);
         assert_eq!(grid.rows[0].failing_since.as_deref(), Some("2"));
         assert_eq!(grid.rows[2].failing_since, None, "flaky is not failing");
+        let groups: Vec<(&str, usize)> = grid.groups.iter().map(|g| (g.name.as_str(), g.rows)).collect();
+        assert_eq!(groups, [("s", 3), ("sig-x", 2)]);
+        assert_eq!(grid.groups[0].worst, [Cell::Running, Cell::Fail, Cell::Fail, Cell::Pass], "the worst per build");
+        assert_eq!(grid.groups[1].worst, [Cell::Running, Cell::Fail, Cell::None, Cell::None]);
+    }
+
+    #[test]
+    fn tests_skipped_in_every_build_are_hidden_unless_asked_for_and_counted() {
+        let grid_default = grid(&Filter::default());
+        assert!(!names(&grid_default).contains(&"d"));
+        assert_eq!((grid_default.hidden_skipped, grid_default.total_rows), (1, 6));
+        let shown = grid(&Filter { show_skipped: true, ..Filter::default() });
+        assert!(names(&shown).contains(&"d") && shown.hidden_skipped == 0);
+        let skips = grid(&Filter { statuses: vec![Cell::Skip], ..Filter::default() });
+        assert_eq!(names(&skips), ["c", "d"], "asking for skipped tests shows them");
+    }
+
+    #[test]
+    fn the_summary_counts_the_pass_rate_failing_and_flaky_tests_of_the_shown_builds() {
+        let grid = grid(&Filter::default());
+        // Ran: a F F P, b P P P, c ~ P, y P, z F: 7 of 10 passed (flaky counts as passed).
+        assert_eq!(grid.summary, Summary { pass_rate: Some(0.7), failing_tests: 2, flaky_tests: 1 });
+        assert_eq!(grid.pass_rates(), [Some(1.0), Some(0.6), Some(0.0), Some(1.0)]);
     }
 
     #[test]
     fn filters_keep_rows_by_name_and_by_status() {
-        let by_name = grid(&Filter { test: Some(Regex::new("^[bc]$").unwrap()), statuses: vec![] });
-        assert_eq!(by_name.rows.iter().map(|r| r.test.as_str()).collect::<Vec<_>>(), ["b", "c"]);
-        assert_eq!(by_name.total_rows, 3);
-        let flaky = grid(&Filter { test: None, statuses: vec![Cell::Flaky] });
-        assert_eq!(flaky.rows.iter().map(|r| r.test.as_str()).collect::<Vec<_>>(), ["c"]);
+        let by_name = grid(&Filter { test: Some(Regex::new("^[bc]$").unwrap()), ..Filter::default() });
+        assert_eq!(names(&by_name), ["b", "c"]);
+        assert_eq!(by_name.total_rows, 6);
+        let flaky = grid(&Filter { statuses: vec![Cell::Flaky], ..Filter::default() });
+        assert_eq!(names(&flaky), ["c"]);
+    }
+
+    fn links() -> Links {
+        Links { toggle_skipped: "?skipped=show".into(), flakiest: "/flaky?job=ci-local".into() }
     }
 
     #[test]
     fn every_cell_says_its_state_in_text_and_every_column_links_to_its_build() {
-        let html = render(&grid(&Filter::default())).into_string();
+        let html = render(&grid(&Filter::default()), &links()).into_string();
         let a_row = r#"<td class="running">running</td><td class="fail">fail</td><td class="fail">fail</td><td class="pass">pass</td>"#;
         assert!(html.contains(a_row), "{html}");
-        assert_eq!(html.matches("<td ").count(), 12, "{html}");
+        assert_eq!(html.matches("<td ").count(), 4 * (5 + 2), "five rows and two group rows: {html}");
         assert!(html.contains(r#"<a href="/job/ci-local/build/3">3</a>"#), "{html}");
-        assert!(html.contains("failing since 2") && html.contains("0123456789ab<"), "{html}");
+        assert!(
+            html.contains("failing since 2")
+                && html.contains(r#"title="0123456789abcdef0123456789abcdef01234567">0123456<"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "pass rate <strong>70%</strong> · <strong>2</strong> failing tests · <strong>1</strong> flaky test "
+            ),
+            "{html}"
+        );
+        assert!(html.contains(r#"5 of 6 tests shown; 1 skipped in every shown build are hidden: <a id="skipped-toggle" href="?skipped=show">show them</a>"#), "{html}");
+    }
+
+    #[test]
+    fn a_row_links_its_full_name_with_ginkgo_noise_lighter_and_groups_collapse_by_a_button() {
+        let html = render(&grid(&Filter::default()), &links()).into_string();
+        assert!(
+            html.contains(r#"<a href="?test=%5E%5C%5BIt%5C%5D%20%5C%5Bsig%5C-x%5C%5D%20y%20works%20%5C%5BConformance%5C%5D%24" title="[It] [sig-x] y works [Conformance]"><span class="n">[It]</span> <span class="n">[sig-x]</span> y works <span class="n">[Conformance]</span></a>"#),
+            "{html}"
+        );
+        assert!(html.contains(r#"<tbody class="group"><tr class="group"><th class="test" scope="rowgroup"><button type="button" aria-expanded="true">sig-x</button> <small>2 tests, worst result per build</small></th><td class="running">running</td><td class="fail">fail</td>"#), "{html}");
+        assert_eq!(thousands(3236), "3,236");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000_000), "1,000,000");
     }
 }

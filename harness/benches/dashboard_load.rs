@@ -2,10 +2,11 @@
 //! builds × 1,000 tests (the names of the largest real JUnit file in `tests/data/junit/`, real
 //! conformance test names; about 4% failing, 1% flaky, 5% skipped) into SQLite and, when
 //! `HARNESS_TEST_POSTGRES_URL` names a server, Postgres; starts the real `harness serve` on each;
-//! then drives the grid page (HTML, and JSON by `Accept`) with `wrk` on loopback and prints p50,
-//! p99 and requests/s, plus the first (uncached) render of each. Needs `wrk` (apt-get install wrk).
+//! then measures each page (the grid as HTML and JSON, the other pages): its first (cold) render,
+//! the median of 20 requests after it (warm), its size plain and gzipped, and with `wrk` on loopback
+//! p50, p99 and requests/s. Needs `wrk` (apt-get install wrk) unless `WRK_SECONDS=0`.
 //!
-//! `WRK_SECONDS` (default 10) and `WRK_CONNECTIONS` (default 16) tune the load.
+//! `WRK_SECONDS` (default 10; 0: no wrk) and `WRK_CONNECTIONS` (default 16) tune the load.
 
 mod common;
 
@@ -26,8 +27,11 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` lists benches; there is nothing to list.
     }
-    if Command::new("wrk").arg("--version").output().is_err() {
-        eprintln!("dashboard_load needs wrk on PATH: apt-get install wrk");
+    // WRK_SECONDS=0 measures only the single requests (no wrk needed).
+    let wrk_seconds = std::env::var("WRK_SECONDS").unwrap_or_else(|_| "10".into());
+    let with_wrk = wrk_seconds != "0";
+    if with_wrk && Command::new("wrk").arg("--version").output().is_err() {
+        eprintln!("dashboard_load needs wrk on PATH (apt-get install wrk), or WRK_SECONDS=0");
         std::process::exit(1);
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -38,32 +42,57 @@ fn main() {
         Err(_) => eprintln!("dashboard_load: skipping Postgres: HARNESS_TEST_POSTGRES_URL is not set"),
     }
     let names = test_names();
-    println!("| database | request | first render | p50 | p99 | requests/s | body |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| database | request | cold | warm (median of {WARM}) | body | gzipped | p50 | p99 | requests/s |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (database, url) in targets {
         let seeded = Instant::now();
         rt.block_on(seed(&url, &names));
         eprintln!("dashboard_load: {database}: {BUILDS} builds × {TESTS} tests indexed in {:.1?}", seeded.elapsed());
         let (mut server, address) = serve(&url, tmp.path());
-        for (request, path, accept) in [
-            ("grid HTML (50 builds)", format!("/job/{JOB}"), "text/html"),
-            ("grid JSON (50 builds)", format!("/job/{JOB}"), "application/json"),
-            ("grid JSON (200 builds)", format!("/job/{JOB}?builds=200"), "application/json"),
-        ] {
-            let (first, body) = get(&address, &path, accept);
-            let load = wrk(&address, &path, accept);
+        for (request, path, accept) in pages() {
+            // The first request renders (a grid is then kept until the job changes); the same
+            // request gzipped is served from what the first rendered.
+            let (cold, body) = get(&address, &path, accept, false);
+            let (_, gzipped) = get(&address, &path, accept, true);
+            let mut warm: Vec<Duration> = (0..WARM).map(|_| get(&address, &path, accept, false).0).collect();
+            warm.sort();
+            let load = if with_wrk {
+                wrk(&address, &path, accept, &wrk_seconds)
+            } else {
+                Load { p50: "-".into(), p99: "-".into(), requests_per_second: "-".into() }
+            };
             println!(
-                "| {database} | {request} | {:.0} ms | {} | {} | {} | {:.0} KiB |",
-                first.as_secs_f64() * 1000.0,
+                "| {database} | {request} | {:.1} ms | {:.1} ms | {:.0} KiB | {:.0} KiB | {} | {} | {} |",
+                cold.as_secs_f64() * 1000.0,
+                warm[WARM / 2].as_secs_f64() * 1000.0,
+                body as f64 / 1024.0,
+                gzipped as f64 / 1024.0,
                 load.p50,
                 load.p99,
-                load.requests_per_second,
-                body as f64 / 1024.0
+                load.requests_per_second
             );
         }
         server.kill().unwrap();
         server.wait().unwrap();
     }
+}
+
+/// How many requests the warm figure is the median of.
+const WARM: usize = 20;
+
+/// The pages measured: (what, path, Accept).
+fn pages() -> Vec<(&'static str, String, &'static str)> {
+    vec![
+        ("grid HTML (50 builds, the default)", format!("/job/{JOB}"), "text/html"),
+        ("grid JSON (50 builds)", format!("/job/{JOB}"), "application/json"),
+        ("grid HTML (all 200 builds)", format!("/job/{JOB}?builds=200"), "text/html"),
+        ("grid JSON (all 200 builds)", format!("/job/{JOB}?builds=200"), "application/json"),
+        ("home (matrix)", "/".into(), "text/html"),
+        ("build page", format!("/job/{JOB}/build/{}", 1_000_000 + BUILDS - 1), "text/html"),
+        // The seeded builds started in 2023: a window that reaches them.
+        ("failure clusters (all 200 builds)", "/clusters?days=3650".into(), "text/html"),
+        ("flakiest tests (50 builds)", format!("/flaky?job={JOB}"), "text/html"),
+    ]
 }
 
 /// 1,000 real test names.
@@ -97,7 +126,18 @@ async fn seed(url: &str, names: &[String]) {
                     name: name.clone(),
                     status,
                     duration_seconds: Some(1.0),
-                    failure_message: (status == TestStatus::Fail).then(|| "expected 3 nodes, saw 2".into()),
+                    // Messages as real ones differ: a duration, a pod name and an address that change.
+                    failure_message: (status == TestStatus::Fail).then(|| {
+                        format!(
+                            "timed out after {}.{}s waiting for pod web-{:x}-{:05} at 10.{}.0.{}:8080: expected 3 nodes, saw 2",
+                            30 + build % 7,
+                            build % 10,
+                            build * 7919,
+                            test,
+                            build % 250,
+                            test % 250
+                        )
+                    }),
                 }
             })
             .collect::<Vec<_>>();
@@ -144,11 +184,12 @@ fn serve(database: &str, tmp: &std::path::Path) -> (Child, String) {
     (server, address)
 }
 
-/// One GET: how long it took, and the body's size.
-fn get(address: &str, path: &str, accept: &str) -> (Duration, usize) {
+/// One GET (gzipped when `gzip`): how long it took, and the body's size as sent.
+fn get(address: &str, path: &str, accept: &str, gzip: bool) -> (Duration, usize) {
     let started = Instant::now();
     let mut stream = std::net::TcpStream::connect(address).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: {accept}\r\n\r\n").unwrap();
+    let encoding = if gzip { "Accept-Encoding: gzip\r\n" } else { "" };
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: {accept}\r\n{encoding}\r\n").unwrap();
     let mut response = Vec::new();
     stream.read_to_end(&mut response).unwrap();
     let took = started.elapsed();
@@ -163,8 +204,7 @@ struct Load {
     requests_per_second: String,
 }
 
-fn wrk(address: &str, path: &str, accept: &str) -> Load {
-    let seconds = std::env::var("WRK_SECONDS").unwrap_or_else(|_| "10".into());
+fn wrk(address: &str, path: &str, accept: &str, seconds: &str) -> Load {
     let connections = std::env::var("WRK_CONNECTIONS").unwrap_or_else(|_| "16".into());
     let output = Command::new("wrk")
         .args(["-t2", "-c", &connections, "-d", &format!("{seconds}s"), "--latency", "-H"])

@@ -2,12 +2,14 @@
 //! from the object store, and the LKG answers `harness serve` keeps loaded. A store that fails is
 //! logged with its error and answered without it: no page shows where the store is.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use dashboards::grid::{Cell, Column, ResultRow};
+use dashboards::failures::Failure;
+use dashboards::grid::{Cell, Column, GridData, ResultRow, TestName};
 use dashboards::matrix::MatrixBuild;
+use dashboards::trends::{JobTrend, Point};
 use dashboards::web::{Artifact, BuildView, JobSummary, LogTail, Source};
 
 use crate::results::index::Index;
@@ -24,6 +26,8 @@ pub struct IndexSource {
     pub snapshots: lkg::api::Snapshots,
     /// Provider (and `kubernetes`) → its repository's web URL.
     pub repos: BTreeMap<String, String>,
+    /// Test names by id, read once each: a grid's results name their tests by id.
+    pub test_names: Mutex<HashMap<i64, TestName>>,
 }
 
 #[async_trait]
@@ -41,7 +45,7 @@ impl Source for IndexSource {
         self.index.job_generation(job).await.map_err(|e| e.to_string())
     }
 
-    async fn grid(&self, job: &str, builds: usize) -> Result<Option<(Vec<Column>, Vec<ResultRow>)>, String> {
+    async fn grid(&self, job: &str, builds: usize) -> Result<Option<GridData>, String> {
         let limit = i64::try_from(builds).unwrap_or(i64::MAX);
         let latest = self.index.latest_builds(job, limit).await.map_err(|e| e.to_string())?;
         if latest.is_empty() && self.grid_generation(job).await?.is_none() {
@@ -49,15 +53,49 @@ impl Source for IndexSource {
         }
         let columns: Vec<Column> = latest.iter().map(column).collect();
         // By directory: a presubmit and the periodic build of the same id are two columns.
-        let position: BTreeMap<&str, usize> = latest.iter().enumerate().map(|(i, b)| (b.path.as_str(), i)).collect();
-        let results = self.index.grid_results(job, limit).await.map_err(|e| e.to_string())?;
-        let rows = results
-            .into_iter()
-            .filter_map(|(path, test, status)| {
-                Some(ResultRow { column: *position.get(path.as_str())?, test, cell: cell(status) })
-            })
-            .collect();
-        Ok(Some((columns, rows)))
+        let position: HashMap<&str, usize> = latest.iter().enumerate().map(|(i, b)| (b.path.as_str(), i)).collect();
+        let cells = self.index.grid_cells(job, limit).await.map_err(|e| e.to_string())?;
+        let column_of: HashMap<i64, usize> =
+            cells.builds.iter().filter_map(|(id, path)| Some((*id, *position.get(path.as_str())?))).collect();
+        let mut test_index: HashMap<i64, usize> = HashMap::new();
+        let mut test_ids: Vec<i64> = Vec::new();
+        let mut results = Vec::with_capacity(cells.results.len());
+        for (build, test, status) in cells.results {
+            let Some(column) = column_of.get(&build) else { continue };
+            let test = *test_index.entry(test).or_insert_with(|| {
+                test_ids.push(test);
+                test_ids.len() - 1
+            });
+            results.push(ResultRow { column: *column, test, cell: cell(status) });
+        }
+        let tests = self.names_of(&test_ids).await?;
+        Ok(Some(GridData { columns, tests, results }))
+    }
+
+    async fn failures(&self, since: i64) -> Result<Vec<Failure>, String> {
+        // The Test step fails whenever a suite does: it would cluster every provider's failures
+        // into one.
+        self.index.failures_since(since, (RUNNER_SUITE, TEST_STEP)).await.map_err(|e| e.to_string())
+    }
+
+    async fn trends(&self, builds: usize) -> Result<Vec<JobTrend>, String> {
+        let limit = i64::try_from(builds).unwrap_or(i64::MAX);
+        let rows = self.index.job_trends(limit).await.map_err(|e| e.to_string())?;
+        let mut trends: Vec<JobTrend> = Vec::new();
+        for row in rows {
+            if trends.last().is_none_or(|t| t.job != row.job) {
+                trends.push(JobTrend { job: row.job.clone(), points: Vec::new() });
+            }
+            let point = Point {
+                build: row.build,
+                started_at: row.started_at,
+                duration_seconds: row.finished_at.map(|f| f - row.started_at),
+                passed: row.passed,
+                pass_rate: (row.ran_tests > 0).then(|| row.passed_tests as f64 / row.ran_tests as f64),
+            };
+            trends.last_mut().expect("pushed above").points.push(point);
+        }
+        Ok(trends)
     }
 
     async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, String> {
@@ -77,7 +115,6 @@ impl Source for IndexSource {
         Ok(Some(BuildView {
             job: job.to_owned(),
             column: column(&info),
-            finished_at: info.finished_at,
             result: info.result.clone(),
             artifacts_url: info.artifacts_url.clone(),
             steps: steps.into_iter().map(|s| (s.name, cell(s.status))).collect(),
@@ -109,7 +146,38 @@ impl Source for IndexSource {
     }
 }
 
+/// The runner's step that fails when a suite fails (see `run::steps`).
+const TEST_STEP: &str = "Test";
+
 impl IndexSource {
+    pub fn new(
+        index: Index,
+        store: ResultStore,
+        snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>,
+        repos: BTreeMap<String, String>,
+    ) -> IndexSource {
+        IndexSource { index, store, snapshots, repos, test_names: Mutex::default() }
+    }
+
+    /// The names of these tests, in their order: those not read before are read now.
+    async fn names_of(&self, ids: &[i64]) -> Result<Vec<TestName>, String> {
+        let missing: Vec<i64> = {
+            let known = self.test_names.lock().unwrap_or_else(|e| e.into_inner());
+            ids.iter().copied().filter(|id| !known.contains_key(id)).collect()
+        };
+        if !missing.is_empty() {
+            let read = self.index.test_names(&missing).await.map_err(|e| e.to_string())?;
+            let mut known = self.test_names.lock().unwrap_or_else(|e| e.into_inner());
+            for (id, suite, name) in read {
+                known.insert(id, TestName { suite, name });
+            }
+        }
+        let known = self.test_names.lock().unwrap_or_else(|e| e.into_inner());
+        ids.iter()
+            .map(|id| known.get(id).cloned().ok_or_else(|| format!("test {id} has results but no name in the index")))
+            .collect()
+    }
+
     /// The build directory's files, and the end of its log (whole lines).
     async fn files(&self, dir: &str) -> Result<(Vec<Artifact>, Option<LogTail>), String> {
         let entries = self.store.list(dir).await.map_err(unreadable)?;
@@ -145,6 +213,7 @@ fn column(build: &BuildInfo) -> Column {
     Column {
         build: build.build.clone(),
         started_at: build.started_at,
+        finished_at: build.finished_at,
         kubernetes_version: build.versions.kubernetes_version.clone(),
         provider_version: build.versions.provider_version.clone(),
         state: state.to_owned(),

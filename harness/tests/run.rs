@@ -11,9 +11,10 @@ use harness::results::junit::{self, ReadOptions, Status};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-/// The bundled providers.yaml, with its suites list extended and three more providers: `fixture`
-/// (the local one with a quick exec suite), `broken` (a CCM that exits at once) and `buggy` (the
-/// reference CCM with two deliberate bugs, running cloud-e2e).
+/// The bundled providers.yaml, with its suites list extended and more providers: `fixture` (the
+/// local one with a quick exec suite), `broken` (a CCM that exits at once), `buggy` (the reference
+/// CCM with two deliberate bugs, running cloud-e2e), `gated` (fails on Kubernetes 1.37), and `north`
+/// and `south`, two providers sharing a deliberately failing test (`shared`).
 fn providers_yaml(dir: &Path) -> PathBuf {
     let bundled = harness::config::BUNDLED;
     let broken_ccm = dir.join("broken-ccm");
@@ -34,6 +35,23 @@ suites:
     kind: exec
     command: [sleep, "318"]
     timeout: 10m
+  - name: shared
+    kind: exec
+    command:
+      - sh
+      - -c
+      - |
+        n=$$
+        cat > "$ARTIFACTS/junit_shared.xml" <<EOF
+        <testsuite name="shared" tests="2" failures="1">
+          <testcase name="[It] [sig-network] Services should reach the backends of a LoadBalancer Service [Conformance]" time="31">
+            <failure message="timed out after $((n % 50 + 30)).$((n % 10))s waiting for pod web-7d9c8b6f5-x$((n % 10))k4p at 127.0.$((n % 250)).$((n % 200 + 1)):8080">shared failure</failure>
+          </testcase>
+          <testcase name="[It] [sig-node] Pods should be scheduled" time="1"/>
+        </testsuite>
+        EOF
+        exit 1
+    timeout: 1m
   - name: gate
     kind: exec
     command: [sh, -c, 'if test "{kubernetes_version}" = v1.37.1; then echo "fixture: broken on {kubernetes_version}" >&2; exit 1; fi']
@@ -71,12 +89,24 @@ suites:
     assert!(fixture.contains("suites: [smoke]") && broken.contains("kind: command"), "the fixture edits applied");
     assert!(buggy.contains("--testing-bugs") && buggy.contains("suites: [cloud-e2e]\n"), "the buggy edits applied");
     assert!(gated.contains("suites: [smoke, gate]"), "the gated edits applied");
+    // Two providers failing the same test, with messages that differ in durations, pod names and
+    // addresses: one failure cluster, likely Kubernetes-side.
+    let shared = |name: &str| {
+        fixture.replacen("- name: fixture", &format!("- name: {name}"), 1).replace(
+            "suites: [smoke]\n    required:\n      suites: [smoke]",
+            "suites: [smoke, shared]\n    required:\n      suites: [smoke, shared]",
+        )
+    };
+    let (north, south) = (shared("north"), shared("south"));
+    assert!(north.contains("suites: [smoke, shared]"), "the shared edits applied");
     let text = format!(
-        "{bundled}\n{}\n{}\n{}\n{}\n{extra}",
+        "{bundled}\n{}\n{}\n{}\n{}\n{}\n{}\n{extra}",
         indent_providers(&fixture),
         indent_providers(&broken),
         indent_providers(&buggy),
-        indent_providers(&gated)
+        indent_providers(&gated),
+        indent_providers(&north),
+        indent_providers(&south)
     );
     let path = dir.join("providers.yaml");
     std::fs::write(&path, text).unwrap();
@@ -759,8 +789,10 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
     let (status, grid) = http_get(&address, &format!("/job/{failing_job}"));
     assert_eq!(status, 200, "{grid}");
     let build = env.finished_build_id();
-    let gate_row =
-        grid.split("<tr>").find(|row| row.contains(">gate ")).unwrap_or_else(|| panic!("no gate row: {grid}"));
+    let gate_row = grid
+        .split("<tr>")
+        .find(|row| row.contains(r#"title="gate">gate</a>"#))
+        .unwrap_or_else(|| panic!("no gate row: {grid}"));
     assert!(gate_row.contains("<td class=\"fail\">fail</td>"), "{gate_row}");
     assert!(grid.contains(&format!("<a href=\"/job/{failing_job}/build/{build}\">{build}</a>")), "{grid}");
     assert!(grid.contains("failing since"), "{grid}");
@@ -838,9 +870,33 @@ fn serve_reports_a_database_that_is_down_and_recovers_when_it_restarts() {
     env.assert_nothing_left();
 }
 
-/// The dashboard in headless Chromium (Debian's, driven by playwright-core): every page of a
-/// `harness serve` over two real runs, cells and colours, a filter, a cell followed to its build.
-/// Screenshots go to `$ARTIFACTS/dashboard-browser` (or the test's target dir).
+/// A build of `job` with the results of a real conformance dry run (3,213 tests, most skipped),
+/// published with `harness publish`.
+fn publish_conformance_sized(env: &Env, job: &str, build: &str, started: u64) {
+    let dir = env.root.join(format!("conformance-{build}"));
+    std::fs::create_dir_all(dir.join("artifacts")).unwrap();
+    std::fs::write(dir.join("started.json"), format!(r#"{{"timestamp": {started}}}"#)).unwrap();
+    let finished = format!(
+        r#"{{"timestamp": {}, "passed": true, "result": "SUCCESS",
+        "metadata": {{"kubernetes-version": "v1.37.1"}}}}"#,
+        started + 600
+    );
+    std::fs::write(dir.join("finished.json"), finished).unwrap();
+    std::fs::write(dir.join("build-log.txt"), "ok\n").unwrap();
+    let junit = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/junit/e2e.test-v1.37.1-dryrun-conformance-junit_01.xml");
+    std::fs::copy(junit, dir.join("artifacts/junit_01.xml")).unwrap();
+    let output = env.command("publish").args(["--job", job, "--build", build, "--dir"]).arg(&dir).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+}
+
+/// The dashboard in headless Chromium (Debian's, driven by playwright-core) at 1280×800: every
+/// page of a `harness serve` over real runs (two of `gated`, one each of `north` and `south`,
+/// which share a deliberately failing test) and two published builds of a real conformance run:
+/// cells and colours, results on the first screen, always-skipped tests hidden and shown, a group
+/// collapsed, sparklines, a filter, a cell followed to its build, the failure cluster of the shared
+/// test flagged likely Kubernetes-side. Screenshots go to `$ARTIFACTS/dashboard-browser` (or the
+/// test's target dir).
 #[test]
 fn the_dashboard_works_in_a_real_browser() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards/browser/dashboard.mjs");
@@ -849,6 +905,13 @@ fn the_dashboard_works_in_a_real_browser() {
     assert!(installed, "the browser tests need node, Chromium and playwright-core: run `scripts/browser install`");
     let env = Env::new();
     two_gated_runs(&env);
+    for provider in ["north", "south"] {
+        let output = env.harness(&["--provider", provider, "--kubernetes", "1.37"]).output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{provider} fails its shared test: {}", text(&output));
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    publish_conformance_sized(&env, CONFORMANCE_JOB, "1", now - 7200);
+    publish_conformance_sized(&env, CONFORMANCE_JOB, "2", now - 3600);
     let (mut server, address) = start_serve(&env, &[]);
     let screenshots = match std::env::var_os("ARTIFACTS") {
         Some(artifacts) => PathBuf::from(artifacts).join("dashboard-browser"),
@@ -856,17 +919,37 @@ fn the_dashboard_works_in_a_real_browser() {
     };
     let output = Command::new("node")
         .arg(&script)
-        .args(["--url", &format!("http://{address}"), "--job", FAILING_JOB, "--screenshots"])
+        .args(["--url", &format!("http://{address}"), "--job", FAILING_JOB, "--conformance-job", CONFORMANCE_JOB])
+        .args(["--shared-test", SHARED_TEST, "--screenshots"])
         .arg(&screenshots)
         .output()
         .unwrap();
     kill(Pid::from_raw(server.id() as i32), Signal::SIGTERM).unwrap();
     server.wait().unwrap();
     assert!(output.status.success(), "{}", text(&output));
-    for page in ["matrix", "lkg", "grid", "grid-filtered", "build", "not-found"] {
+    for page in [
+        "matrix",
+        "lkg",
+        "grid",
+        "grid-filtered",
+        "build",
+        "not-found",
+        "conformance-first-screen",
+        "conformance-skipped-shown",
+        "conformance-group-collapsed",
+        "clusters",
+        "cluster",
+        "flaky",
+    ] {
         let shot = screenshots.join(format!("{page}.png"));
         let bytes = std::fs::read(&shot).unwrap_or_else(|e| panic!("{}: {e}", shot.display()));
         assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 2000, "{} is no screenshot", shot.display());
     }
     env.assert_nothing_left();
 }
+
+/// The job `publish_conformance_sized` publishes.
+const CONFORMANCE_JOB: &str = "ci-conformance-dry-run";
+/// The test `north` and `south` both fail.
+const SHARED_TEST: &str =
+    "[It] [sig-network] Services should reach the backends of a LoadBalancer Service [Conformance]";

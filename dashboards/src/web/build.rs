@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
-use super::layout::{error_page, negotiate, not_found, time, unavailable};
+use super::layout::{error_page, negotiate, not_found, percent_encode, time, unavailable};
 use super::{BuildView, Source};
 use crate::grid;
 
@@ -78,14 +78,7 @@ fn inert(path: &str, bytes: Vec<u8>) -> Response {
 
 /// A path as a URL path: each segment percent-encoded but for RFC 3986's unreserved characters.
 fn url_path(path: &str) -> String {
-    let mut encoded = String::with_capacity(path.len());
-    for byte in path.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => encoded.push(byte as char),
-            _ => encoded.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    encoded
+    percent_encode(path, b"/")
 }
 
 fn render(view: &BuildView) -> Markup {
@@ -98,7 +91,7 @@ fn render(view: &BuildView) -> Markup {
             dt { "Kubernetes" } dd { (column.kubernetes_version.as_deref().unwrap_or("?")) }
             dt { "provider version" } dd { (column.provider_version.as_deref().unwrap_or("?")) }
             dt { "started" } dd { (time(column.started_at)) }
-            dt { "finished" } dd { (view.finished_at.map(time).unwrap_or_else(|| "-".into())) }
+            dt { "finished" } dd { (column.finished_at.map(time).unwrap_or_else(|| "-".into())) }
             dt { "artifacts" } dd { (view.artifacts_url) }
         }
         h2 { "Steps" }

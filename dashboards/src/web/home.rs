@@ -1,4 +1,6 @@
-//! The home page: the current LKG version set, the provider × Kubernetes minor matrix, and the jobs.
+//! The home page: the current LKG version set, the provider × Kubernetes minor matrix (each cell
+//! with its latest job's pass-rate sparkline), and the jobs with their pass-rate and duration
+//! sparklines.
 
 use std::sync::Arc;
 
@@ -8,9 +10,13 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
 
-use super::layout::{negotiate, revision_link, short, unavailable};
+use super::layout::{header_row, negotiate, percent_encode, revision_link, short, unavailable};
 use super::{JobSummary, Source};
 use crate::matrix::{Matrix, MatrixCell};
+use crate::trends::{JobTrend, duration_sparkline, pass_rate_sparkline};
+
+/// How many of each job's latest builds its sparklines show.
+const TREND_BUILDS: usize = 20;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Home {
@@ -22,16 +28,18 @@ pub struct Home {
     pub lkg_loading: bool,
     pub matrix: Matrix,
     pub jobs: Vec<JobSummary>,
+    /// Each job's latest finished builds, oldest first.
+    pub trends: Vec<JobTrend>,
 }
 
 pub async fn page(State(source): State<Arc<dyn Source>>, headers: HeaderMap) -> Response {
-    let (builds, jobs) = match (source.matrix().await, source.jobs().await) {
-        (Ok(builds), Ok(jobs)) => (builds, jobs),
-        (Err(error), _) | (_, Err(error)) => return unavailable(&error),
+    let (builds, jobs, trends) = match (source.matrix().await, source.jobs().await, source.trends(TREND_BUILDS).await) {
+        (Ok(builds), Ok(jobs), Ok(trends)) => (builds, jobs, trends),
+        (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => return unavailable(&error),
     };
     let snapshot = source.lkg();
     let version_set = snapshot.as_ref().and_then(|s| s.default_engine().and_then(|engine| engine.version_set()));
-    let home = Home { version_set, lkg_loading: snapshot.is_none(), matrix: Matrix::new(builds), jobs };
+    let home = Home { version_set, lkg_loading: snapshot.is_none(), matrix: Matrix::new(builds), jobs, trends };
     negotiate(&headers, &home, "Matrix", |home| render(home, source.as_ref()))
 }
 
@@ -60,21 +68,43 @@ fn render(home: &Home, source: &dyn Source) -> Markup {
                 tbody {
                     @for row in &home.matrix.rows {
                         tr {
-                            th scope="row" { (row.provider) }
+                            th scope="row" {
+                                (row.provider) br;
+                                small { a href={ "/flaky?provider=" (percent_encode(&row.provider, b"")) } { "flakiest tests" } }
+                            }
                             @for (cell, minor) in row.cells.iter().zip(&home.matrix.minors) {
-                                (matrix_cell(&row.provider, minor, cell.as_ref()))
+                                (matrix_cell(&row.provider, minor, cell.as_ref(), trend(home, cell.as_ref().map(|c| c.latest.job.as_str()))))
                             }
                         }
                     }
                 }
             }
         }
+        p { a href="/clusters" { "Failure clusters across providers" } " · " a href="/flaky" { "flakiest tests of every job" } }
         h2 { "Jobs" }
-        ul.jobs { @for job in &home.jobs { li { a href={ "/job/" (job.job) } { (job.job) } " " small { (job.provider.as_deref().unwrap_or("")) } } } }
+        table.jobs {
+            (header_row(&["job", "provider", "test pass rate", "duration"]))
+            tbody {
+                @for job in &home.jobs {
+                    tr {
+                        th scope="row" { a href={ "/job/" (job.job) } { (job.job) } }
+                        td { (job.provider.as_deref().unwrap_or("")) }
+                        @match trend(home, Some(&job.job)) {
+                            Some(trend) => { td { (pass_rate_sparkline(trend)) } td { (duration_sparkline(trend)) } }
+                            None => { td { "no finished build" } td { "–" } }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
-fn matrix_cell(provider: &str, minor: &str, cell: Option<&MatrixCell>) -> Markup {
+fn trend<'a>(home: &'a Home, job: Option<&str>) -> Option<&'a JobTrend> {
+    home.trends.iter().find(|t| Some(t.job.as_str()) == job)
+}
+
+fn matrix_cell(provider: &str, minor: &str, cell: Option<&MatrixCell>, trend: Option<&JobTrend>) -> Markup {
     let Some(cell) = cell else {
         return html! { td.none aria-label={ (provider) " on " (minor) ": never run" } { "–" } };
     };
@@ -95,6 +125,7 @@ fn matrix_cell(provider: &str, minor: &str, cell: Option<&MatrixCell>) -> Markup
         td class=(outcome) title=(label) aria-label=(label) {
             a href={ "/job/" (latest.job) "/build/" (latest.build) } { (outcome) }
             br; small { (rate) "% of " (cell.builds) }
+            @if let Some(trend) = trend { br; (pass_rate_sparkline(trend)) }
         }
     }
 }

@@ -1,6 +1,7 @@
-//! A job's grid: tests × builds, filtered by test-name regex and status. Rendered grids (HTML and
-//! JSON) are kept per query until the job's generation changes: a 1,000 × 200 grid takes tens of
-//! milliseconds to read and render, checking the generation takes one indexed row.
+//! A job's grid: tests × builds, filtered by test-name regex and status, the tests skipped in every
+//! shown build hidden unless `?skipped=show`, with the job's pass-rate and duration sparklines.
+//! Rendered grids (HTML and JSON) are kept per query until the job's generation changes: a 1,000 ×
+//! 200 grid takes milliseconds to read and render, checking the generation takes one indexed row.
 //!
 //! A test filter is a regex from an unauthenticated query string, so what it may cost is bounded:
 //! its length, its nesting and its compiled size (the regex crate stops compiling past the limit,
@@ -19,9 +20,10 @@ use maud::{Markup, html};
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
 
-use super::layout::{error_page, negotiate, not_found, unavailable, wants_json};
+use super::layout::{error_page, negotiate, not_found, percent_encode, unavailable, wants_json};
 use super::{DEFAULT_BUILDS, Dashboard};
-use crate::grid::{self, Cell, Filter, Grid};
+use crate::grid::{self, Cell, Filter, Grid, Links};
+use crate::trends::{JobTrend, Point, duration_sparkline, pass_rate_sparkline};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
 pub struct GridQuery {
@@ -30,6 +32,8 @@ pub struct GridQuery {
     /// Comma-separated cell states: fail,flaky,...
     status: Option<String>,
     builds: Option<usize>,
+    /// `show`: also the tests skipped in every shown build.
+    skipped: Option<String>,
 }
 
 /// The longest test filter taken, in bytes.
@@ -111,9 +115,15 @@ pub async fn grid_page(
     }
     let builds = query.builds.unwrap_or(DEFAULT_BUILDS).clamp(1, 1000);
     let response = match dashboard.source.grid(&job, builds).await {
-        Ok(Some((columns, results))) => {
-            let grid = Grid::new(&job, columns, results, &filter);
-            negotiate(&headers, &grid, &job, |grid| html! { h1 { (job) } (filter_form(&query)) (grid::render(grid)) })
+        Ok(Some(data)) => {
+            let grid = Grid::new(&job, data, &filter);
+            let links = Links {
+                toggle_skipped: toggle_skipped(&query),
+                flakiest: format!("/flaky?job={}", percent_encode(&job, b"")),
+            };
+            negotiate(&headers, &grid, &job, |grid| {
+                html! { h1 { (job) } (filter_form(&query)) (trend_of(grid)) (grid::render(grid, &links)) }
+            })
         }
         Ok(None) => return unknown_job(&job),
         Err(error) => return unavailable(&error),
@@ -148,6 +158,50 @@ fn respond(rendered: Rendered) -> Response {
     ([(header::CONTENT_TYPE, rendered.content_type), (header::ETAG, rendered.etag)], rendered.body).into_response()
 }
 
+/// This page's address with the always-skipped tests toggled.
+fn toggle_skipped(query: &GridQuery) -> String {
+    let mut pairs: Vec<(&str, String)> = Vec::new();
+    if let Some(test) = query.test.as_deref().filter(|t| !t.is_empty()) {
+        pairs.push(("test", test.to_owned()));
+    }
+    if let Some(status) = query.status.as_deref().filter(|s| !s.is_empty()) {
+        pairs.push(("status", status.to_owned()));
+    }
+    if let Some(builds) = query.builds {
+        pairs.push(("builds", builds.to_string()));
+    }
+    if !shows_skipped(query) {
+        pairs.push(("skipped", "show".to_owned()));
+    }
+    let encoded: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={}", percent_encode(v, b""))).collect();
+    format!("?{}", encoded.join("&"))
+}
+
+fn shows_skipped(query: &GridQuery) -> bool {
+    query.skipped.as_deref() == Some("show")
+}
+
+/// The grid's builds, oldest first, as the job's sparklines: each build's pass rate over the shown
+/// tests, and its duration.
+fn trend_of(grid: &Grid) -> Markup {
+    let rates = grid.pass_rates();
+    let points = grid
+        .columns
+        .iter()
+        .zip(rates)
+        .rev()
+        .map(|(column, pass_rate)| Point {
+            build: column.build.clone(),
+            started_at: column.started_at,
+            duration_seconds: column.finished_at.map(|f| f - column.started_at),
+            passed: column.passed,
+            pass_rate,
+        })
+        .collect();
+    let trend = JobTrend { job: grid.job.clone(), points };
+    html! { p.trend { "pass rate " (pass_rate_sparkline(&trend)) " duration " (duration_sparkline(&trend)) } }
+}
+
 /// The query as a filter; `Err` is the message, and for a refused test filter why.
 fn filter_of(query: &GridQuery) -> Result<Filter, (String, Option<FilterRejected>)> {
     let test = match query.test.as_deref().filter(|t| !t.is_empty()) {
@@ -162,7 +216,7 @@ fn filter_of(query: &GridQuery) -> Result<Filter, (String, Option<FilterRejected
             .ok_or_else(|| (format!("unknown status {name:?}: use pass, fail, flaky, skip, running or none"), None))?;
         statuses.push(cell);
     }
-    Ok(Filter { test, statuses })
+    Ok(Filter { test, statuses, show_skipped: shows_skipped(query) })
 }
 
 /// A test filter compiled within its bounds.
@@ -192,6 +246,7 @@ fn filter_form(query: &GridQuery) -> Markup {
             label { "test " input type="search" name="test" value=(query.test.as_deref().unwrap_or("")) placeholder="regex"; }
             label { " status " input type="text" name="status" value=(query.status.as_deref().unwrap_or("")) placeholder="fail,flaky"; }
             @if let Some(builds) = query.builds { input type="hidden" name="builds" value=(builds); }
+            @if shows_skipped(query) { input type="hidden" name="skipped" value="show"; }
             button type="submit" { "filter" }
         }
     }

@@ -71,6 +71,8 @@ pub fn page(title: &str, body: Markup) -> Response {
                     a href="/" { "cloud-provider-harness" }
                     " " a href="/" { "matrix" }
                     " " a href="/lkg" { "last known good" }
+                    " " a href="/clusters" { "failure clusters" }
+                    " " a href="/flaky" { "flakiest tests" }
                 }
                 main { (body) }
                 script { (maud::PreEscaped(SCRIPT)) }
@@ -105,6 +107,24 @@ pub fn not_found(message: &str) -> Response {
     error_page(StatusCode::NOT_FOUND, message)
 }
 
+/// `text` percent-encoded for a URL: every byte but RFC 3986's unreserved characters and `keep`.
+pub fn percent_encode(text: &str, keep: &[u8]) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => encoded.push(byte as char),
+            _ if keep.contains(&byte) => encoded.push(byte as char),
+            _ => encoded.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    encoded
+}
+
+/// A table's header: one column header per name.
+pub fn header_row(names: &[&str]) -> Markup {
+    html! { thead { tr { @for name in names { th scope="col" { (name) } } } } }
+}
+
 /// A 40-hex commit shortened to 12, anything else as is.
 pub fn short(version: &str) -> &str {
     if version.len() == 40 && version.bytes().all(|b| b.is_ascii_hexdigit()) { &version[..12] } else { version }
@@ -133,23 +153,37 @@ pub fn time(seconds: i64) -> String {
     format!("{} {} UTC", &rfc3339[..10], &rfc3339[11..16])
 }
 
-/// The only script: a grid cell opens its column's build (the header's link).
+/// The only script: a grid cell opens its column's build (the header's link); a group's button
+/// collapses or expands its rows.
 const SCRIPT: &str = "document.querySelectorAll('table.grid').forEach(t=>t.addEventListener('click',e=>{\
 const td=e.target.closest('td');if(!td)return;const a=t.tHead.rows[0].cells[td.cellIndex].querySelector('a');\
-if(a)location.href=a.href;}));";
+if(a)location.href=a.href;}));\
+document.querySelectorAll('tr.group button').forEach(b=>b.addEventListener('click',()=>{\
+const g=b.closest('tbody');b.setAttribute('aria-expanded',String(!g.classList.toggle('collapsed')));}));";
 
 const CSS: &str = "body{font:14px system-ui,sans-serif;margin:0;color:#111}nav{padding:8px;background:#223}\
-nav a{color:#fff;margin-right:12px}main{padding:8px}table.grid{border-collapse:collapse}\
-table.grid th,table.grid td{border:1px solid #ddd;padding:0}\
-table.grid thead th{position:sticky;top:0;background:#fff;font-weight:normal;font-size:11px;padding:2px;z-index:1}\
-table.grid th.test{position:sticky;left:0;background:#fff;text-align:left;padding:0 4px;white-space:nowrap}\
+nav a{color:#fff;margin-right:12px}main{padding:8px}table.grid{border-collapse:separate;border-spacing:0}\
+.gridwrap{overflow:auto;max-height:80vh;max-width:100%;border:1px solid #ddd}\
+table.grid th,table.grid td{border:0 solid #ddd;border-width:0 1px 1px 0;padding:0}\
+table.grid thead th{position:sticky;top:0;background:#fff;font-weight:normal;font-size:11px;padding:2px;z-index:2}\
+table.grid th.test{position:sticky;left:0;background:#fff;text-align:left;padding:0 4px;white-space:nowrap;z-index:1}\
+table.grid thead th.test{z-index:3}table.grid .name{display:flex;gap:6px;width:32em;max-width:40vw}\
+table.grid .name a{flex:1 1 auto;min-width:0;overflow:hidden;text-overflow:ellipsis;color:#111;text-decoration:none}\
+.n{color:#9e9e9e}tr.group th.test{background:#eceff1}tr.group button{font:bold 13px system-ui,sans-serif;border:0;background:none;cursor:pointer;padding:0}\
+tr.group button::before{content:'\\25BE  '}tbody.collapsed tr.group button::before{content:'\\25B8  '}tbody.collapsed tr:not(.group){display:none}\
+p.summary{font-size:15px;margin:4px 0}p.count{margin:4px 0}p.trend{margin:4px 0}\
+svg.spark{vertical-align:middle;background:#f5f5f5}svg.spark polyline{fill:none;stroke:#1565c0;stroke-width:1.5}svg.spark circle{fill:#1565c0}\
+.side{padding:1px 6px;border-radius:3px}.kubernetes-side{background:#ffcdd2}.provider-side{background:#bbdefb}.unclear{background:#eee}\
+table.clusters,table.flaky,table.jobs{border-collapse:collapse}\
+table.clusters th,table.clusters td,table.flaky th,table.flaky td,table.jobs th,table.jobs td{border:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top}\
+code.message{font-size:12px;color:#444;white-space:pre-wrap}\
 table.grid td{width:14px;min-width:14px;height:16px;text-align:center;font-size:0;cursor:pointer}\
 table.grid td::before{font-size:10px}td.fail::before{content:'F'}td.flaky::before{content:'~'}\
 td.skip::before{content:'s'}td.running::before{content:'R'}\
 .pass{background:#4caf50}.fail{background:#e53935}.flaky{background:#ffb300}.skip{background:#cfd8dc}\
 .running{background:#64b5f6}.none{background:#fff}.pending{background:#fff59d}.bad{background:#e53935}.good{background:#4caf50}\
 .cell{display:inline-block;width:12px;height:12px;border:1px solid #999}\
-ul.legend{list-style:none;display:flex;gap:12px;padding:0}.since{color:#b71c1c;font-size:11px}\
+ul.legend{list-style:none;display:flex;gap:12px;padding:0;margin:4px 0}.since{color:#b71c1c;font-size:11px;flex:none}\
 table.matrix{border-collapse:collapse}table.matrix th,table.matrix td{border:1px solid #ccc;padding:4px 8px;text-align:center}\
 table.matrix td a{color:#000}\
 .versionset,.provider{border:1px solid #ccc;padding:8px;margin:8px 0}dl.meta{display:grid;grid-template-columns:max-content auto;gap:2px 12px}\

@@ -1,11 +1,13 @@
 //! The dashboard's pages as an axum router, one module per area: the matrix (home), each job's
-//! grid, build pages, and the LKG page. Data comes through [`Source`], which the harness
+//! grid, build pages, the LKG page, the failure clusters across providers and the flakiest tests. Data comes through [`Source`], which the harness
 //! implements over its SQL index and object store. Every page is also JSON, at the same path with
 //! `Accept: application/json`.
 
 mod build;
 pub use build::BUILD_LOG;
 pub use job::FilterRejected;
+mod clusters;
+mod flaky;
 mod home;
 mod job;
 pub mod layout;
@@ -18,8 +20,10 @@ use axum::Router;
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
 
-use crate::grid::{Cell, Column, ResultRow};
+use crate::failures::Failure;
+use crate::grid::{Cell, Column, GridData};
 use crate::matrix::MatrixBuild;
+use crate::trends::JobTrend;
 
 /// A job as the home page lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,8 +41,14 @@ pub trait Source: Send + Sync + 'static {
     /// A number that changes whenever the job's builds or results do; `None` for an unknown job.
     /// Rendered grids are kept until it changes.
     async fn grid_generation(&self, job: &str) -> Result<Option<i64>, String>;
-    /// The job's latest `builds` builds (newest first) and their results; `None` for an unknown job.
-    async fn grid(&self, job: &str, builds: usize) -> Result<Option<(Vec<Column>, Vec<ResultRow>)>, String>;
+    /// The job's latest `builds` builds (newest first), their tests and results; `None` for an
+    /// unknown job.
+    async fn grid(&self, job: &str, builds: usize) -> Result<Option<GridData>, String>;
+    /// Every failed result of the builds started at or after `since` (epoch seconds), with its
+    /// message, for the failure clusters.
+    async fn failures(&self, since: i64) -> Result<Vec<Failure>, String>;
+    /// Each job's latest `builds` finished builds, oldest first, for its sparklines.
+    async fn trends(&self, builds: usize) -> Result<Vec<JobTrend>, String>;
     /// One build; `None` when the job has no such build.
     async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, String>;
     /// A file of a build's directory in the object store; `None` when there is no such file (or no
@@ -55,9 +65,9 @@ pub trait Source: Send + Sync + 'static {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BuildView {
     pub job: String,
+    /// With its `finished_at`.
     #[serde(flatten)]
     pub column: Column,
-    pub finished_at: Option<i64>,
     /// SUCCESS, FAILURE, ABORTED ... as finished.json says.
     pub result: Option<String>,
     /// The build directory in the object store.
@@ -93,8 +103,16 @@ pub struct LogTail {
 pub const DEFAULT_BUILDS: usize = 50;
 
 /// The page routes, for the server's fallback message and request metrics.
-pub const PATHS: &[&str] =
-    &["/", "/lkg", "/job/{job}", "/job/{job}/build/{build}", "/job/{job}/build/{build}/file/{*path}"];
+pub const PATHS: &[&str] = &[
+    "/",
+    "/lkg",
+    "/job/{job}",
+    "/job/{job}/build/{build}",
+    "/job/{job}/build/{build}/file/{*path}",
+    "/clusters",
+    "/clusters/{id}",
+    "/flaky",
+];
 
 /// The router's state: the data, and the grids already rendered.
 #[derive(Clone)]
@@ -116,6 +134,9 @@ pub fn router(source: Arc<dyn Source>) -> Router {
         .route(PATHS[2], get(job::grid_page))
         .route(PATHS[3], get(build::page))
         .route(PATHS[4], get(build::file))
+        .route(PATHS[5], get(clusters::list))
+        .route(PATHS[6], get(clusters::one))
+        .route(PATHS[7], get(flaky::page))
         .with_state(Dashboard { source, grids: Arc::default() })
         .layer(axum::middleware::map_response(layout::secure_headers))
 }
@@ -182,7 +203,38 @@ mod tests {
             None
         }
 
-        async fn grid(&self, job: &str, _builds: usize) -> Result<Option<(Vec<Column>, Vec<ResultRow>)>, String> {
+        async fn failures(&self, since: i64) -> Result<Vec<Failure>, String> {
+            self.jobs().await?;
+            let failure = |provider: &str, build: &str, message: &str| Failure {
+                provider: Some(provider.into()),
+                job: format!("ci-{provider}"),
+                build: build.into(),
+                started_at: since + build.parse::<i64>().unwrap(),
+                kubernetes_version: Some("v1.37.1".into()),
+                provider_version: Some(format!("{provider}-abc")),
+                test: "[sig-network] LoadBalancers should work".into(),
+                message: Some(message.into()),
+            };
+            Ok(vec![
+                failure("aws", "1", "timed out after 30s waiting for 10.0.0.1:80"),
+                failure("gce", "2", "timed out after 45s waiting for 10.9.8.7:80"),
+                failure("gce", "3", "quota exceeded"),
+            ])
+        }
+
+        async fn trends(&self, _builds: usize) -> Result<Vec<JobTrend>, String> {
+            self.jobs().await?;
+            let point = |build: &str, rate| crate::trends::Point {
+                build: build.into(),
+                started_at: 0,
+                duration_seconds: Some(60),
+                passed: Some(rate == 1.0),
+                pass_rate: Some(rate),
+            };
+            Ok(vec![JobTrend { job: "ci-a".into(), points: vec![point("1", 1.0), point("2", 0.5)] }])
+        }
+
+        async fn grid(&self, job: &str, _builds: usize) -> Result<Option<GridData>, String> {
             self.jobs().await?;
             self.grids_read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if job != "ci-a" {
@@ -191,25 +243,33 @@ mod tests {
             let column = |build: &str| Column {
                 build: build.into(),
                 started_at: 0,
+                finished_at: Some(60),
                 kubernetes_version: Some("v1.37.1".into()),
                 provider_version: None,
                 state: "finished".into(),
                 passed: Some(true),
             };
-            let row = |column, test: &str, cell| ResultRow { column, test: test.into(), cell };
-            Ok(Some((
-                vec![column("2"), column("1")],
-                vec![row(0, "t", Cell::Fail), row(1, "t", Cell::Pass), row(0, "u", Cell::Pass)],
-            )))
+            let row = |column, test, cell| crate::grid::ResultRow { column, test, cell };
+            let test = |name: &str| crate::grid::TestName { suite: "s".into(), name: name.into() };
+            Ok(Some(GridData {
+                columns: vec![column("2"), column("1")],
+                tests: vec![test("t"), test("u"), test("never-run")],
+                results: vec![
+                    row(0, 0, Cell::Fail),
+                    row(1, 0, Cell::Pass),
+                    row(0, 1, Cell::Pass),
+                    row(0, 2, Cell::Skip),
+                    row(1, 2, Cell::Skip),
+                ],
+            }))
         }
 
         async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, String> {
-            let Some((columns, _)) = self.grid(job, 2).await? else { return Ok(None) };
-            let Some(column) = columns.into_iter().find(|c| c.build == build) else { return Ok(None) };
+            let Some(data) = self.grid(job, 2).await? else { return Ok(None) };
+            let Some(column) = data.columns.into_iter().find(|c| c.build == build) else { return Ok(None) };
             Ok(Some(BuildView {
                 job: job.into(),
                 column,
-                finished_at: Some(60),
                 result: Some("FAILURE".into()),
                 artifacts_url: "file:///store/logs/ci-a/2".into(),
                 steps: vec![("Up".into(), Cell::Pass), ("Test".into(), Cell::Fail)],
@@ -235,7 +295,57 @@ mod tests {
         assert!(html.starts_with("<!DOCTYPE html>") && html.contains(r#"<td class="fail">fail</td>"#), "{html}");
         let (_, json) = get(false, "/job/ci-a?status=fail", "application/json").await;
         let grid: Grid = serde_json::from_str(&json).unwrap();
-        assert_eq!((grid.rows.len(), grid.total_rows, grid.rows[0].failing_since.as_deref()), (1, 2, Some("2")));
+        assert_eq!((grid.rows.len(), grid.total_rows, grid.rows[0].failing_since.as_deref()), (1, 3, Some("2")));
+    }
+
+    #[tokio::test]
+    async fn the_grid_hides_the_tests_skipped_in_every_build_and_shows_them_when_asked() {
+        let (_, html) = get(false, "/job/ci-a", "text/html").await;
+        assert!(!html.contains(">never-run<") && html.contains(r#"href="?skipped=show">show them</a>"#), "{html}");
+        assert!(html.contains("pass rate <strong>67%</strong>"), "{html}");
+        assert!(
+            html.contains(r#"<svg class="spark pass-rate""#)
+                && html.contains("ci-a: test pass rate of the last 2 builds, oldest first: 100%, 50%"),
+            "{html}"
+        );
+        let (_, html) = get(false, "/job/ci-a?skipped=show", "text/html").await;
+        assert!(html.contains(">never-run<") && html.contains(">hide them</a>"), "{html}");
+    }
+
+    #[tokio::test]
+    async fn failures_cluster_across_providers_with_a_page_per_cluster_in_html_and_json() {
+        let (status, json) = get(false, "/clusters", "application/json").await;
+        assert_eq!(status, StatusCode::OK, "{json}");
+        let page: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let first = &page["clusters"][0];
+        assert_eq!((&first["side"], &first["failures"]), (&"kubernetes".into(), &2.into()), "{json}");
+        assert_eq!(first["providers"], serde_json::json!(["aws", "gce"]));
+        assert_eq!(first["message"], "timed out after DURATION waiting for ADDR");
+        assert_eq!(page["clusters"][1]["side"], "provider");
+        let id = first["id"].as_str().unwrap();
+        let (status, html) = get(false, &format!("/clusters/{id}"), "text/html").await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        assert!(html.contains(r#"<strong class="side kubernetes-side">likely Kubernetes-side</strong>: seen by aws, gce on the same Kubernetes version."#), "{html}");
+        assert!(html.contains(r#"<a href="/job/ci-aws/build/1">ci-aws 1</a>"#), "{html}");
+        let (_, json) = get(false, &format!("/clusters/{id}"), "application/json").await;
+        let one: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(one["hits"].as_array().unwrap().len(), 2, "{json}");
+        assert_eq!(get(false, "/clusters/0000000000000000", "text/html").await.0, StatusCode::NOT_FOUND);
+        assert_eq!(get(false, "/clusters?days=0", "text/html").await.0, StatusCode::BAD_REQUEST);
+    }
+
+    #[tokio::test]
+    async fn the_flakiest_tests_of_a_job_and_the_home_pages_sparklines() {
+        let (status, json) = get(false, "/flaky?job=ci-a", "application/json").await;
+        assert_eq!(status, StatusCode::OK, "{json}");
+        let page: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!((&page["tests"][0]["test"], &page["tests"][0]["failures"]), (&"t".into(), &1.into()), "{json}");
+        assert_eq!(get(false, "/flaky?provider=nope", "text/html").await.0, StatusCode::NOT_FOUND);
+        let (_, home) = get(false, "/", "text/html").await;
+        assert!(
+            home.contains(r#"aria-label="ci-a: duration of the last 2 builds, oldest first: 1m0s, 1m0s""#),
+            "{home}"
+        );
     }
 
     #[tokio::test]
@@ -377,7 +487,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_database_that_is_down_is_a_503_page() {
-        for uri in ["/", "/job/ci-a", "/job/ci-a/build/2", "/job/ci-a/build/2/file/build-log.txt"] {
+        for uri in
+            ["/", "/job/ci-a", "/job/ci-a/build/2", "/job/ci-a/build/2/file/build-log.txt", "/clusters", "/flaky"]
+        {
             let (status, page) = get(true, uri, "text/html").await;
             assert!(status == StatusCode::SERVICE_UNAVAILABLE && page.contains("connection refused"), "{uri}: {page}");
         }

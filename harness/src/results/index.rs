@@ -26,6 +26,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dashboards::failures::Failure;
 use dashboards::matrix::MatrixBuild;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::Migrator;
@@ -518,24 +519,124 @@ impl Index {
         rows.iter().map(|r| self.build_row(r)).collect()
     }
 
-    /// The results of a job's latest `limit` builds: `(build path, test name, status)`.
-    pub async fn grid_results(&self, job: &str, limit: i64) -> Result<Vec<(String, String, TestStatus)>> {
-        let rows = sqlx::query(
-            "SELECT b.path, te.name, t.status FROM test_results t JOIN tests te ON te.id = t.test_id \
-             JOIN builds b ON b.id = t.build_id WHERE b.id IN (SELECT b2.id FROM builds b2 JOIN jobs j ON j.id = b2.job_id \
-             WHERE j.name = $1 ORDER BY b2.started_at DESC, b2.build DESC LIMIT $2) ORDER BY t.id",
+    /// The results of a job's latest `limit` builds, by ids: each build's id and directory, and
+    /// `(build id, test id, status)` per result (the test names are read apart, once: see
+    /// [`Index::test_names`]).
+    pub async fn grid_cells(&self, job: &str, limit: i64) -> Result<GridCells> {
+        let builds = sqlx::query(
+            "SELECT b.id, b.path FROM builds b JOIN jobs j ON j.id = b.job_id WHERE j.name = $1 \
+             ORDER BY b.started_at DESC, b.build DESC LIMIT $2",
         )
         .bind(job)
         .bind(limit)
         .fetch_all(&self.pool)
         .await
-        .map_err(self.err("list a job's latest results"))?;
-        rows.iter()
+        .map_err(self.err("list a job's latest builds"))?;
+        let builds: Vec<(i64, String)> =
+            builds.iter().map(|r| self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?)))).collect::<Result<_>>()?;
+        if builds.is_empty() {
+            return Ok(GridCells::default());
+        }
+        // Ids read from the database, as integers: nothing to bind.
+        let ids = builds.iter().map(|(id, _)| id.to_string()).collect::<Vec<_>>().join(",");
+        let sql = format!("SELECT t.build_id, t.test_id, t.status FROM test_results t WHERE t.build_id IN ({ids})");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("list a job's latest results"))?;
+        let results = rows
+            .iter()
             .map(|r| {
-                let (build, test, status): (String, String, String) =
+                let (build, test, status): (i64, i64, String) =
                     self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))?;
                 let status = TestStatus::parse(&status).ok_or_else(|| self.bad_value("test_results.status", status))?;
                 Ok((build, test, status))
+            })
+            .collect::<Result<_>>()?;
+        Ok(GridCells { builds, results })
+    }
+
+    /// The suite and name of each of these tests: `(id, suite, name)`.
+    pub async fn test_names(&self, ids: &[i64]) -> Result<Vec<(i64, String, String)>> {
+        let mut names = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(1000) {
+            let list = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+            let sql = format!("SELECT id, suite, name FROM tests WHERE id IN ({list})");
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(self.err("read test names"))?;
+            for r in &rows {
+                names.push(self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))?);
+            }
+        }
+        Ok(names)
+    }
+
+    /// Every failed result of the builds started at or after `since` (epoch seconds), with its
+    /// build's versions and its message, but those of the test `except` (suite, name); the partial
+    /// index `test_results_failed` finds them.
+    pub async fn failures_since(&self, since: i64, except: (&str, &str)) -> Result<Vec<Failure>> {
+        let rows = sqlx::query(
+            "SELECT p.name, j.name, b.build, b.started_at, b.kubernetes_version, b.provider_version, te.name, \
+             t.failure_message FROM builds b JOIN test_results t ON t.build_id = b.id AND t.status = 'fail' \
+             JOIN tests te ON te.id = t.test_id JOIN jobs j ON j.id = b.job_id \
+             LEFT JOIN providers p ON p.id = j.provider_id \
+             WHERE b.started_at >= $1 AND NOT (te.suite = $2 AND te.name = $3)",
+        )
+        .bind(since)
+        .bind(except.0)
+        .bind(except.1)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.err("list recent failures"))?;
+        rows.iter()
+            .map(|r| {
+                self.decode(|| {
+                    Ok(Failure {
+                        provider: r.try_get(0)?,
+                        job: r.try_get(1)?,
+                        build: r.try_get(2)?,
+                        started_at: r.try_get(3)?,
+                        kubernetes_version: r.try_get(4)?,
+                        provider_version: r.try_get(5)?,
+                        test: r.try_get(6)?,
+                        message: r.try_get(7)?,
+                    })
+                })
+            })
+            .collect()
+    }
+
+    /// Each job's latest `limit` finished builds, oldest first per job: `(job, build, started,
+    /// finished, passed, tests passed or flaky, tests that ran)`.
+    pub async fn job_trends(&self, limit: i64) -> Result<Vec<TrendRow>> {
+        let rows = sqlx::query(
+            "SELECT r.job, r.build, r.started_at, r.finished_at, r.passed, \
+             (SELECT COUNT(*) FROM test_results t WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky')), \
+             (SELECT COUNT(*) FROM test_results t WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky', 'fail')) \
+             FROM (SELECT b.id, j.name AS job, b.build, b.started_at, b.finished_at, b.passed, \
+             ROW_NUMBER() OVER (PARTITION BY b.job_id ORDER BY b.started_at DESC, b.build DESC) AS n \
+             FROM builds b JOIN jobs j ON j.id = b.job_id WHERE b.state = 'finished') r \
+             WHERE r.n <= $1 ORDER BY r.job, r.started_at, r.build",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.err("list the jobs' latest builds"))?;
+        rows.iter()
+            .map(|r| {
+                self.decode(|| {
+                    Ok(TrendRow {
+                        job: r.try_get(0)?,
+                        build: r.try_get(1)?,
+                        started_at: r.try_get(2)?,
+                        finished_at: r.try_get(3)?,
+                        passed: get_bool(r, "passed")?,
+                        passed_tests: r.try_get(5)?,
+                        ran_tests: r.try_get(6)?,
+                    })
+                })
             })
             .collect()
     }
@@ -1036,6 +1137,28 @@ fn redact(url: &str) -> String {
 
 mod claims;
 mod lkg_versions;
+/// A job's latest builds by id and directory, and their results by ids (see
+/// [`Index::grid_cells`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GridCells {
+    /// `(build id, directory)`, newest first.
+    pub builds: Vec<(i64, String)>,
+    /// `(build id, test id, status)`.
+    pub results: Vec<(i64, i64, TestStatus)>,
+}
+
+/// A finished build of a job and its test counts (see [`Index::job_trends`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrendRow {
+    pub job: String,
+    pub build: String,
+    pub started_at: i64,
+    pub finished_at: Option<i64>,
+    pub passed: Option<bool>,
+    pub passed_tests: i64,
+    pub ran_tests: i64,
+}
+
 #[cfg(test)]
 mod tests;
 mod tokens;

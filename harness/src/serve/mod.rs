@@ -102,8 +102,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     // Served from the first load on; until then the LKG routes answer 503.
     let (snapshots, receiver) = watch::channel(None);
 
-    let dashboard =
-        IndexSource { index: index.clone(), store: store.clone(), snapshots: receiver.clone(), repos: repos(&config) };
+    let dashboard = IndexSource::new(index.clone(), store.clone(), receiver.clone(), repos(&config));
     let ingest = ingest::Ingest {
         index: index.clone(),
         store: store.clone(),

@@ -320,13 +320,23 @@ async fn grid_results_hold_the_latest_builds_of_one_job_on_both_databases() {
         index.index_build(&record("ci-a", "3", 300, vec![result("t", TestStatus::Flaky)])).await.unwrap();
         assert_eq!(index.job_generation("ci-a").await.unwrap(), Some(3), "the same build again changes nothing");
         assert_eq!(index.job_generation("ci-z").await.unwrap(), None);
-        let mut results = index.grid_results("ci-a", 2).await.unwrap();
+        let cells = index.grid_cells("ci-a", 2).await.unwrap();
+        let paths: Vec<&str> = cells.builds.iter().map(|(_, path)| path.as_str()).collect();
+        assert_eq!(paths, ["logs/ci-a/3", "logs/ci-a/2"], "newest first: {}", index.name());
+        let path_of = |id: i64| cells.builds.iter().find(|(b, _)| *b == id).unwrap().1.clone();
+        let mut results: Vec<(String, i64, TestStatus)> =
+            cells.results.iter().map(|(build, test, status)| (path_of(*build), *test, *status)).collect();
         results.sort();
-        let expected = [
-            ("logs/ci-a/2".to_string(), "t".to_string(), TestStatus::Pass),
-            ("logs/ci-a/3".into(), "t".into(), TestStatus::Flaky),
-        ];
+        let test = results[0].1;
+        let expected =
+            [("logs/ci-a/2".to_string(), test, TestStatus::Pass), ("logs/ci-a/3".into(), test, TestStatus::Flaky)];
         assert_eq!(results, expected, "{}", index.name());
+        assert_eq!(
+            index.test_names(&[test]).await.unwrap(),
+            [(test, "Kubernetes e2e suite".to_string(), "t".to_string())],
+            "the test named once"
+        );
+        assert_eq!(index.grid_cells("ci-z", 2).await.unwrap(), GridCells::default());
         let jobs = index.jobs().await.unwrap();
         assert_eq!(jobs, [("ci-a".to_string(), Some("local".to_string())), ("ci-b".into(), Some("local".into()))]);
         let mut matrix = index.matrix_builds().await.unwrap();
@@ -424,9 +434,13 @@ async fn a_presubmit_and_the_periodic_build_of_one_id_are_two_builds_on_both_dat
         assert_eq!((at.pull.as_deref(), at.passed), (Some("7"), Some(false)));
         assert_eq!(index.build("ci-a", "2").await.unwrap().unwrap().path, only_pr.info.path);
         assert_eq!(index.build_results("ci-a", "2").await.unwrap(), only_pr.results);
-        let mut grid = index.grid_results("ci-a", 10).await.unwrap();
-        grid.sort();
-        let paths: Vec<&str> = grid.iter().map(|(path, _, _)| path.as_str()).collect();
+        let grid = index.grid_cells("ci-a", 10).await.unwrap();
+        let mut paths: Vec<&str> = grid
+            .results
+            .iter()
+            .map(|(build, _, _)| grid.builds.iter().find(|(id, _)| id == build).unwrap().1.as_str())
+            .collect();
+        paths.sort();
         assert_eq!(paths, ["logs/ci-a/1", "pr-logs/pull/o_r/7/ci-a/1", "pr-logs/pull/o_r/7/ci-a/2"]);
         let mut states = index.build_states().await.unwrap();
         states.sort_by(|a, b| a.0.cmp(&b.0));
@@ -544,4 +558,52 @@ async fn a_sqlite_index_of_the_older_schema_keeps_its_builds_and_results_through
     let orphan =
         index.pool.execute("INSERT INTO test_results (build_id, test_id, status) VALUES (99, 1, 'pass')").await;
     assert!(orphan.is_err(), "foreign keys are off after the migration");
+}
+
+#[tokio::test]
+async fn failures_since_a_time_and_each_jobs_latest_builds_with_their_pass_rates_on_both_databases() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        let results = |statuses: &[(&str, TestStatus)]| statuses.iter().map(|(n, s)| result(n, *s)).collect();
+        index
+            .index_build(&record("ci-a", "1", 100, results(&[("t", TestStatus::Fail), ("u", TestStatus::Pass)])))
+            .await
+            .unwrap();
+        index
+            .index_build(&record("ci-a", "2", 200, results(&[("t", TestStatus::Fail), ("u", TestStatus::Skip)])))
+            .await
+            .unwrap();
+        index
+            .index_build(&record("ci-a", "3", 300, results(&[("t", TestStatus::Flaky), ("u", TestStatus::Pass)])))
+            .await
+            .unwrap();
+        index.index_build(&record("ci-b", "9", 250, results(&[("t", TestStatus::Fail)]))).await.unwrap();
+        let step =
+            record("ci-a", "4", 400, vec![TestResult { suite: "harness".into(), ..result("Test", TestStatus::Fail) }]);
+        index.index_build(&step).await.unwrap();
+        let mut failures = index.failures_since(200, ("harness", "Test")).await.unwrap();
+        failures.sort_by(|a, b| (&a.job, &a.build).cmp(&(&b.job, &b.build)));
+        let seen: Vec<(&str, &str, &str, Option<&str>)> = failures
+            .iter()
+            .map(|f| (f.job.as_str(), f.build.as_str(), f.test.as_str(), f.message.as_deref()))
+            .collect();
+        let message = Some("t failed: expected 3 nodes, saw 2");
+        assert_eq!(seen, [("ci-a", "2", "t", message), ("ci-b", "9", "t", message)], "{}", index.name());
+        assert_eq!(
+            (failures[0].provider.as_deref(), failures[0].kubernetes_version.as_deref()),
+            (Some("local"), Some("v1.37.1"))
+        );
+        let trends = index.job_trends(2).await.unwrap();
+        let rows: Vec<(&str, &str, Option<i64>, i64, i64)> = trends
+            .iter()
+            .map(|t| (t.job.as_str(), t.build.as_str(), t.finished_at, t.passed_tests, t.ran_tests))
+            .collect();
+        assert_eq!(
+            rows,
+            [("ci-a", "3", Some(360), 2, 2), ("ci-a", "4", Some(460), 0, 1), ("ci-b", "9", Some(310), 0, 1)],
+            "each job's latest two, oldest first: {}",
+            index.name()
+        );
+        assert_eq!(trends[0].passed, Some(true));
+    }
 }
