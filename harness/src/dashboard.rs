@@ -153,7 +153,7 @@ impl IndexSource {
     pub fn new(
         index: Index,
         store: ResultStore,
-        snapshots: watch::Receiver<Arc<lkg::api::Snapshot>>,
+        snapshots: lkg::api::Snapshots,
         repos: BTreeMap<String, String>,
     ) -> IndexSource {
         IndexSource { index, store, snapshots, repos, test_names: Mutex::default() }
