@@ -80,6 +80,54 @@ fn the_repository_providers_yaml_is_valid_and_describes_the_local_reference_prov
 }
 
 #[test]
+fn local_upstream_runs_upstreams_ccm_from_the_toolchain_with_the_reference_ccms_flags() {
+    let config = ProvidersConfig::bundled();
+    let upstream = config.provider("local-upstream").expect("local-upstream provider");
+    let local = config.provider("local").unwrap();
+    assert_eq!(
+        upstream.ccm.build,
+        CcmBuild::Toolchain { bin: "local-upstream-ccm".into(), timeout: validate::DEFAULT_BUILD_TIMEOUT }
+    );
+    assert!(upstream.ccm.build.produces_binary());
+    let (CcmDeploy::Process { args, .. }, CcmDeploy::Process { args: reference, .. }) =
+        (&upstream.ccm.deploy, &local.ccm.deploy)
+    else {
+        panic!("{:?}", upstream.ccm.deploy)
+    };
+    // Every flag of the reference CCM, plus what upstream's secure serving needs to open /metrics.
+    let extra: Vec<&String> = args.iter().filter(|a| !reference.contains(a)).collect();
+    assert_eq!(extra, ["--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"]);
+    assert_eq!(args.len(), reference.len() + 1);
+    assert_eq!((&upstream.deployer, &upstream.capabilities, &upstream.hooks), (&local.deployer, &local.capabilities, &local.hooks));
+    assert_eq!((upstream.suites.as_slice(), upstream.required.suites.as_slice()), (&["cloud-e2e".to_owned()][..], &["cloud-e2e".to_owned()][..]));
+    assert_eq!(upstream.kubernetes, local.kubernetes);
+}
+
+#[test]
+fn a_toolchain_build_names_a_ccm_the_toolchain_builds() {
+    let text = edit(
+        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: toolchain, bin: kube-apiserver}",
+    );
+    let problem = only_problem(&text);
+    assert_eq!(problem.path, "providers[0].ccm.build.bin");
+    let message = problem.problem.to_string();
+    assert!(message.contains("`kube-apiserver` is not a CCM of the Kubernetes toolchain"), "{message}");
+    assert!(message.contains("local-upstream-ccm"), "{message}");
+
+    let text = edit(
+        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: toolchain, bin: local-upstream-ccm, package: ccm}",
+    );
+    assert!(only_problem(&text).problem.to_string().contains("`package` is not an option of a `toolchain` build"));
+    let text = edit(
+        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: toolchain, bin: local-upstream-ccm}",
+    );
+    assert_eq!(load(&text).unwrap().providers[0].ccm.build.kind(), "toolchain");
+}
+
+#[test]
 fn the_local_hooks_are_real_harness_commands() {
     let config = ProvidersConfig::bundled();
     let hooks = &config.provider("local").unwrap().hooks;

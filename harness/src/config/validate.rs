@@ -101,6 +101,8 @@ pub enum Problem {
         "{what} `{name}` is not valid: use lower-case letters, digits and `-`, starting with a letter and not ending with `-`"
     )]
     BadName { what: &'static str, name: String },
+    #[error("`{bin}` is not a CCM of the Kubernetes toolchain; the toolchain builds: {valid}")]
+    UnknownToolchainCcm { bin: String, valid: String },
     #[error("`{value}` is not a valid {what}: {reason}")]
     BadValue { what: &'static str, value: String, reason: &'static str },
     #[error(
@@ -619,8 +621,20 @@ impl Checker<'_> {
                 let command = self.command(at, what, raw.command, raw.args, raw.env, raw.dir, context);
                 Some(CcmBuild::Command { command: command?, output: output?, timeout })
             }
+            "toolchain" => {
+                let what = "a `toolchain` build";
+                self.only(at, what, &options, &["bin", "timeout"]);
+                let bin = self.required(at, what, "bin", raw.bin)?;
+                if !crate::toolchain::TOOLCHAIN_CCMS.contains(&bin.as_str()) {
+                    let valid = crate::toolchain::TOOLCHAIN_CCMS.join(", ");
+                    let problem = Problem::UnknownToolchainCcm { bin: bin.clone(), valid };
+                    self.report(&at.key("bin"), problem);
+                    return None;
+                }
+                Some(CcmBuild::Toolchain { bin, timeout })
+            }
             other => {
-                self.unknown_kind(at, "CCM build kind", other, &["cargo", "command"]);
+                self.unknown_kind(at, "CCM build kind", other, &["cargo", "command", "toolchain"]);
                 None
             }
         }

@@ -1,5 +1,5 @@
-//! The CCM steps of a run: Build (cargo for the bundled reference CCM, the provider's command
-//! otherwise), the deployer it runs on, and Deploy (a process beside the cluster, a manifest, or a
+//! The CCM steps of a run: Build (cargo for the bundled reference CCM, the run's Kubernetes
+//! toolchain for `local-upstream-ccm`, the provider's command otherwise), the deployer it runs on, and Deploy (a process beside the cluster, a manifest, or a
 //! command).
 
 use std::collections::BTreeMap;
@@ -40,6 +40,21 @@ pub(super) async fn build(
                 .map_err(|_| format!("cargo build did not finish within {}", humantime::format_duration(*timeout)))?
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?;
+            let version = binary_version(&binary).await;
+            Ok(Built { binary: Some(binary), manifest: None, version })
+        }
+        CcmBuild::Toolchain { bin, timeout } => {
+            let version = vars.get(&crate::config::template::Placeholder::KubernetesVersion).map(String::as_str);
+            let release = crate::toolchain::resolve(version).map_err(|e| e.to_string())?;
+            let install = tokio::task::spawn_blocking(move || crate::toolchain::install(&release, false));
+            let toolchain = tokio::time::timeout(*timeout, install)
+                .await
+                .map_err(|_| {
+                    format!("the toolchain build did not finish within {}", humantime::format_duration(*timeout))
+                })?
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            let binary = toolchain.binary(bin);
             let version = binary_version(&binary).await;
             Ok(Built { binary: Some(binary), manifest: None, version })
         }

@@ -162,10 +162,11 @@ fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, 
     Ok(Plan { provider, version, suites, job, provider_version })
 }
 
-/// The commit of this workspace when the provider's CCM is the bundled one built from it (so LKG
+/// The commit of this workspace when the provider's CCM is built from it (so LKG
 /// can order its runs); `unknown` otherwise, or when the workspace is not a git checkout.
 fn default_provider_version(provider: &Provider) -> String {
-    let bundled = matches!(provider.ccm.build, config::CcmBuild::Cargo { .. });
+    // The toolchain's CCMs are built from Go source in this workspace too (tools/).
+    let bundled = matches!(provider.ccm.build, config::CcmBuild::Cargo { .. } | config::CcmBuild::Toolchain { .. });
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let head = || {
         let output =
