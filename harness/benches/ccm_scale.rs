@@ -127,7 +127,9 @@ async fn main() {
 /// The CCM's arguments as `harness run` gives them: its provider's `ccm.deploy.args`, rendered.
 fn ccm_args(config: &ProvidersConfig, provider: &str, cluster: &LocalCluster) -> Vec<String> {
     let provider = config.providers.iter().find(|p| p.name == provider).expect("a bundled provider");
-    let CcmDeploy::Process { args, .. } = &provider.ccm.deploy else { panic!("{} is not a process deploy", provider.name) };
+    let CcmDeploy::Process { args, .. } = &provider.ccm.deploy else {
+        panic!("{} is not a process deploy", provider.name)
+    };
     let mut vars = Vars::new();
     vars.insert(Placeholder::Cluster, CLUSTER.into());
     vars.insert(Placeholder::ClusterCidr, nodes::CLUSTER_CIDR.into());
@@ -204,22 +206,25 @@ async fn measure(
 }
 
 async fn create_instances(local_cloud: &ccm::local_cloud::LocalCloud, indices: &[u32]) {
-    futures::stream::iter(indices.iter().map(|&i| local_cloud.create_instance(&cloud::instance_for(CLUSTER, i))))
-        .buffer_unordered(CONCURRENCY)
-        .for_each(|r| async {
-            r.expect("creating an instance");
-        })
-        .await;
+    futures::stream::iter(
+        indices.iter().map(|&i| async move { local_cloud.create_instance(&cloud::instance_for(CLUSTER, i)).await }),
+    )
+    .buffer_unordered(CONCURRENCY)
+    .for_each(|r| async {
+        r.expect("creating an instance");
+    })
+    .await;
 }
 
 async fn terminate_instances(local_cloud: &ccm::local_cloud::LocalCloud, indices: &[u32]) {
-    let names: Vec<String> = indices.iter().map(|&i| nodes::node_name(CLUSTER, i)).collect();
-    futures::stream::iter(names.iter().map(|name| local_cloud.terminate_instance(name)))
-        .buffer_unordered(CONCURRENCY)
-        .for_each(|r| async {
-            r.expect("terminating an instance");
-        })
-        .await;
+    futures::stream::iter(
+        indices.iter().map(|&i| async move { local_cloud.terminate_instance(&nodes::node_name(CLUSTER, i)).await }),
+    )
+    .buffer_unordered(CONCURRENCY)
+    .for_each(|r| async {
+        r.expect("terminating an instance");
+    })
+    .await;
 }
 
 async fn register(api: &Api<Node>, indices: &[u32], version: &str) {
@@ -358,7 +363,8 @@ fn vm_hwm_kib(pid: i32) -> u64 {
 fn cpu_seconds(pid: i32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name, which is in parentheses and may hold spaces.
-    let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
     let ticks = |at: usize| fields.get(at).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     (ticks(11) + ticks(12)) as f64 / clock_ticks_per_second()
 }
@@ -374,11 +380,8 @@ fn clock_ticks_per_second() -> f64 {
 /// The value of the sample `name` (with its labels) on the CCM's /metrics: plain HTTP for the
 /// reference CCM, HTTPS with a self-signed certificate for upstream's.
 async fn metric(address: &str, name: &str) -> f64 {
-    let client = reqwest::Client::builder()
-        .danger_accept_invalid_certs(true)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
+    let client =
+        reqwest::Client::builder().danger_accept_invalid_certs(true).timeout(Duration::from_secs(10)).build().unwrap();
     for scheme in ["http", "https"] {
         let Ok(response) = client.get(format!("{scheme}://{address}/metrics")).send().await else { continue };
         let body = response.text().await.unwrap_or_default();

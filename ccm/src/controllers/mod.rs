@@ -165,3 +165,23 @@ pub fn is_ready(node: &Node) -> bool {
 pub fn condition_status<'a>(node: &'a Node, type_: &str) -> Option<&'a str> {
     node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_).map(|c| c.status.as_str())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_controller_reports_events_under_upstreams_component_name() {
+        // k8s.io/cloud-provider v0.37.1: the EventSource of each controller's recorder.
+        let sources: Vec<(&str, &str)> = ALL.iter().map(|&c| (c, event_source(c))).collect();
+        assert_eq!(
+            sources,
+            [
+                (CLOUD_NODE, "cloud-node-controller"),
+                (CLOUD_NODE_LIFECYCLE, "cloud-node-lifecycle-controller"),
+                (SERVICE, "service-controller"),
+                (ROUTE, "route_controller"),
+            ]
+        );
+    }
+}

@@ -90,7 +90,9 @@ async fn monitor_node(api: &Api<Node>, node: &Node, instances: &dyn InstancesV2,
             tracing::info!(node = %name, "node is Ready again: removed the shutdown taint");
         }
         Verdict::Delete => {
-            ctx.event(super::CLOUD_NODE_LIFECYCLE, node,
+            ctx.event(
+                super::CLOUD_NODE_LIFECYCLE,
+                node,
                 EventType::Normal,
                 "DeletingNode",
                 format!("Deleting node {name} because it does not exist in the cloud provider"),

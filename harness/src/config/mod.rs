@@ -369,16 +369,18 @@ impl CcmBuild {
     pub fn produces_binary(&self) -> bool {
         matches!(
             self,
-            CcmBuild::Cargo { .. } | CcmBuild::Toolchain { .. } | CcmBuild::Command { output: BuildOutput::Binary(_), .. }
+            CcmBuild::Cargo { .. }
+                | CcmBuild::Toolchain { .. }
+                | CcmBuild::Command { output: BuildOutput::Binary(_), .. }
         )
     }
 
     /// How long the build may take.
     pub fn timeout(&self) -> Duration {
         match self {
-            CcmBuild::Cargo { timeout, .. } | CcmBuild::Command { timeout, .. } | CcmBuild::Toolchain { timeout, .. } => {
-                *timeout
-            }
+            CcmBuild::Cargo { timeout, .. }
+            | CcmBuild::Command { timeout, .. }
+            | CcmBuild::Toolchain { timeout, .. } => *timeout,
         }
     }
 }

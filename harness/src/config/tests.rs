@@ -98,8 +98,14 @@ fn local_upstream_runs_upstreams_ccm_from_the_toolchain_with_the_reference_ccms_
     let extra: Vec<&String> = args.iter().filter(|a| !reference.contains(a)).collect();
     assert_eq!(extra, ["--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"]);
     assert_eq!(args.len(), reference.len() + 1);
-    assert_eq!((&upstream.deployer, &upstream.capabilities, &upstream.hooks), (&local.deployer, &local.capabilities, &local.hooks));
-    assert_eq!((upstream.suites.as_slice(), upstream.required.suites.as_slice()), (&["cloud-e2e".to_owned()][..], &["cloud-e2e".to_owned()][..]));
+    assert_eq!(
+        (&upstream.deployer, &upstream.capabilities, &upstream.hooks),
+        (&local.deployer, &local.capabilities, &local.hooks)
+    );
+    assert_eq!(
+        (upstream.suites.as_slice(), upstream.required.suites.as_slice()),
+        (&["cloud-e2e".to_owned()][..], &["cloud-e2e".to_owned()][..])
+    );
     assert_eq!(upstream.kubernetes, local.kubernetes);
 }
 
@@ -171,7 +177,15 @@ fn the_aws_example_is_valid() {
 fn job_names_are_per_provider_job_and_release_line() {
     let config = ProvidersConfig::bundled();
     let names: Vec<String> = config.cells().into_iter().map(|c| c.name).collect();
-    assert_eq!(names, ["ci-cloud-provider-local-k8s-1.37", "ci-cloud-provider-local-k8s-1.36"]);
+    assert_eq!(
+        names,
+        [
+            "ci-cloud-provider-local-k8s-1.37",
+            "ci-cloud-provider-local-k8s-1.36",
+            "ci-cloud-provider-local-upstream-k8s-1.37",
+            "ci-cloud-provider-local-upstream-k8s-1.36"
+        ]
+    );
 
     let aws = ProvidersConfig::parse(AWS_EXAMPLE, Path::new("x")).unwrap();
     let cells = aws.cells();
@@ -198,11 +212,12 @@ fn testgrid_input_has_a_job_per_cell_under_the_bucket() {
     let config = ProvidersConfig::bundled();
     let input = testgrid_input(&config);
     assert_eq!(input.dashboard_group.as_deref(), Some("sig-cloud-provider-harness"));
-    let [provider] = &input.providers[..] else { panic!("{input:?}") };
+    let [provider, upstream] = &input.providers[..] else { panic!("{input:?}") };
+    assert_eq!(upstream.dashboard, "cloud-provider-local-upstream");
     assert_eq!((provider.dashboard.as_str(), provider.num_failures_to_alert), ("cloud-provider-local", 3));
     assert_eq!(provider.jobs[0].gcs_prefix, "kubernetes-ci-logs/logs/ci-cloud-provider-local-k8s-1.37");
     let generated = dashboards::testgrid::generate(&input).unwrap();
-    assert_eq!(generated.test_groups.len(), 2);
+    assert_eq!(generated.test_groups.len(), 4);
 
     let aws = ProvidersConfig::parse(AWS_EXAMPLE, Path::new("x")).unwrap();
     let generated = dashboards::testgrid::generate(&testgrid_input(&aws)).unwrap();
