@@ -246,8 +246,13 @@ async fn delete_nodes(api: &Api<Node>, indices: &[u32]) {
         async move { api.delete(&nodes::node_name(CLUSTER, i), &DeleteParams::default()).await }
     }))
     .buffer_unordered(CONCURRENCY)
-    .for_each(|r| async {
-        r.expect("deleting a node");
+    .for_each(|r| async move {
+        match r {
+            Ok(_) => {}
+            // The CCM's lifecycle controller may have deleted it first (its instance is terminated).
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => panic!("deleting a node: {error}"),
+        }
     })
     .await;
 }
