@@ -388,7 +388,7 @@ async fn existing_prow_builds_in_a_bucket_give_lkg_answers_with_no_harness_metad
     assert_eq!((report.inserted, report.failed.len()), (3, 0), "{report:?}");
 
     let bundled = harness::config::BUNDLED;
-    let local = &bundled[bundled.find("  - name: local").unwrap()..];
+    let local = harness::config::bundled_entry("local").unwrap();
     let gcp = local
         .replacen("- name: local", "- name: gcp", 1)
         .replacen("    branch: main\n", &format!("    branch: master\n    prow:\n      jobs: [{job}]\n"), 1)

@@ -229,6 +229,7 @@ async fn lead_then_run(
         is_leader.changed().await.context("leader election stopped")?;
     }
     tracing::info!(%identity, "became the leader");
+    announce_leader(&ctx.client, options, &identity).await;
     leading.store(true, Ordering::SeqCst);
     let controllers = tokio::spawn(run_controllers(ctx, enabled));
     while *is_leader.borrow_and_update() {
@@ -237,6 +238,30 @@ async fn lead_then_run(
     controllers.abort();
     // Upstream exits when it loses the lease, so that a stale leader never acts.
     bail!("lost the leader lease {}; exiting", options.leader_elect_resource_name)
+}
+
+/// The event upstream's leader election records on its Lease: `LeaderElection`, "<identity>
+/// became leader", reported by `cloud-controller-manager`. A failure is logged, never fatal.
+async fn announce_leader(client: &kube::Client, options: &Options, identity: &str) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::Resource;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), &options.leader_elect_resource_namespace);
+    let lease = match leases.get(&options.leader_elect_resource_name).await {
+        Ok(lease) => lease,
+        Err(error) => return tracing::warn!(%error, "could not read the leader Lease to record LeaderElection"),
+    };
+    let reporter = Reporter { controller: "cloud-controller-manager".into(), instance: None };
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "LeaderElection".into(),
+        note: Some(format!("{identity} became leader")),
+        action: "LeaderElection".into(),
+        secondary: None,
+    };
+    if let Err(error) = Recorder::new(client.clone(), reporter).publish(&event, &lease.object_ref(&())).await {
+        tracing::warn!(%error, "could not publish the LeaderElection event");
+    }
 }
 
 #[derive(Clone)]

@@ -95,7 +95,7 @@ fn prow_build(store: &Path, job: &str, build: u32, kubernetes: Option<&str>, pro
 
 fn providers_yaml(dir: &Path) -> PathBuf {
     let bundled = harness::config::BUNDLED;
-    let local = &bundled[bundled.find("  - name: local").expect("the bundled file has `local`")..];
+    let local = harness::config::bundled_entry("local").expect("the bundled file has `local`");
     let acme = local
         .replacen("- name: local", "- name: acme", 1)
         .replacen(

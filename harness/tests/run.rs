@@ -58,7 +58,7 @@ suites:
     timeout: 1m
 "#,
     );
-    let local_entry = &bundled[bundled.find("  - name: local").expect("the bundled file has `local`")..];
+    let local_entry = harness::config::bundled_entry("local").expect("the bundled file has `local`");
     let fixture = local_entry.replacen("- name: local", "- name: fixture", 1).replace(
         "suites: [cloud-e2e, conformance-quick]\n    required:\n      suites: [cloud-e2e, conformance-quick]",
         "suites: [smoke]\n    required:\n      suites: [smoke]",
@@ -507,6 +507,50 @@ fn cloud_e2e_passes_every_test_against_the_reference_ccm_and_skips_none() {
 }
 
 #[test]
+fn cloud_e2e_passes_every_test_against_upstreams_controllers_on_the_local_cloud() {
+    // `local-upstream`: k8s.io/cloud-provider's own CCM (tools/local-upstream-ccm), built with the
+    // toolchain, on the same local cloud and nodes as the reference CCM.
+    let env = Env::new();
+    let output =
+        env.harness(&["--provider", "local-upstream", "--suites", "cloud-e2e", "--build-id", "203"]).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let (passed, failed, skipped) = cloud_e2e_results(&env);
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(skipped.is_empty(), "`local-upstream` declares every capability and hook: {skipped:#?}");
+    assert_eq!(passed.len(), harness::suites::cloud_e2e::tests().len(), "{passed:#?}");
+    let finished = env.finished();
+    assert_eq!(finished["metadata"]["provider"], "local-upstream");
+    // The CCM that ran is upstream's, stamped with the run's Kubernetes release.
+    let default = harness::toolchain::default_release().version;
+    assert_eq!(finished["metadata"]["kubernetes-version"], default);
+    assert_eq!(finished["metadata"]["ccm-version"], format!("Kubernetes {default}"));
+    // Upstream's controller manager started its four controllers (its log, dumped with the cluster's).
+    let ccm_log = std::fs::read_to_string(find_file(&env.artifacts(), "local-upstream-ccm.log")).unwrap();
+    for controller in
+        ["cloud-node-controller", "cloud-node-lifecycle-controller", "service-lb-controller", "node-route-controller"]
+    {
+        assert!(ccm_log.contains(&format!("Started \"{controller}\"")), "{controller}: {ccm_log}");
+    }
+    env.assert_nothing_left();
+}
+
+/// The first file named `name` under `dir`.
+fn find_file(dir: &Path, name: &str) -> PathBuf {
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if entry.file_name() == name {
+                return path;
+            }
+        }
+    }
+    panic!("no {name} under {}", dir.display());
+}
+
+#[test]
 fn cloud_e2e_fails_exactly_the_tests_of_the_bugs_a_ccm_has() {
     let env = Env::new();
     let output = env.harness(&["--provider", "buggy", "--build-id", "202"]).output().unwrap();
@@ -552,7 +596,7 @@ fn cloud_e2e_fails_exactly_the_tests_of_the_bugs_a_ccm_has() {
 fn a_missing_or_hanging_hook_fails_only_the_test_that_calls_it() {
     let env = Env::new();
     let bundled = harness::config::BUNDLED;
-    let local_entry = &bundled[bundled.find("  - name: local").unwrap()..];
+    let local_entry = harness::config::bundled_entry("local").unwrap();
     let hooked = local_entry
         .replacen("- name: local", "- name: hooked", 1)
         .replacen(

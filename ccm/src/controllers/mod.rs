@@ -48,7 +48,8 @@ pub struct Context {
     pub client: Client,
     pub cloud: Arc<dyn CloudProvider>,
     pub settings: Settings,
-    pub recorder: Recorder,
+    /// One event recorder per controller, reporting as upstream's controller of that name does.
+    pub recorders: BTreeMap<&'static str, Recorder>,
     pub metrics: Arc<Metrics>,
     pub health: Health,
     /// Consecutive failures per service UID, for the service controller's backoff.
@@ -59,9 +60,15 @@ pub struct Context {
 
 impl Context {
     pub fn new(client: Client, cloud: Arc<dyn CloudProvider>, settings: Settings, metrics: Arc<Metrics>) -> Self {
-        let reporter = Reporter { controller: "cloud-controller-manager".into(), instance: hostname() };
+        let recorders = ALL
+            .iter()
+            .map(|&controller| {
+                let reporter = Reporter { controller: event_source(controller).into(), instance: hostname() };
+                (controller, Recorder::new(client.clone(), reporter))
+            })
+            .collect();
         Context {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorders,
             client,
             cloud,
             settings,
@@ -72,18 +79,33 @@ impl Context {
         }
     }
 
-    /// Publishes an event about `object`; a failure to publish is logged, never fatal.
+    /// Publishes an event of `controller` (one of [`ALL`]) about `object`; a failure to publish is
+    /// logged, never fatal.
     pub async fn event<K: kube::Resource<DynamicType = ()>>(
         &self,
+        controller: &'static str,
         object: &K,
         type_: EventType,
         reason: &str,
         note: String,
     ) {
         let event = Event { type_, reason: reason.into(), note: Some(note), action: reason.into(), secondary: None };
-        if let Err(error) = self.recorder.publish(&event, &object.object_ref(&())).await {
+        let recorder = self.recorders.get(controller).expect("a recorder per controller");
+        if let Err(error) = recorder.publish(&event, &object.object_ref(&())).await {
             tracing::warn!(%error, reason, "could not publish event");
         }
+    }
+}
+
+/// The component upstream's controller of that name reports its events as (the `EventSource` of
+/// its recorder): events show the same reporting controller from either CCM.
+pub fn event_source(controller: &str) -> &'static str {
+    match controller {
+        CLOUD_NODE => "cloud-node-controller",
+        CLOUD_NODE_LIFECYCLE => "cloud-node-lifecycle-controller",
+        SERVICE => "service-controller",
+        ROUTE => "route_controller",
+        _ => "cloud-controller-manager",
     }
 }
 
@@ -142,4 +164,24 @@ pub fn is_ready(node: &Node) -> bool {
 /// The status of one of the node's conditions.
 pub fn condition_status<'a>(node: &'a Node, type_: &str) -> Option<&'a str> {
     node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_).map(|c| c.status.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_controller_reports_events_under_upstreams_component_name() {
+        // k8s.io/cloud-provider v0.37.1: the EventSource of each controller's recorder.
+        let sources: Vec<(&str, &str)> = ALL.iter().map(|&c| (c, event_source(c))).collect();
+        assert_eq!(
+            sources,
+            [
+                (CLOUD_NODE, "cloud-node-controller"),
+                (CLOUD_NODE_LIFECYCLE, "cloud-node-lifecycle-controller"),
+                (SERVICE, "service-controller"),
+                (ROUTE, "route_controller"),
+            ]
+        );
+    }
 }

@@ -72,7 +72,7 @@ async fn initialize(node: &Node, instances: &dyn InstancesV2, ctx: &Context) -> 
         patch_addresses(&api, &name, &addresses).await?;
     }
     tracing::info!(node = %name, provider_id = ?updated.spec.as_ref().and_then(|s| s.provider_id.as_ref()), "initialised node");
-    ctx.event(node, EventType::Normal, "Synced", "Node synced successfully".into()).await;
+    ctx.event(super::CLOUD_NODE, node, EventType::Normal, "Synced", "Node synced successfully".into()).await;
     Ok(())
 }
 

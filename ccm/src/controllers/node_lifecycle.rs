@@ -91,6 +91,7 @@ async fn monitor_node(api: &Api<Node>, node: &Node, instances: &dyn InstancesV2,
         }
         Verdict::Delete => {
             ctx.event(
+                super::CLOUD_NODE_LIFECYCLE,
                 node,
                 EventType::Normal,
                 "DeletingNode",

@@ -148,7 +148,9 @@ fn error_policy(service: Arc<Service>, error: &Error, ctx: Arc<Context>) -> Acti
     tracing::warn!(service = %key(&service), %error, ?delay, "failed to sync load balancer");
     let ctx = ctx.clone();
     let message = format!("Error syncing load balancer: {error}");
-    tokio::spawn(async move { ctx.event(&*service, EventType::Warning, "SyncLoadBalancerFailed", message).await });
+    tokio::spawn(async move {
+        ctx.event(super::SERVICE, &*service, EventType::Warning, "SyncLoadBalancerFailed", message).await
+    });
     Action::requeue(delay)
 }
 
@@ -168,22 +170,34 @@ async fn ensure(api: &Api<Service>, service: &Service, lb: &dyn LoadBalancer, ct
     let cluster = &ctx.settings.cluster_name;
     let nodes = backends(&Api::<Node>::all(ctx.client.clone()).list(&ListParams::default()).await?.items);
     let (existing, exists) = lb.get_load_balancer(cluster, service).await.map_err(cloud("get_load_balancer"))?;
-    let status =
-        if exists && same_status(existing.as_ref(), current_status(service).as_ref()) && !spec_changed(service, ctx) {
-            // Only the node set can have changed: that is an update, as upstream's nodeSyncLoop does.
-            if backends_changed(service, &nodes, ctx) {
-                lb.update_load_balancer(cluster, service, &nodes).await.map_err(cloud("update_load_balancer"))?;
-                let message = format!("Updated load balancer with new hosts ({} nodes)", nodes.len());
-                ctx.event(service, EventType::Normal, "UpdatedLoadBalancer", message).await;
+    let status = if exists
+        && same_status(existing.as_ref(), current_status(service).as_ref())
+        && !spec_changed(service, ctx)
+    {
+        // Only the node set can have changed: that is an update, as upstream's nodeSyncLoop does.
+        if backends_changed(service, &nodes, ctx) {
+            lb.update_load_balancer(cluster, service, &nodes).await.map_err(cloud("update_load_balancer"))?;
+            // Upstream's words exactly: no node count.
+            match nodes.is_empty() {
+                true => unavailable(service, ctx).await,
+                false => {
+                    let message = "Updated load balancer with new hosts".into();
+                    ctx.event(super::SERVICE, service, EventType::Normal, "UpdatedLoadBalancer", message).await
+                }
             }
-            existing.unwrap_or_default()
-        } else {
-            ctx.event(service, EventType::Normal, "EnsuringLoadBalancer", "Ensuring load balancer".into()).await;
-            let status =
-                lb.ensure_load_balancer(cluster, service, &nodes).await.map_err(cloud("ensure_load_balancer"))?;
-            ctx.event(service, EventType::Normal, "EnsuredLoadBalancer", "Ensured load balancer".into()).await;
-            status
-        };
+        }
+        existing.unwrap_or_default()
+    } else {
+        ctx.event(super::SERVICE, service, EventType::Normal, "EnsuringLoadBalancer", "Ensuring load balancer".into())
+            .await;
+        if nodes.is_empty() {
+            unavailable(service, ctx).await;
+        }
+        let status = lb.ensure_load_balancer(cluster, service, &nodes).await.map_err(cloud("ensure_load_balancer"))?;
+        ctx.event(super::SERVICE, service, EventType::Normal, "EnsuredLoadBalancer", "Ensured load balancer".into())
+            .await;
+        status
+    };
     remember(service, &nodes, ctx);
     if !same_status(current_status(service).as_ref(), Some(&status)) {
         patch_status(api, service, Some(&status)).await?;
@@ -191,8 +205,15 @@ async fn ensure(api: &Api<Service>, service: &Service, lb: &dyn LoadBalancer, ct
     Ok(Action::await_change())
 }
 
+/// Upstream's warning when a load balancer gets no backends.
+async fn unavailable(service: &Service, ctx: &Context) {
+    let message = "There are no available nodes for LoadBalancer".into();
+    ctx.event(super::SERVICE, service, EventType::Warning, "UnAvailableLoadBalancer", message).await;
+}
+
 async fn delete_load_balancer(service: &Service, lb: &dyn LoadBalancer, ctx: &Context) -> Result<(), Error> {
-    ctx.event(service, EventType::Normal, "DeletingLoadBalancer", "Deleting load balancer".into()).await;
+    ctx.event(super::SERVICE, service, EventType::Normal, "DeletingLoadBalancer", "Deleting load balancer".into())
+        .await;
     if ctx.settings.bugs.contains(&Bug::LeakLoadBalancers) {
         tracing::warn!(service = %key(service), "testing bug {}: not deleting the load balancer", Bug::LeakLoadBalancers);
     } else {
@@ -200,7 +221,7 @@ async fn delete_load_balancer(service: &Service, lb: &dyn LoadBalancer, ctx: &Co
             .await
             .map_err(cloud("ensure_load_balancer_deleted"))?;
     }
-    ctx.event(service, EventType::Normal, "DeletedLoadBalancer", "Deleted load balancer".into()).await;
+    ctx.event(super::SERVICE, service, EventType::Normal, "DeletedLoadBalancer", "Deleted load balancer".into()).await;
     ctx.synced.lock().expect("synced lock").remove(&uid(service));
     Ok(())
 }

@@ -210,6 +210,16 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// Stops the CCM that [`LocalCluster::start_ccm`] started from `binary` (SIGTERM, then
+    /// SIGKILL after 10 s), so that another can take its place; the cluster stays up.
+    pub fn stop_ccm(&mut self, binary: &Path) -> Result<()> {
+        let component = binary.file_name().map_or("ccm".into(), |n| n.to_string_lossy().into_owned());
+        let (stopping, kept) = self.state.processes.drain(..).partition(|p| p.component == component);
+        self.state.processes = kept;
+        process::terminate(&stopping, Duration::from_secs(10));
+        save_state(&self.dir, &self.state)
+    }
+
     /// Stops every process and removes the cluster's state.
     pub fn down(self) -> Result<()> {
         down(&self.state.name).map(|_| ())

@@ -32,9 +32,18 @@ pub use validate::{Diagnostic, Problem};
 /// The file `harness` looks for in the working directory.
 pub const DEFAULT_FILE: &str = "providers.yaml";
 
-/// The repository's own `providers.yaml` (the `local` reference provider), built into the binary
+/// The repository's own `providers.yaml` (the `local` reference provider and `local-upstream`), built into the binary
 /// so that `harness run` works from any directory.
 pub const BUNDLED: &str = include_str!("../../../providers.yaml");
+
+/// The text of provider `name`'s entry in [`BUNDLED`], from its `  - name: NAME` line to the next
+/// entry (tests derive providers of their own from it); `None` when it has no such provider.
+pub fn bundled_entry(name: &str) -> Option<&'static str> {
+    let start = BUNDLED.find(&format!("\n  - name: {name}\n"))? + 1;
+    let rest = &BUNDLED[start..];
+    let end = rest[1..].find("\n  - name: ").map_or(rest.len(), |at| at + 2);
+    Some(&rest[..end])
+}
 
 /// Why `providers.yaml` could not be loaded. Every variant names the file; those about its content
 /// give the line and column, and say what to do.
@@ -342,9 +351,9 @@ pub enum CcmBuild {
     Cargo { package: String, bin: String, timeout: Duration },
     /// A command in the provider's checkout that produces a binary or a manifest.
     Command { command: CommandSpec, output: BuildOutput, timeout: Duration },
-    /// A CCM `harness toolchain install` builds from the Go module proxy at the release pinned
-    /// for the run's Kubernetes minor (`tools/aws/`): `binary` names it.
-    Toolchain { binary: String, timeout: Duration },
+    /// A CCM of the run's Kubernetes toolchain ([`crate::toolchain::TOOLCHAIN_CCMS`]), built from the
+    /// Go module proxy with it (`harness toolchain install`): upstream's controllers at that release.
+    Toolchain { bin: String, timeout: Duration },
 }
 
 impl CcmBuild {
@@ -361,9 +370,18 @@ impl CcmBuild {
         matches!(
             self,
             CcmBuild::Cargo { .. }
-                | CcmBuild::Command { output: BuildOutput::Binary(_), .. }
                 | CcmBuild::Toolchain { .. }
+                | CcmBuild::Command { output: BuildOutput::Binary(_), .. }
         )
+    }
+
+    /// How long the build may take.
+    pub fn timeout(&self) -> Duration {
+        match self {
+            CcmBuild::Cargo { timeout, .. }
+            | CcmBuild::Command { timeout, .. }
+            | CcmBuild::Toolchain { timeout, .. } => *timeout,
+        }
     }
 }
 

@@ -285,11 +285,7 @@ impl Timeouts {
     /// minute, for `harness run`; [`TEARDOWN_SLACK`] more for Prow.
     pub fn for_cell(config: &ProvidersConfig, cell: &Cell<'_>) -> Timeouts {
         let suites: Duration = cell.suites().iter().filter_map(|name| config.suite(name)).map(|s| s.timeout).sum();
-        let build = match &cell.provider.ccm.build {
-            super::CcmBuild::Cargo { timeout, .. }
-            | super::CcmBuild::Command { timeout, .. }
-            | super::CcmBuild::Toolchain { timeout, .. } => *timeout,
-        };
+        let build = cell.provider.ccm.build.timeout();
         let run = suites + build + cell.provider.ccm.deploy.timeout() + RUN_SLACK;
         let run = Duration::from_secs(run.as_secs().div_ceil(60) * 60);
         Timeouts { run, prow: run + TEARDOWN_SLACK }

@@ -83,7 +83,7 @@ fn the_repository_providers_yaml_is_valid_and_describes_the_local_reference_prov
 fn the_aws_provider_runs_the_toolchains_ccm_against_moto_with_honest_capabilities() {
     let config = ProvidersConfig::bundled();
     let aws = config.provider("aws").expect("aws provider");
-    assert!(matches!(&aws.ccm.build, CcmBuild::Toolchain { binary, .. } if binary == "aws-cloud-controller-manager"));
+    assert!(matches!(&aws.ccm.build, CcmBuild::Toolchain { bin, .. } if bin == "aws-cloud-controller-manager"));
     let CcmDeploy::Process { args, .. } = &aws.ccm.deploy else { panic!("{:?}", aws.ccm.deploy) };
     assert!(args.contains(&"--cloud-provider=aws".to_owned()), "{args:?}");
     assert_eq!(aws.deployer, Deployer::Local { nodes: 3, cloud: crate::config::LocalCloud::Moto });
@@ -106,10 +106,64 @@ fn an_unknown_local_cloud_or_toolchain_ccm_is_refused_with_the_known_ones() {
 
     let text = edit(
         "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
-        "      build: {kind: toolchain, binary: gce-ccm}",
+        "      build: {kind: toolchain, bin: gce-ccm}",
     );
     let message = only_problem(&text).problem.to_string();
     assert!(message.contains("`gce-ccm`") && message.contains("aws-cloud-controller-manager"), "{message}");
+}
+
+#[test]
+fn local_upstream_runs_upstreams_ccm_from_the_toolchain_with_the_reference_ccms_flags() {
+    let config = ProvidersConfig::bundled();
+    let upstream = config.provider("local-upstream").expect("local-upstream provider");
+    let local = config.provider("local").unwrap();
+    assert_eq!(
+        upstream.ccm.build,
+        CcmBuild::Toolchain { bin: "local-upstream-ccm".into(), timeout: validate::DEFAULT_BUILD_TIMEOUT }
+    );
+    assert!(upstream.ccm.build.produces_binary());
+    let (CcmDeploy::Process { args, .. }, CcmDeploy::Process { args: reference, .. }) =
+        (&upstream.ccm.deploy, &local.ccm.deploy)
+    else {
+        panic!("{:?}", upstream.ccm.deploy)
+    };
+    // Every flag of the reference CCM, plus what upstream's secure serving needs to open /metrics.
+    let extra: Vec<&String> = args.iter().filter(|a| !reference.contains(a)).collect();
+    assert_eq!(extra, ["--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"]);
+    assert_eq!(args.len(), reference.len() + 1);
+    assert_eq!(
+        (&upstream.deployer, &upstream.capabilities, &upstream.hooks),
+        (&local.deployer, &local.capabilities, &local.hooks)
+    );
+    assert_eq!(
+        (upstream.suites.as_slice(), upstream.required.suites.as_slice()),
+        (&["cloud-e2e".to_owned()][..], &["cloud-e2e".to_owned()][..])
+    );
+    assert_eq!(upstream.kubernetes, local.kubernetes);
+}
+
+#[test]
+fn a_toolchain_build_names_a_ccm_the_toolchain_builds() {
+    let text = edit(
+        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: toolchain, bin: kube-apiserver}",
+    );
+    let problem = only_problem(&text);
+    assert_eq!(problem.path, "providers[0].ccm.build.bin");
+    let message = problem.problem.to_string();
+    assert!(message.contains("`kube-apiserver` is not a CCM the toolchain builds"), "{message}");
+    assert!(message.contains("local-upstream-ccm"), "{message}");
+
+    let text = edit(
+        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: toolchain, bin: local-upstream-ccm, package: ccm}",
+    );
+    assert!(only_problem(&text).problem.to_string().contains("`package` is not an option of a `toolchain` build"));
+    let text = edit(
+        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: toolchain, bin: local-upstream-ccm}",
+    );
+    assert_eq!(load(&text).unwrap().providers[0].ccm.build.kind(), "toolchain");
 }
 
 #[test]
@@ -162,7 +216,9 @@ fn job_names_are_per_provider_job_and_release_line() {
             "ci-cloud-provider-aws-k8s-1.37",
             "ci-cloud-provider-aws-k8s-1.36",
             "ci-cloud-provider-local-k8s-1.37",
-            "ci-cloud-provider-local-k8s-1.36"
+            "ci-cloud-provider-local-k8s-1.36",
+            "ci-cloud-provider-local-upstream-k8s-1.37",
+            "ci-cloud-provider-local-upstream-k8s-1.36"
         ]
     );
 
@@ -191,12 +247,13 @@ fn testgrid_input_has_a_job_per_cell_under_the_bucket() {
     let config = ProvidersConfig::bundled();
     let input = testgrid_input(&config);
     assert_eq!(input.dashboard_group.as_deref(), Some("sig-cloud-provider-harness"));
-    let [aws, provider] = &input.providers[..] else { panic!("{input:?}") };
+    let [aws, provider, upstream] = &input.providers[..] else { panic!("{input:?}") };
     assert_eq!((aws.dashboard.as_str(), aws.num_failures_to_alert), ("cloud-provider-aws", 3));
+    assert_eq!(upstream.dashboard, "cloud-provider-local-upstream");
     assert_eq!((provider.dashboard.as_str(), provider.num_failures_to_alert), ("cloud-provider-local", 3));
     assert_eq!(provider.jobs[0].gcs_prefix, "kubernetes-ci-logs/logs/ci-cloud-provider-local-k8s-1.37");
     let generated = dashboards::testgrid::generate(&input).unwrap();
-    assert_eq!(generated.test_groups.len(), 4);
+    assert_eq!(generated.test_groups.len(), 6);
 
     let aws = ProvidersConfig::parse(AWS_EXAMPLE, Path::new("x")).unwrap();
     let generated = dashboards::testgrid::generate(&testgrid_input(&aws)).unwrap();

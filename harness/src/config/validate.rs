@@ -101,6 +101,8 @@ pub enum Problem {
         "{what} `{name}` is not valid: use lower-case letters, digits and `-`, starting with a letter and not ending with `-`"
     )]
     BadName { what: &'static str, name: String },
+    #[error("`{bin}` is not a CCM the toolchain builds; use one of: {valid}")]
+    UnknownToolchainCcm { bin: String, valid: String },
     #[error("`{value}` is not a valid {what}: {reason}")]
     BadValue { what: &'static str, value: String, reason: &'static str },
     #[error(
@@ -640,14 +642,15 @@ impl Checker<'_> {
             }
             "toolchain" => {
                 let what = "a `toolchain` build";
-                self.only(at, what, &options, &["binary", "timeout"]);
-                let binary = self.required(at, what, "binary", raw.binary)?;
-                let known = crate::toolchain::aws::CCM_BINARY;
-                if binary != known {
-                    self.unknown_value(&at.key("binary"), "toolchain CCM binary", &binary, &[known]);
+                self.only(at, what, &options, &["bin", "timeout"]);
+                let bin = self.required(at, what, "bin", raw.bin)?;
+                if !crate::toolchain::BUILDABLE_CCMS.contains(&bin.as_str()) {
+                    let valid = crate::toolchain::BUILDABLE_CCMS.join(", ");
+                    let problem = Problem::UnknownToolchainCcm { bin: bin.clone(), valid };
+                    self.report(&at.key("bin"), problem);
                     return None;
                 }
-                Some(CcmBuild::Toolchain { binary, timeout })
+                Some(CcmBuild::Toolchain { bin, timeout })
             }
             other => {
                 self.unknown_kind(at, "CCM build kind", other, &["cargo", "command", "toolchain"]);

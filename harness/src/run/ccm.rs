@@ -1,5 +1,5 @@
-//! The CCM steps of a run: Build (cargo for the bundled reference CCM, the provider's command
-//! otherwise), the deployer it runs on, and Deploy (a process beside the cluster, a manifest, or a
+//! The CCM steps of a run: Build (cargo for the bundled reference CCM, the run's Kubernetes
+//! toolchain for `local-upstream-ccm`, the provider's command otherwise), the deployer it runs on, and Deploy (a process beside the cluster, a manifest, or a
 //! command).
 
 use std::collections::BTreeMap;
@@ -43,11 +43,11 @@ pub(super) async fn build(
             let version = binary_version(&binary).await;
             Ok(Built { binary: Some(binary), manifest: None, version })
         }
-        CcmBuild::Toolchain { binary: _, timeout } => {
-            // The only toolchain CCM is cloud-provider-aws's, at the release of the run's minor.
-            let version = vars.get(&Placeholder::KubernetesVersion).cloned().unwrap_or_default();
-            let release = crate::toolchain::resolve(Some(&version)).map_err(|e| e.to_string())?;
-            let install = tokio::task::spawn_blocking(move || crate::toolchain::aws::install_ccm(&release, false));
+        CcmBuild::Toolchain { bin, timeout } => {
+            let version = vars.get(&crate::config::template::Placeholder::KubernetesVersion).map(String::as_str);
+            let release = crate::toolchain::resolve(version).map_err(|e| e.to_string())?;
+            let bin = bin.clone();
+            let install = tokio::task::spawn_blocking(move || crate::toolchain::install_ccm(&release, &bin));
             let binary = tokio::time::timeout(*timeout, install)
                 .await
                 .map_err(|_| {

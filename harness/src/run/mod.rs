@@ -162,17 +162,22 @@ fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, 
     Ok(Plan { provider, version, suites, job, provider_version })
 }
 
-/// The commit of this workspace when the provider's CCM is the bundled one built from it (so LKG
-/// can order its runs); the release tag of a CCM the toolchain builds from the Go module proxy
-/// (`goproxy:` histories order those); `unknown` otherwise, or when the workspace is not a git checkout.
+/// The release tag of a provider's CCM the toolchain builds from the Go module proxy (`goproxy:`
+/// histories order those); the commit of this workspace when the CCM is built from it (the bundled
+/// one, or the toolchain's own from `tools/`), so LKG can order its runs; `unknown` otherwise, or
+/// when the workspace is not a git checkout.
 fn default_provider_version(provider: &Provider, kubernetes: &KubernetesVersion) -> String {
-    if let config::CcmBuild::Toolchain { .. } = provider.ccm.build
+    if let config::CcmBuild::Toolchain { bin, .. } = &provider.ccm.build
         && let Ok(release) = crate::toolchain::resolve(Some(&kubernetes.to_string()))
-        && let Ok(version) = crate::toolchain::aws::ccm_version(&release)
+        && let Some(version) = crate::toolchain::provider_ccm_version(&release, bin)
     {
         return version.to_owned();
     }
-    let bundled = matches!(provider.ccm.build, config::CcmBuild::Cargo { .. });
+    let bundled = match &provider.ccm.build {
+        config::CcmBuild::Cargo { .. } => true,
+        config::CcmBuild::Toolchain { bin, .. } => crate::toolchain::TOOLCHAIN_CCMS.contains(&bin.as_str()),
+        config::CcmBuild::Command { .. } => false,
+    };
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let head = || {
         let output =

@@ -543,7 +543,7 @@ mod tests {
     #[test]
     fn a_job_name_belongs_to_the_provider_it_names_the_longest_match_winning() {
         let yaml = crate::config::BUNDLED;
-        let local = &yaml[yaml.find("  - name: local").unwrap()..];
+        let local = crate::config::bundled_entry("local").unwrap();
         let text = format!(
             "{}\n{}\n",
             // The bundled file has `aws`.

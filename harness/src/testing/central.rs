@@ -23,7 +23,7 @@ pub fn harness(binary: &Path) -> Command {
 /// providers.yaml with two copies of the bundled `local` provider, `alpha` and `beta`.
 pub fn providers_yaml(dir: &Path) -> PathBuf {
     let bundled = crate::config::BUNDLED;
-    let local = &bundled[bundled.find("  - name: local").expect("the bundled file has `local`")..];
+    let local = crate::config::bundled_entry("local").expect("the bundled file has `local`");
     let beta = local.replacen("- name: local", "- name: beta", 1);
     let alpha = bundled.replacen("- name: local", "- name: alpha", 1);
     let path = dir.join("providers.yaml");

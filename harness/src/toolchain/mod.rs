@@ -1,6 +1,7 @@
 //! The Kubernetes toolchain: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, the
-//! upstream conformance suite `e2e.test` and the `ginkgo` CLI that runs it, etcd and kwok, built
-//! from the Go module proxy at the versions pinned in `tools/kube/` (`go build`, and `go test -c
+//! upstream conformance suite `e2e.test` and the `ginkgo` CLI that runs it, etcd, kwok and
+//! `local-upstream-ccm` (upstream's CCM over the local cloud: [`UPSTREAM_CCM`]), built from the Go
+//! module proxy at the versions pinned in `tools/kube/` and `tools/local-upstream-ccm/` (`go build`, and `go test -c
 //! k8s.io/kubernetes/test/e2e` for `e2e.test`), the Kubernetes ones stamped with their real version,
 //! and cached under the user cache dir keyed by version.
 //!
@@ -9,8 +10,8 @@
 //! a cache entry is either whole or absent. The manifest records each binary's size and SHA-256:
 //! a cheap size check on every use catches truncation, `harness toolchain verify` hashes.
 //!
-//! An entry an older harness wrote, whose manifest lacks binaries added since (`e2e.test` and
-//! `ginkgo`), is *incomplete*: `install` keeps the binaries it has (hard-linked into the
+//! An entry an older harness wrote, whose manifest lacks binaries added since (`e2e.test`,
+//! `ginkgo`, `local-upstream-ccm`), is *incomplete*: `install` keeps the binaries it has (hard-linked into the
 //! `.partial` directory with their manifest records) and builds only the missing ones.
 
 pub mod aws;
@@ -28,8 +29,43 @@ use crate::progress;
 use pins::GoModule;
 
 /// The binaries every toolchain holds.
-pub const BINARIES: &[&str] =
-    &["e2e.test", "etcd", "ginkgo", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"];
+pub const BINARIES: &[&str] = &[
+    "e2e.test",
+    "etcd",
+    "ginkgo",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kwok",
+    UPSTREAM_CCM,
+];
+
+/// Upstream's cloud-controller-manager (`k8s.io/cloud-provider` of the release) with the local
+/// cloud plugged in: `tools/local-upstream-ccm/`, the CCM of the `local-upstream` provider.
+pub const UPSTREAM_CCM: &str = "local-upstream-ccm";
+
+/// The CCMs built with each Kubernetes toolchain (in its bin dir).
+pub const TOOLCHAIN_CCMS: &[&str] = &[UPSTREAM_CCM];
+
+/// What a provider's `ccm.build` of `kind: toolchain` may name: the toolchain's own CCMs, and the
+/// providers' CCMs the toolchain builds from the Go module proxy at the release pinned for each
+/// Kubernetes minor (`tools/aws/`).
+pub const BUILDABLE_CCMS: &[&str] = &[UPSTREAM_CCM, aws::CCM_BINARY];
+
+/// The CCM `bin` (one of [`BUILDABLE_CCMS`]) for `release`, built unless cached.
+pub fn install_ccm(release: &Release, bin: &str) -> Result<PathBuf> {
+    if bin == aws::CCM_BINARY {
+        return aws::install_ccm(release, false);
+    }
+    Ok(install(release, false)?.binary(bin))
+}
+
+/// The version a CCM the toolchain builds from a provider's module reports itself as (its release
+/// tag), or `None` for the toolchain's own CCMs, which are built from this workspace.
+pub fn provider_ccm_version(release: &Release, bin: &str) -> Option<&'static str> {
+    (bin == aws::CCM_BINARY).then(|| aws::ccm_version(release).ok()).flatten()
+}
 
 /// The package `e2e.test` is the test binary of.
 const E2E_PACKAGE: &str = "k8s.io/kubernetes/test/e2e";
@@ -373,6 +409,14 @@ fn plan(release: &Release) -> Vec<Build> {
             label: etcd_label(),
         },
         Build {
+            module: pins::upstream_ccm(release.module).expect("every Kubernetes pin has a local-upstream-ccm module"),
+            command: GoCommand::Build,
+            packages: vec!["."],
+            outputs: vec![UPSTREAM_CCM],
+            stamped: true,
+            label: format!("{UPSTREAM_CCM} (k8s.io/cloud-provider v0.{} over the local cloud)", &version[3..]),
+        },
+        Build {
             module: &pins::KWOK,
             command: GoCommand::Build,
             packages: vec!["sigs.k8s.io/kwok/cmd/kwok"],
@@ -648,15 +692,15 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
         entry(&dir, version, OLDER_BINARIES, 3, 3);
         let (manifest, missing) = inspect(version, &dir).unwrap();
-        assert_eq!(missing, ["e2e.test", "ginkgo"]);
+        assert_eq!(missing, ["e2e.test", "ginkgo", UPSTREAM_CCM]);
         let err = ToolchainError::Incomplete { version: version.into(), dir: dir.clone(), missing };
         let text = err.to_string();
-        assert!(text.contains("lacks e2e.test, ginkgo"), "{text}");
+        assert!(text.contains("lacks e2e.test, ginkgo, local-upstream-ccm"), "{text}");
         assert!(text.contains(&format!("harness toolchain install --kubernetes {version}")), "{text}");
 
         let plan = plan(&default_release());
         let labels: Vec<&str> = needed(&plan, &manifest.binaries).iter().map(|b| b.outputs[0]).collect();
-        assert_eq!(labels, ["e2e.test", "ginkgo"]);
+        assert_eq!(labels, ["e2e.test", "ginkgo", UPSTREAM_CCM]);
         assert_eq!(needed(&plan, &std::collections::BTreeMap::<String, ()>::new()).len(), plan.len());
     }
 
@@ -669,6 +713,19 @@ mod tests {
         let err = inspect(version, &dir).unwrap_err().to_string();
         assert!(err.contains("is corrupt") && err.contains("3 bytes, the manifest says 1000"), "{err}");
         assert!(matches!(inspect(version, &tmp.path().join("absent")), Err(ToolchainError::NotInstalled { .. })));
+    }
+
+    #[test]
+    fn the_upstream_ccm_is_built_per_release_from_its_own_module_and_stamped() {
+        for release in releases() {
+            let build = plan(&release).into_iter().find(|b| b.outputs == [UPSTREAM_CCM]).unwrap();
+            let module = pins::upstream_ccm(release.module).unwrap();
+            assert!(std::ptr::eq(build.module, module), "{}", release.version);
+            assert!(build.module.dir.ends_with(release.module.dir), "{}", build.module.dir);
+            assert_eq!((build.command, build.packages.as_slice(), build.stamped), (GoCommand::Build, &["."][..], true));
+            let cloud_provider = pins::required_version(module, "k8s.io/cloud-provider").unwrap();
+            assert!(build.label.contains(cloud_provider), "{}", build.label);
+        }
     }
 
     #[test]

@@ -27,6 +27,35 @@ macro_rules! module {
 /// built (build tag `tools`); it keeps `go mod tidy` from dropping what `e2e.test` needs.
 pub const KUBERNETES: &[GoModule] = &[module!("v1.37", "e2e_imports.go"), module!("v1.36", "e2e_imports.go")];
 
+/// `local-upstream-ccm` (`tools/local-upstream-ccm/`): upstream's CCM over the local cloud, one
+/// module per pinned release (`vMAJOR.MINOR/go.mod` pins k8s.io/cloud-provider at the release's
+/// staging version), all built from the same Go source. `tools/local-upstream-ccm/pin.sh` writes them.
+macro_rules! upstream_ccm {
+    ($minor:literal) => {
+        GoModule {
+            dir: concat!("local-upstream-ccm/", $minor),
+            go_mod: include_str!(concat!("../../../tools/local-upstream-ccm/", $minor, "/go.mod")),
+            go_sum: include_str!(concat!("../../../tools/local-upstream-ccm/", $minor, "/go.sum")),
+            files: UPSTREAM_CCM_SOURCE,
+        }
+    };
+}
+
+/// The Go source of `local-upstream-ccm`, shared by every release's module.
+const UPSTREAM_CCM_SOURCE: &[(&str, &str)] = &[
+    ("main.go", include_str!("../../../tools/local-upstream-ccm/main.go")),
+    ("provider.go", include_str!("../../../tools/local-upstream-ccm/provider.go")),
+    ("client.go", include_str!("../../../tools/local-upstream-ccm/client.go")),
+];
+
+/// `local-upstream-ccm` per pinned release, in the order of [`KUBERNETES`].
+pub const UPSTREAM_CCM: &[GoModule] = &[upstream_ccm!("v1.37"), upstream_ccm!("v1.36")];
+
+/// The `local-upstream-ccm` module of the Kubernetes pin `kubernetes` (same `vMAJOR.MINOR`).
+pub fn upstream_ccm(kubernetes: &GoModule) -> Option<&'static GoModule> {
+    UPSTREAM_CCM.iter().find(|module| module.dir.rsplit('/').next() == Some(kubernetes.dir))
+}
+
 /// etcd, through a wrapper module: etcd's root module has replace directives.
 pub const ETCD: GoModule = module!("etcd", "main.go");
 
@@ -79,7 +108,7 @@ mod tests {
     fn every_required_module_is_in_go_sum() {
         // What `go test -c` and `go build` need under -mod=readonly (GOFLAGS unset): go.sum holds
         // the go.mod hash of every module go.mod requires (replaced ones under their replacement).
-        for pin in KUBERNETES.iter().chain([&ETCD, &KWOK]) {
+        for pin in KUBERNETES.iter().chain(UPSTREAM_CCM).chain([&ETCD, &KWOK]) {
             let replaced: std::collections::BTreeMap<&str, &str> = pin
                 .go_mod
                 .lines()
@@ -102,6 +131,23 @@ mod tests {
                 let entry = format!("{} {version}/go.mod h1:", words[0]);
                 assert!(pin.go_sum.contains(&entry), "{}/go.sum lacks `{entry}`", pin.dir);
             }
+        }
+    }
+
+    #[test]
+    fn every_kubernetes_pin_has_an_upstream_ccm_on_its_own_cloud_provider_version() {
+        assert_eq!(UPSTREAM_CCM.len(), KUBERNETES.len());
+        for pin in KUBERNETES {
+            let ccm = upstream_ccm(pin).unwrap_or_else(|| panic!("no local-upstream-ccm module for {}", pin.dir));
+            let kubernetes = required_version(pin, "k8s.io/kubernetes").unwrap();
+            let staging = format!("v0.{}", &kubernetes[3..]);
+            for module in ["k8s.io/cloud-provider", "k8s.io/component-base", "k8s.io/api", "k8s.io/apimachinery"] {
+                assert_eq!(required_version(ccm, module), Some(staging.as_str()), "{}: {module}", ccm.dir);
+            }
+            for (name, source) in ccm.files {
+                assert!(source.starts_with("package main") || source.contains("\npackage main\n"), "{name}");
+            }
+            assert!(ccm.go_mod.contains("module cloud-provider-harness/tools/local-upstream-ccm\n"), "{}", ccm.dir);
         }
     }
 
