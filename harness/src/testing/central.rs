@@ -20,14 +20,16 @@ pub fn harness(binary: &Path) -> Command {
     cmd
 }
 
-/// providers.yaml with two copies of the bundled `local` provider, `alpha` and `beta`.
+/// providers.yaml with two copies of the bundled `local` provider, `alpha` and `beta`, and no
+/// other provider (the LKG version set is theirs alone).
 pub fn providers_yaml(dir: &Path) -> PathBuf {
     let bundled = crate::config::BUNDLED;
+    let header = &bundled[..bundled.find("\n  - name: ").expect("the bundled file lists providers") + 1];
     let local = crate::config::bundled_entry("local").expect("the bundled file has `local`");
+    let alpha = local.replacen("- name: local", "- name: alpha", 1);
     let beta = local.replacen("- name: local", "- name: beta", 1);
-    let alpha = bundled.replacen("- name: local", "- name: alpha", 1);
     let path = dir.join("providers.yaml");
-    std::fs::write(&path, format!("{}\n{}\n", alpha.trim_end(), beta.trim_end())).unwrap();
+    std::fs::write(&path, format!("{header}{}\n{}\n", alpha.trim_end(), beta.trim_end())).unwrap();
     path
 }
 
