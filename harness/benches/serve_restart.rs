@@ -89,7 +89,7 @@ impl Serve<'_> {
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let listening = started.elapsed();
         let address = line.trim().strip_prefix("serving on http://").unwrap_or_else(|| panic!("{line:?}")).to_owned();
-        while status(&address, "/api/v1/lkg") != 200 {
+        while harness::testing::central::status_of(&address, "/api/v1/lkg").ok() != Some(200) {
             std::thread::sleep(Duration::from_millis(10));
         }
         let first_answer = started.elapsed();
@@ -98,7 +98,7 @@ impl Serve<'_> {
         let generation = rt.block_on(add_build(self.database));
         let added = Instant::now();
         let needle = format!("harness_lkg_index_generation {generation}\n");
-        while !body(&address, "/metrics").contains(&needle) {
+        while !get(&address, "/metrics").contains(&needle) {
             assert!(added.elapsed() < Duration::from_secs(600), "the new build was never served");
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -151,14 +151,6 @@ fn get(address: &str, path: &str) -> String {
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);
     response
-}
-
-fn status(address: &str, path: &str) -> u16 {
-    get(address, path).get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
-}
-
-fn body(address: &str, path: &str) -> String {
-    get(address, path)
 }
 
 async fn connect(url: &str) -> sqlx::AnyConnection {
