@@ -14,6 +14,10 @@
 //! LoadBalancer services: time until every one has an ingress IP, then, after deleting them all,
 //! until every finalizer is gone. Peak RSS (VmHWM) is read as the CCM stops. The end prints each
 //! CCM's medians and the ratios reference / upstream, as a Markdown table.
+//!
+//! For a profile: `--only local` (or `local-upstream`) runs one CCM, and `CCM_SCALE_WRAP="heaptrack
+//! -o DIR/ccm"` starts each CCM under that command (its RSS and CPU are then the wrapper's, not the
+//! CCM's).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -62,7 +66,7 @@ fn arg_value(args: &[String], flag: &str) -> Option<usize> {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let flags_with_values = ["--rounds", "--services"];
+    let flags_with_values = ["--rounds", "--services", "--only"];
     let count: u32 = args
         .iter()
         .enumerate()
@@ -71,6 +75,7 @@ async fn main() {
         .unwrap_or(1000);
     let rounds = arg_value(&args, "--rounds").unwrap_or(3);
     let services = arg_value(&args, "--services").unwrap_or(200);
+    let only = args.iter().position(|a| a == "--only").and_then(|at| args.get(at + 1)).cloned();
 
     let release = toolchain::default_release();
     let reference = cloud::build_reference_ccm().expect("building reference-ccm");
@@ -87,6 +92,11 @@ async fn main() {
             reconciles: "workqueue_work_duration_seconds_count{name=\"Nodes\"}",
         },
     ];
+    let ccms: Vec<Ccm> = ccms
+        .into_iter()
+        .filter(|c| only.as_deref().is_none_or(|o| o == c.provider))
+        .map(|c| Ccm { binary: wrapped(&c.binary), ..c })
+        .collect();
 
     let mut options = UpOptions::new(CLUSTER, release);
     options.nodes = 1;
@@ -122,6 +132,19 @@ async fn main() {
     }
     cluster.down().expect("cluster down");
     print_table(&ccms, &results);
+}
+
+/// With `CCM_SCALE_WRAP` set, a script of the binary's own name (the cluster finds the CCM's process
+/// by it) that runs the binary under that command; otherwise the binary itself.
+fn wrapped(binary: &std::path::Path) -> PathBuf {
+    let Ok(wrap) = std::env::var("CCM_SCALE_WRAP") else { return binary.to_path_buf() };
+    let dir = std::env::temp_dir().join(format!("ccm-scale-wrap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("creating the wrapper's directory");
+    let script = dir.join(binary.file_name().expect("a binary name"));
+    let text = format!("#!/bin/sh\nexec {wrap} {} \"$@\"\n", binary.display());
+    std::fs::write(&script, text).expect("writing the wrapper");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    script
 }
 
 /// The CCM's arguments as `harness run` gives them: its provider's `ccm.deploy.args`, rendered.
@@ -429,6 +452,12 @@ fn print_table(ccms: &[Ccm], results: &[Vec<Measured>]) {
         results.iter().map(|runs| columns.iter().map(|(_, get)| median(runs.iter().map(get))).collect()).collect();
     println!();
     println!("medians of {} runs each", results.first().map_or(0, Vec::len));
+    if ccms.len() < 2 {
+        for (at, (name, _)) in columns.iter().enumerate() {
+            println!("| {name} | {:.2} |", medians[0][at]);
+        }
+        return;
+    }
     println!("| | {} | {} | reference / upstream |", ccms[0].provider, ccms[1].provider);
     println!("|---|---:|---:|---:|");
     for (at, (name, _)) in columns.iter().enumerate() {

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
 
 use super::{CLOUD_NODE, Context, Error, cloud, name_of};
@@ -25,7 +25,15 @@ pub async fn run(ctx: Arc<Context>) {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let beat = ctx.settings.node_status_update_frequency * 2;
     ctx.health.beat(CLOUD_NODE, beat);
-    Controller::new(nodes, watcher::Config::default())
+    // The controller's own store keeps each node slimmed (no managedFields): what it reconciles
+    // from never needs them, and they were half its memory at 1,000 nodes.
+    let (reader, writer) = reflector::store();
+    let nodes = watcher(nodes, watcher::Config::default())
+        .default_backoff()
+        .modify(super::slim_node)
+        .reflect(writer)
+        .touched_objects();
+    Controller::for_stream(nodes, reader)
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|result| {
             let ctx = ctx.clone();

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::json;
 
@@ -64,7 +64,7 @@ pub async fn run(ctx: Arc<Context>) {
 async fn monitor_nodes(ctx: &Context) -> Result<(), Error> {
     let Some(instances) = ctx.cloud.instances_v2() else { return Ok(()) };
     let api: Api<Node> = Api::all(ctx.client.clone());
-    for node in api.list(&ListParams::default()).await?.items {
+    for node in super::list_nodes(&api).await? {
         let _timer = ctx.metrics.reconcile(CLOUD_NODE_LIFECYCLE);
         if let Err(error) = monitor_node(&api, &node, instances, ctx).await {
             ctx.metrics.failed(CLOUD_NODE_LIFECYCLE);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::{Context, Error, ROUTE, cloud, name_of};
@@ -76,7 +76,7 @@ async fn reconcile(ctx: &Context) -> Result<(), Error> {
     let cluster = &ctx.settings.cluster_name;
     let cluster_cidr = ctx.settings.cluster_cidr.as_ref();
     let api: Api<Node> = Api::all(ctx.client.clone());
-    let nodes = api.list(&ListParams::default()).await?.items;
+    let nodes = super::list_nodes(&api).await?;
     let existing = routes.list_routes(cluster).await.map_err(cloud("list_routes"))?;
     let desired = desired_routes(&nodes, cluster_cidr);
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
@@ -168,7 +168,7 @@ fn key(service: &Service) -> String {
 
 async fn ensure(api: &Api<Service>, service: &Service, lb: &dyn LoadBalancer, ctx: &Context) -> Result<Action, Error> {
     let cluster = &ctx.settings.cluster_name;
-    let nodes = backends(&Api::<Node>::all(ctx.client.clone()).list(&ListParams::default()).await?.items);
+    let nodes = backends(&super::list_nodes(&Api::<Node>::all(ctx.client.clone())).await?);
     let (existing, exists) = lb.get_load_balancer(cluster, service).await.map_err(cloud("get_load_balancer"))?;
     let status = if exists
         && same_status(existing.as_ref(), current_status(service).as_ref())
