@@ -94,6 +94,7 @@ impl CommonArgs {
             keep_cluster: self.keep_cluster,
             provider_dir: self.provider_dir.clone(),
             cluster_name,
+            infrastructure_error: false,
         }
     }
 }
