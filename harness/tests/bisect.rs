@@ -45,7 +45,11 @@ impl Repo {
                 let _ = std::fs::remove_file(&broken);
             }
             repo.git(&["add", "-A"]);
-            let subject = if i == CULPRIT { "load balancers: skip the address (the regression)".to_owned() } else { format!("change {i}") };
+            let subject = if i == CULPRIT {
+                "load balancers: skip the address (the regression)".to_owned()
+            } else {
+                format!("change {i}")
+            };
             repo.git(&["commit", "-q", "-m", &subject]);
             repo.commits.push(repo.git(&["rev-parse", "HEAD"]));
         }
@@ -169,7 +173,9 @@ fn harness(root: &Path, args: &[&str]) -> Command {
         .env("CI", "true")
         .env_remove("RUST_LOG")
         .current_dir(root);
-    for inherited in ["DATABASE_URL", "HARNESS_STORE", "HARNESS_CONFIG", "ARTIFACTS", "BUILD_ID", "PROW_JOB_ID", "JOB_NAME"] {
+    for inherited in
+        ["DATABASE_URL", "HARNESS_STORE", "HARNESS_CONFIG", "ARTIFACTS", "BUILD_ID", "PROW_JOB_ID", "JOB_NAME"]
+    {
         cmd.env_remove(inherited);
     }
     cmd.args(args);
@@ -199,8 +205,26 @@ impl Env {
     }
 }
 
+/// `harness lkg culprits quick --output json` on scenario `name`'s index.
+fn lkg_culprits(env: &Env, name: &str, history: &str) -> Value {
+    let database = format!("sqlite://{}", env.root.join(name).join("index.sqlite").display());
+    let output = env
+        .command(&["lkg", "culprits", "quick", "--provider-history", history, "--output", "json"])
+        .args(["--database", &database])
+        .arg("--config")
+        .arg(&env.config)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    serde_json::from_slice::<Value>(&output.stdout).unwrap()
+}
+
 fn text(output: &Output) -> String {
-    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }
 
 /// The JSON report: the last top-level object of stdout (progress lines come before it).
@@ -227,7 +251,10 @@ impl Cluster {
         assert!(output.status.success(), "cluster up: {}", text(&output));
         let output = harness(root, &["cluster", "kubeconfig", "--name", "bisect"]).output().unwrap();
         assert!(output.status.success(), "{}", text(&output));
-        Cluster { root: root.to_path_buf(), kubeconfig: PathBuf::from(String::from_utf8(output.stdout).unwrap().trim()) }
+        Cluster {
+            root: root.to_path_buf(),
+            kubeconfig: PathBuf::from(String::from_utf8(output.stdout).unwrap().trim()),
+        }
     }
 }
 
@@ -260,14 +287,7 @@ fn bisect_finds_the_commit_that_broke_the_provider() {
         let output = run.arg("--provider-dir").arg(&checkout).output().unwrap();
         assert_eq!(output.status.success(), i == 0, "run at commit {i}: {}", text(&output));
     }
-    let culprits = |env: &Env| {
-        let output = env
-            .scenario("lkg", &["lkg", "culprits", "quick", "--provider-history", &history, "--output", "json"])
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", text(&output));
-        serde_json::from_slice::<Value>(&output.stdout).unwrap()
-    };
+    let culprits = |env: &Env| lkg_culprits(env, "lkg", &history);
     let before = culprits(&env);
     assert_eq!(before["culprit"]["provider"]["commits"].as_array().unwrap().len(), RANGE, "{before}");
 
@@ -289,6 +309,8 @@ fn bisect_finds_the_commit_that_broke_the_provider() {
     let after = culprits(&env);
     assert_eq!(after["culprit"]["provider"]["commits"], serde_json::json!([culprit]), "{after:#}");
     assert_eq!(after["culprit"]["provider"]["last_good"], repo.commits[CULPRIT - 1].as_str());
+    assert_eq!(after["bisection"]["narrowed_to"], culprit.as_str(), "the API's culprit view: {after:#}");
+    assert_eq!(after["bisection"]["builds"].as_array().unwrap().len(), 5);
 
     // Three points at once: 32 → 8 → 2 → 1, three rounds.
     let good = repo.commits[0].as_str();
@@ -338,8 +360,15 @@ fn bisect_finds_the_commit_that_broke_the_provider() {
     // Published ERROR: the LKG takes no verdict from it.
     let error = untestable["points"].as_array().unwrap().iter().find(|p| p["verdict"] == "untestable").unwrap();
     let url = error["runs"][0]["artifacts_url"].as_str().unwrap().trim_start_matches("file://").to_owned();
-    let finished: Value = serde_json::from_slice(&std::fs::read(Path::new(&url).join("finished.json")).unwrap()).unwrap();
+    let finished: Value =
+        serde_json::from_slice(&std::fs::read(Path::new(&url).join("finished.json")).unwrap()).unwrap();
     assert_eq!(finished["result"], "ERROR", "{finished}");
+    // The LKG sees the bisection's good and bad points, not the untestable one: two commits left.
+    let lkg = lkg_culprits(&env, "untestable", &format!("quick=git:{}", broken.dir.display()));
+    let left: Vec<&str> =
+        lkg["culprit"]["provider"]["commits"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    assert_eq!(left, [broken.commits[CULPRIT].as_str(), broken.commits[CULPRIT - 1].as_str()], "{lkg:#}");
+    assert_eq!((lkg["bisection"]["commits_left"].as_u64(), &lkg["bisection"]["narrowed_to"]), (Some(2), &Value::Null));
 }
 
 #[test]
@@ -368,7 +397,8 @@ fn bad_ranges_are_refused_and_nothing_runs() {
     let migrate = env.command(&["migrate", "--database", &url]).output().unwrap();
     assert!(migrate.status.success(), "{}", text(&migrate));
     let history = format!("quick=git:{}", repo.dir.display());
-    let output = env.scenario("bad", &["bisect", "--provider", "quick", "--provider-history", &history]).output().unwrap();
+    let output =
+        env.scenario("bad", &["bisect", "--provider", "quick", "--provider-history", &history]).output().unwrap();
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("provider quick has no culprit range on line master"), "{stderr}");

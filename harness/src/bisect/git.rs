@@ -13,7 +13,9 @@ pub enum RangeError {
     NotARepository { repo: PathBuf, detail: String },
     #[error("{rev:?} is not a commit of {repo}: {detail}")]
     UnknownRevision { repo: PathBuf, rev: String, detail: String },
-    #[error("the range is reversed: the bad end {bad} is older than the good end {good} in {repo}; swap --good and --bad")]
+    #[error(
+        "the range is reversed: the bad end {bad} is older than the good end {good} in {repo}; swap --good and --bad"
+    )]
     Reversed { repo: PathBuf, good: String, bad: String },
     #[error("the good end {good} and the bad end {bad} are the same commit: nothing to bisect")]
     Same { good: String, bad: String },
@@ -102,7 +104,11 @@ impl Repo {
         }
         let reversed = self.git(&["merge-base", "--is-ancestor", &bad_id, &good_id]).is_ok();
         let (repo, good, bad) = (self.dir.clone(), good.to_owned(), bad.to_owned());
-        Err(if reversed { RangeError::Reversed { repo, good, bad } } else { RangeError::NotInHistory { repo, good, bad } })
+        Err(if reversed {
+            RangeError::Reversed { repo, good, bad }
+        } else {
+            RangeError::NotInHistory { repo, good, bad }
+        })
     }
 
     pub fn commit_info(&self, commit: &str) -> Result<CommitInfo, RangeError> {

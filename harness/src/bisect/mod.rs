@@ -157,7 +157,7 @@ pub struct BisectReport {
 
 /// The job a provider's bisections on a line publish to.
 pub fn job_name(provider: &str, line: &str) -> String {
-    format!("bisect-{provider}-{line}")
+    lkg::api::bisect_job(provider, line)
 }
 
 /// The range to bisect and what it is run with.
@@ -511,12 +511,10 @@ async fn report(
             Ok(PointReport { commit, subject, position: point + 1, verdict: bisection.verdict(point), runs })
         })
         .collect::<Result<Vec<_>>>()?;
-    let bad_build = ctx.build_of(&points, &answer.first_bad, false).await?;
-    let good_build = ctx.build_of(&points, &answer.last_good, true).await?;
-    let failing_tests = match &bad_build {
-        Some(bad) => failing_tests(ctx.index, bad, good_build.as_ref()).await?,
-        None => Vec::new(),
-    };
+    let bad_builds = ctx.builds_of(&points, &answer.first_bad, false).await?;
+    let good_build = ctx.builds_of(&points, &answer.last_good, true).await?.into_iter().next();
+    let failing_tests = failing_tests(ctx.index, &bad_builds, good_build.as_ref()).await?;
+    let bad_build = bad_builds.into_iter().next();
     let candidates = if answer.is_exact() {
         Vec::new()
     } else {
@@ -551,15 +549,21 @@ async fn report(
 }
 
 impl Ctx<'_> {
-    /// A build of `commit` that passed (`good`) or failed: one of this bisection's, else (an end of
-    /// the range it did not test) one the LKG holds with the same Kubernetes version.
-    async fn build_of(&self, points: &[PointReport], commit: &str, good: bool) -> Result<Option<BuildRef>> {
+    /// The builds of `commit` that passed (`good`) or failed: this bisection's, else (an end of the
+    /// range it did not test) one the LKG holds with the same Kubernetes version.
+    async fn builds_of(&self, points: &[PointReport], commit: &str, good: bool) -> Result<Vec<BuildRef>> {
         let wanted = if good { Outcome::Pass } else { Outcome::Fail };
-        let own = points.iter().filter(|p| p.commit == commit).flat_map(|p| &p.runs).find(|r| r.outcome == wanted);
-        if let Some(run) = own {
-            return Ok(Some(run.build.clone()));
+        let own: Vec<BuildRef> = points
+            .iter()
+            .filter(|p| p.commit == commit)
+            .flat_map(|p| &p.runs)
+            .filter(|r| r.outcome == wanted)
+            .map(|r| r.build.clone())
+            .collect();
+        if !own.is_empty() {
+            return Ok(own);
         }
-        let Some(snapshot) = &self.plan.snapshot else { return Ok(None) };
+        let Some(snapshot) = &self.plan.snapshot else { return Ok(Vec::new()) };
         let same = |version: &str| version.len() >= 7 && (commit.starts_with(version) || version.starts_with(commit));
         for (id, link) in snapshot.builds.iter().rev() {
             if !same(&link.provider_version) || link.kubernetes_version != self.plan.kubernetes {
@@ -568,23 +572,31 @@ impl Ctx<'_> {
             let Some((job, build)) = id.rsplit_once('/') else { continue };
             let Some(info) = self.index.build(job, build).await? else { continue };
             if matches!(outcome_of(self.index, &info).await?, Some(o) if o == wanted) {
-                return Ok(Some(BuildRef::new(job, build, &info.artifacts_url)));
+                return Ok(vec![BuildRef::new(job, build, &info.artifacts_url)]);
             }
         }
-        Ok(None)
+        Ok(Vec::new())
     }
 }
 
-/// The tests that failed in `bad` and passed (or were flaky) in `good`; every test that failed in
-/// `bad` when no good build is known. The runner's steps are left out.
-async fn failing_tests(index: &Index, bad: &BuildRef, good: Option<&BuildRef>) -> Result<Vec<String>> {
-    let failed: BTreeSet<String> = index
-        .build_results(&bad.job, &bad.build)
-        .await?
-        .into_iter()
-        .filter(|r| r.status == TestStatus::Fail && r.suite != RUNNER_SUITE)
-        .map(|r| r.name)
-        .collect();
+/// The tests that failed in every build of `bad` and passed (or were flaky) in `good`; every test
+/// that failed in all of `bad` when no good build is known. The runner's steps are left out.
+async fn failing_tests(index: &Index, bad: &[BuildRef], good: Option<&BuildRef>) -> Result<Vec<String>> {
+    let mut failed: Option<BTreeSet<String>> = None;
+    for build in bad {
+        let here: BTreeSet<String> = index
+            .build_results(&build.job, &build.build)
+            .await?
+            .into_iter()
+            .filter(|r| r.status == TestStatus::Fail && r.suite != RUNNER_SUITE)
+            .map(|r| r.name)
+            .collect();
+        failed = Some(match failed {
+            Some(before) => before.intersection(&here).cloned().collect(),
+            None => here,
+        });
+    }
+    let failed = failed.unwrap_or_default();
     let Some(good) = good else { return Ok(failed.into_iter().collect()) };
     let passed: BTreeSet<String> = index
         .build_results(&good.job, &good.build)
