@@ -134,7 +134,7 @@ impl Bisection {
 
     pub fn verdict(&self, index: usize) -> PointVerdict {
         let runs = &self.runs[index];
-        if runs.iter().any(|r| *r == Outcome::Pass) {
+        if runs.contains(&Outcome::Pass) {
             return PointVerdict::Good;
         }
         let failures = runs.iter().filter(|r| **r == Outcome::Fail).count() as u32;
@@ -260,9 +260,7 @@ mod tests {
                 let number = i + 1;
                 let outcome = if untestable.contains(&number) {
                     Outcome::Untestable(format!("build of c{number} failed"))
-                } else if flaky.contains(&number) && bisection.runs(i).is_empty() {
-                    Outcome::Fail
-                } else if number >= culprit {
+                } else if number >= culprit || (flaky.contains(&number) && bisection.runs(i).is_empty()) {
                     Outcome::Fail
                 } else {
                     Outcome::Pass

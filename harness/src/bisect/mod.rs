@@ -440,6 +440,8 @@ impl Ctx<'_> {
             provider_dir: worktree.dir().to_path_buf(),
             cluster_name: format!("bisect-{}-{slot}", self.plan.provider.name),
             infrastructure_error: true,
+            // The bundled reference CCM is built from the worktree: its commit is the point.
+            cargo_workspace: Some(worktree.dir().to_path_buf()),
         };
         let started = Instant::now();
         let report = run::run(self.config, &opts).await;

@@ -95,6 +95,7 @@ impl CommonArgs {
             provider_dir: self.provider_dir.clone(),
             cluster_name,
             infrastructure_error: false,
+            cargo_workspace: None,
         }
     }
 }

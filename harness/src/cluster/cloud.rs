@@ -44,6 +44,12 @@ pub fn build_reference_ccm() -> Result<PathBuf, ClusterError> {
 /// profile) and returns its path.
 pub fn build_workspace_binary(package: &str, bin: &str) -> Result<PathBuf, ClusterError> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("harness/ lives in the workspace");
+    build_binary_in(workspace, package, bin)
+}
+
+/// Builds binary `bin` of package `package` of the cargo workspace at `workspace` (a checkout of
+/// this repository at another commit, for `harness bisect`) with the harness's own build profile.
+pub fn build_binary_in(workspace: &Path, package: &str, bin: &str) -> Result<PathBuf, ClusterError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command.current_dir(workspace).args(["build", "--locked", "-p", package, "--bin", bin]);

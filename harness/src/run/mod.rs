@@ -94,6 +94,9 @@ pub struct RunOptions {
     /// `ERROR`, Prow's result for a job that could not test anything, rather than `FAILURE`: the
     /// LKG takes no verdict from it (`harness bisect` marks such a point untestable).
     pub infrastructure_error: bool,
+    /// Where a `cargo` build builds: a checkout of this repository (`harness bisect`'s worktree
+    /// at the commit under test); this harness's own workspace when `None`.
+    pub cargo_workspace: Option<PathBuf>,
 }
 
 /// How a run ended.
