@@ -262,13 +262,14 @@ async fn plan<'a>(config: &'a ProvidersConfig, provider: &'a Provider, opts: &Bi
         (Some(good), Some(bad)) => {
             let line = opts.line.clone().unwrap_or_else(|| lkg::api::DEFAULT_LINE.to_owned());
             let requested = opts.kubernetes.clone().or_else(|| (line != lkg::api::DEFAULT_LINE).then(|| line.clone()));
-            let kubernetes = provider.kubernetes_version(requested.as_deref()).with_context(|| {
-                format!("provider {} is not tested against Kubernetes {requested:?} (line {line})", provider.name)
-            })?;
+            let kubernetes = match requested {
+                Some(requested) => matrix_version(provider, &requested)?,
+                None => provider.kubernetes.first().map(ToString::to_string).unwrap_or_default(),
+            };
             Ok(Plan {
                 provider,
                 line,
-                kubernetes: kubernetes.to_string(),
+                kubernetes,
                 good: good.clone(),
                 bad: bad.clone(),
                 range_from: "flags",
@@ -289,7 +290,12 @@ async fn lkg_plan<'a>(config: &'a ProvidersConfig, provider: &'a Provider, opts:
     let range = provider_range(&view)?;
     let kubernetes = match (&opts.kubernetes, view.culprit.as_ref().and_then(|c| c.kubernetes.as_ref())) {
         (Some(version), _) => version.clone(),
-        (None, None) => view.lkg.as_ref().expect("a culprit range has an LKG").kubernetes_commit.clone(),
+        (None, None) => recorded_kubernetes(&view).with_context(|| {
+            format!(
+                "the LKG of {} names no build whose Kubernetes version a run can take: give --kubernetes V",
+                provider.name
+            )
+        })?,
         (None, Some(kubernetes)) => bail!(
             "both sides changed between {}'s LKG and its first bad pair (Kubernetes {}..{}): give --kubernetes V \
              to hold Kubernetes at one version while the provider side is bisected, or bisect the Kubernetes side first",
@@ -298,6 +304,7 @@ async fn lkg_plan<'a>(config: &'a ProvidersConfig, provider: &'a Provider, opts:
             kubernetes.first_bad
         ),
     };
+    let kubernetes = matrix_version(provider, &kubernetes)?;
     Ok(Plan {
         provider,
         line: view.line.clone(),
@@ -307,6 +314,27 @@ async fn lkg_plan<'a>(config: &'a ProvidersConfig, provider: &'a Provider, opts:
         range_from: "lkg",
         snapshot: Some(snapshot),
     })
+}
+
+/// The Kubernetes version the LKG's evidence builds recorded (`v1.37.1`, what `harness run` takes),
+/// rather than the commit the LKG's history resolved it to.
+fn recorded_kubernetes(view: &CulpritView) -> Option<String> {
+    let lkg = view.lkg.as_ref()?;
+    lkg.evidence.iter().find_map(|id| view.builds.get(id)).map(|link| link.kubernetes_version.clone())
+}
+
+/// `requested` as the provider's matrix names it (`1.37` → `v1.37.1`), so every point runs, and is
+/// read back, with the same version.
+fn matrix_version(provider: &Provider, requested: &str) -> Result<String> {
+    let version = provider.kubernetes_version(Some(requested)).with_context(|| {
+        let known = provider.kubernetes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+        format!(
+            "provider {} is not tested against Kubernetes {requested:?}: a point runs one of its matrix, {known}; \
+             give --kubernetes with one of them",
+            provider.name
+        )
+    })?;
+    Ok(version.to_string())
 }
 
 fn provider_range(view: &CulpritView) -> Result<&lkg::CommitRange> {

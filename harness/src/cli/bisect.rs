@@ -25,9 +25,10 @@ pub struct BisectArgs {
     /// Points tested at once, one run (and cluster) each: an (N+1)-ary search.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub parallel: usize,
-    /// Runs of a failing point before it counts as bad (a pass in any of them makes it good).
-    #[arg(long, default_value_t = 1, value_name = "K")]
-    pub runs_per_point: u32,
+    /// Runs of a failing point before it counts as bad (a pass in any of them makes it good)
+    /// [default: the provider's flake policy, `flake.runs` of providers.yaml, else 1].
+    #[arg(long, value_name = "K")]
+    pub runs_per_point: Option<u32>,
     /// The good end of the range (a commit, tag or branch) instead of the LKG's culprit range.
     #[arg(long, value_name = "REV", requires = "bad")]
     pub good: Option<String>,
@@ -61,12 +62,13 @@ pub async fn run_bisect(args: BisectArgs) -> Result<()> {
     let config = args.source.config.load()?;
     crate::lkg::check_options(&config, &args.source.options())?;
     let line = args.line.clone().unwrap_or_else(|| "newest".into());
+    let flake_runs = config.provider(&args.provider).map_or(1, |p| p.flake_runs);
     let options = BisectOptions {
         provider: args.provider.clone(),
         side: args.side,
         line: args.line,
         parallel: args.parallel,
-        runs_per_point: args.runs_per_point,
+        runs_per_point: args.runs_per_point.unwrap_or(flake_runs),
         good: args.good,
         bad: args.bad,
         repo: args.repo,
