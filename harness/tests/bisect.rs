@@ -311,6 +311,20 @@ fn bisect_finds_the_commit_that_broke_the_provider() {
     assert_eq!(after["culprit"]["provider"]["last_good"], repo.commits[CULPRIT - 1].as_str());
     assert_eq!(after["bisection"]["narrowed_to"], culprit.as_str(), "the API's culprit view: {after:#}");
     assert_eq!(after["bisection"]["builds"].as_array().unwrap().len(), 5);
+    let database = format!("sqlite://{}", env.root.join("lkg/index.sqlite").display());
+    let mut table = env.command(&["lkg", "culprits", "quick", "--provider-history", &history, "--database", &database]);
+    let table = table.arg("--config").arg(&env.config).output().unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains(&format!("Bisection (bisect-quick-master, 5 build(s)): narrowed to {culprit}")), "{table}");
+
+    // Started again when done, it runs nothing: the answer comes from the index, as text.
+    let mut again = env.scenario("lkg", &["bisect", "--provider", "quick", "--provider-history", &history]);
+    let again = again.args(["--good", &repo.commits[0], "--bad", &repo.commits[RANGE]]).output().unwrap();
+    assert!(again.status.success(), "{}", text(&again));
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(stdout.contains(&format!("first bad commit of quick (line master): {culprit}")), "{stdout}");
+    assert!(stdout.contains("load balancers: skip the address (the regression)"), "{stdout}");
+    assert!(stdout.contains("5 run(s) (5 read back from the index), 0 round(s)"), "{stdout}");
 
     // Three points at once: 32 → 8 → 2 → 1, three rounds.
     let good = repo.commits[0].as_str();
