@@ -406,6 +406,11 @@ fn bad_ranges_are_refused_and_nothing_runs() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.lines().next().unwrap_or_default().contains(expected), "{expected}: {stderr}");
     }
+    // A release line the provider does not keep.
+    let args = ["--provider", "quick", "--good", &repo.commits[1], "--bad", &repo.commits[9], "--line", "1.37"];
+    let output = env.bisect("bad", &repo, &args).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("has no release line \"1.37\": its lines are master"));
     // No culprit range: a provider with no builds in an index that exists.
     let url = format!("sqlite://{}", env.root.join("bad/index.sqlite").display());
     let migrate = env.command(&["migrate", "--database", &url]).output().unwrap();

@@ -261,6 +261,15 @@ async fn plan<'a>(config: &'a ProvidersConfig, provider: &'a Provider, opts: &Bi
     match (&opts.good, &opts.bad) {
         (Some(good), Some(bad)) => {
             let line = opts.line.clone().unwrap_or_else(|| lkg::api::DEFAULT_LINE.to_owned());
+            let lines: Vec<String> = provider.release_lines().into_iter().map(|(line, _)| line).collect();
+            if !lines.contains(&line) {
+                bail!(
+                    "provider {} has no release line {line:?}: its lines are {} (a release-1.X branch in `branches` \
+                     makes line 1.X)",
+                    provider.name,
+                    lines.join(", ")
+                );
+            }
             let requested = opts.kubernetes.clone().or_else(|| (line != lkg::api::DEFAULT_LINE).then(|| line.clone()));
             let kubernetes = match requested {
                 Some(requested) => matrix_version(provider, &requested)?,

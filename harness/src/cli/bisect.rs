@@ -52,6 +52,7 @@ pub struct BisectArgs {
     /// Each run's time for Build, Up, Deploy and Test together.
     #[arg(long, default_value = "2h", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+    /// `table`: the answer; `json`: the whole report (every point, run, time and round, the answer).
     #[arg(long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
     #[command(flatten)]
