@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::{cluster, toolchain};
 
+mod bisect;
 mod lkg;
 mod results;
 mod run;
@@ -46,6 +47,10 @@ pub enum Command {
     /// good with all of them, and culprit ranges (computed from the SQL index).
     #[command(subcommand)]
     Lkg(lkg::LkgCommand),
+    /// Find the commit that broke a provider: bisect its culprit range (from the LKG, or
+    /// --good/--bad), each point a real run of the provider built at that commit, published as a
+    /// build of job bisect-<provider>-<line>. Resumes from those builds when started again.
+    Bisect(bisect::BisectArgs),
     /// Serve the ingestion API (`POST /api/v1/builds`), the LKG API (`/api/v1/lkg`, documented in
     /// lkg/openapi.yaml), the dashboard, `/healthz`, `/readyz` and `/metrics`, reloading the LKG
     /// from the SQL index as builds are published. Several replicas may share one Postgres.
@@ -278,6 +283,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Publish(args) => results::run_publish(args).await,
         Command::Index(args) => results::run_index(args).await,
         Command::Lkg(command) => lkg::run_lkg(command).await,
+        Command::Bisect(args) => bisect::run_bisect(args).await,
         Command::Serve(args) => {
             let options = crate::serve::ServeOptions {
                 listen: args.listen,

@@ -1,6 +1,7 @@
 //! cloud-provider-harness: builds a CCM, brings up a cluster, runs the suites, tears down and
 //! publishes results in the Prow layout. The `harness` binary is a thin CLI over this library.
 
+pub mod bisect;
 pub mod cli;
 pub mod cluster;
 pub mod config;

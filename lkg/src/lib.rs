@@ -21,6 +21,7 @@
 //! The commit histories come from [`sources`] (feature `sources`, on by default): a local git
 //! repository or GitHub.
 
+pub mod bisect;
 mod catalog;
 mod compute;
 mod engine;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use lkg::api::ProviderView;
+use lkg::api::{BisectionView, ProviderView};
 use lkg::{CommitRange, PairReport, Verdict, VersionSet};
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
@@ -96,6 +96,7 @@ fn render(view: &LkgPage, source: &dyn Source) -> Markup {
                         @if let Some(range) = &culprit.provider { li { (provider.provider) ": " (commit_range(range, repo.as_deref())) } }
                     }
                 }
+                @if let Some(bisection) = &provider.bisection { (bisection_status(bisection, repo.as_deref())) }
                 h3 { "History" }
                 (history_chart(&provider.provider, &provider.report.pairs))
             }
@@ -123,6 +124,21 @@ fn build_href(artifacts_url: &str, build: &str) -> String {
     match build.rsplit_once('/') {
         Some((job, id)) => format!("/job/{job}/build/{id}"),
         None => artifacts_url.to_owned(),
+    }
+}
+
+/// `harness bisect` on the culprit range: its builds, and the commit it narrowed the range to, or
+/// how many commits are left.
+fn bisection_status(bisection: &BisectionView, repo: Option<&str>) -> Markup {
+    html! {
+        p.bisection {
+            "Bisection (" a href={ "/job/" (bisection.job) } { (bisection.job) } ", "
+            (bisection.builds.len()) " build" @if bisection.builds.len() != 1 { "s" } "): "
+            @match &bisection.narrowed_to {
+                Some(commit) => { "first bad commit " strong { (revision_link(repo, commit)) } }
+                None => { "in progress or stopped, " (bisection.commits_left) " commits left in the range" }
+            }
+        }
     }
 }
 
@@ -229,5 +245,27 @@ mod tests {
         assert!(html.contains("1 commit ") || html.contains("1 commit<"), "{html}");
         let unlinked = commit_range(&range, Some("/srv/git/provider")).into_string();
         assert!(!unlinked.contains("href"), "a local path is no link: {unlinked}");
+    }
+
+    #[test]
+    fn a_bisection_shows_its_builds_and_the_commit_it_narrowed_to() {
+        let mut bisection = BisectionView {
+            job: "bisect-aws-master".into(),
+            builds: vec!["bisect-aws-master/1".into(), "bisect-aws-master/2".into()],
+            commits_left: 1,
+            narrowed_to: Some("0123456789abcdef".into()),
+        };
+        let html = bisection_status(&bisection, Some("https://github.com/o/aws")).into_string();
+        assert!(html.contains(r#"href="/job/bisect-aws-master""#), "{html}");
+        assert!(html.contains("2 builds"), "{html}");
+        assert!(
+            html.contains(
+                r#"first bad commit <strong><a class="rev" href="https://github.com/o/aws/tree/0123456789abcdef""#
+            ),
+            "{html}"
+        );
+        (bisection.narrowed_to, bisection.commits_left) = (None, 5);
+        let html = bisection_status(&bisection, None).into_string();
+        assert!(html.contains("5 commits left") && !html.contains("first bad"), "{html}");
     }
 }

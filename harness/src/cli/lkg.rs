@@ -384,6 +384,13 @@ fn culprit_table(view: &CulpritView) -> String {
             }
         }
     }
+    if let Some(bisection) = &view.bisection {
+        let state = match &bisection.narrowed_to {
+            Some(commit) => format!("narrowed to {commit}"),
+            None => format!("{} commit(s) left", bisection.commits_left),
+        };
+        let _ = writeln!(text, "Bisection ({}, {} build(s)): {state}", bisection.job, bisection.builds.len());
+    }
     text
 }
 

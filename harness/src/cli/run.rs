@@ -94,6 +94,8 @@ impl CommonArgs {
             keep_cluster: self.keep_cluster,
             provider_dir: self.provider_dir.clone(),
             cluster_name,
+            infrastructure_error: false,
+            cargo_workspace: None,
         }
     }
 }

@@ -298,6 +298,9 @@ pub struct Provider {
     pub suites: Vec<String>,
     pub required: Required,
     pub hooks: Hooks,
+    /// The flake policy of `harness bisect`: runs of a failing commit before it counts as bad
+    /// (`flake.runs`, default 1; a pass in any of them makes the commit good).
+    pub flake_runs: u32,
     /// The CI jobs per Kubernetes version; one running every suite unless the file splits them.
     pub jobs: Vec<JobSpec>,
     pub testgrid: ProviderTestGrid,

@@ -62,6 +62,8 @@ pub struct RawProvider {
     pub required: RawRequired,
     #[serde(default)]
     pub hooks: RawHooks,
+    #[serde(default)]
+    pub flake: RawFlake,
     pub interval: Option<String>,
     pub jobs: Option<Vec<RawJob>>,
     #[serde(default)]
@@ -140,6 +142,14 @@ pub struct RawRequired {
     pub suites: Option<Vec<String>>,
     #[serde(default)]
     pub tests: Vec<RawTestMatcher>,
+}
+
+/// How failures that may be flakes are treated.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFlake {
+    /// Runs of a failing commit before `harness bisect` counts it bad.
+    pub runs: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

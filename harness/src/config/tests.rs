@@ -672,3 +672,14 @@ fn release_branches_are_release_lines_and_existing_prow_jobs_map_to_their_provid
     let bad = only_problem(&edit("    branch: main", "    branch: main\n    prow: {repo: just-a-name}"));
     assert!(bad.problem.to_string().contains("org/repo"), "{bad:?}");
 }
+
+#[test]
+fn the_flake_policy_gives_bisect_its_runs_per_commit() {
+    assert_eq!(load(BASE).unwrap().providers[0].flake_runs, 1, "one run by default");
+    let text = edit("    deployer: {kind: existing}", "    deployer: {kind: existing}\n    flake: {runs: 3}");
+    assert_eq!(load(&text).unwrap().providers[0].flake_runs, 3);
+    let problem =
+        only_problem(&edit("    deployer: {kind: existing}", "    deployer: {kind: existing}\n    flake: {runs: 0}"));
+    assert_eq!(problem.path, "providers[0].flake.runs");
+    assert!(problem.problem.to_string().contains("at least one run"), "{}", problem.problem);
+}

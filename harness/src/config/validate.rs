@@ -467,6 +467,12 @@ impl Checker<'_> {
             num_failures_to_alert: raw.testgrid.num_failures_to_alert.unwrap_or(DEFAULT_NUM_FAILURES_TO_ALERT),
         };
         let required = Required { suites: required_suites, tests };
+        let flake_runs = raw.flake.runs.unwrap_or(1);
+        if flake_runs == 0 {
+            let reason = "a commit needs at least one run; 1 counts the first failure";
+            let at = at.key("flake").key("runs");
+            self.report(&at, Problem::BadValue { what: "flake runs", value: "0".into(), reason });
+        }
         let (deployer, ccm) = (deployer?, ccm?);
         named.then_some(Provider {
             name: raw.name,
@@ -481,6 +487,7 @@ impl Checker<'_> {
             suites: provider_suites,
             required,
             hooks,
+            flake_runs: flake_runs.max(1),
             jobs,
             testgrid,
         })

@@ -801,13 +801,14 @@ impl Index {
         Ok(LkgRows { builds, tests, results })
     }
 
-    /// Every finished build, in the order they started (then by row).
+    /// Every finished build, in the order they started (then by row), but those whose result is
+    /// `ERROR` (Prow's result for a job that could not test anything: no verdict either way).
     pub async fn lkg_builds(&self) -> Result<Vec<LkgBuild>> {
         self.fetch_rows(
             "SELECT b.id, j.name, b.build, p.name, b.kubernetes_version, b.provider_version, b.artifacts_url, \
              b.started_at, b.passed, b.job_version, b.repo_commit, b.repos, b.digest FROM builds b \
              JOIN jobs j ON j.id = b.job_id LEFT JOIN providers p ON p.id = j.provider_id \
-             WHERE b.state = 'finished' ORDER BY b.started_at, b.id",
+             WHERE b.state = 'finished' AND (b.result IS NULL OR b.result <> 'ERROR') ORDER BY b.started_at, b.id",
             "list finished builds",
             |r| {
                 Ok(LkgBuild {

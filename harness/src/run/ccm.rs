@@ -33,8 +33,11 @@ pub(super) async fn build(
     match &provider.ccm.build {
         CcmBuild::Cargo { package, bin, timeout } => {
             let (package, bin) = (package.clone(), bin.clone());
-            let build =
-                tokio::task::spawn_blocking(move || crate::cluster::cloud::build_workspace_binary(&package, &bin));
+            let workspace = opts.cargo_workspace.clone();
+            let build = tokio::task::spawn_blocking(move || match workspace {
+                Some(workspace) => crate::cluster::cloud::build_binary_in(&workspace, &package, &bin),
+                None => crate::cluster::cloud::build_workspace_binary(&package, &bin),
+            });
             let binary = tokio::time::timeout(*timeout, build)
                 .await
                 .map_err(|_| format!("cargo build did not finish within {}", humantime::format_duration(*timeout)))?

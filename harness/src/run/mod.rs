@@ -90,6 +90,13 @@ pub struct RunOptions {
     pub provider_dir: PathBuf,
     /// The local cluster's name (distinct per parallel run).
     pub cluster_name: String,
+    /// A run whose Build or Up failed (the CCM could not be built, or no cluster came up) ends
+    /// `ERROR`, Prow's result for a job that could not test anything, rather than `FAILURE`: the
+    /// LKG takes no verdict from it (`harness bisect` marks such a point untestable).
+    pub infrastructure_error: bool,
+    /// Where a `cargo` build builds: a checkout of this repository (`harness bisect`'s worktree
+    /// at the commit under test); this harness's own workspace when `None`.
+    pub cargo_workspace: Option<PathBuf>,
 }
 
 /// How a run ended.
@@ -227,9 +234,11 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     writer.write_junit(steps::RUNNER_FILE, &steps.report())?;
     writer.write_build_log(steps.build_log().as_bytes())?;
     let passed = steps.passed() && interrupted.is_none();
+    let untestable = opts.infrastructure_error && untestable(steps.all()).is_some();
     let result = match (signal, passed) {
         (Some(_), _) => JobResult::Aborted,
         (None, true) => JobResult::Success,
+        (None, false) if untestable => JobResult::Error,
         (None, false) => JobResult::Failure,
     };
     let versions = Versions {
@@ -268,6 +277,19 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
         steps: steps.all().to_vec(),
         build_dir,
         published,
+    })
+}
+
+/// The steps that decide whether a run tested anything: Build (the CCM) and Up (the cluster).
+pub const INFRASTRUCTURE_STEPS: [&str; 2] = ["Build", "Up"];
+
+/// Why a run could not test anything: the first of [`INFRASTRUCTURE_STEPS`] that failed, and how.
+pub fn untestable(steps: &[steps::Step]) -> Option<String> {
+    steps.iter().find_map(|step| match &step.result {
+        StepResult::Failed(why) if INFRASTRUCTURE_STEPS.contains(&step.name.as_str()) => {
+            Some(format!("step {} failed: {why}", step.name))
+        }
+        _ => None,
     })
 }
 

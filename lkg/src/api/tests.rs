@@ -230,3 +230,44 @@ fn the_openapi_document_describes_exactly_the_routes() {
     served.sort();
     assert_eq!(documented, served);
 }
+
+/// aws on the provider side: good at k1/a1, bad at k1/a3; then `harness bisect`'s builds.
+fn bisected(bisect_runs: &[Run]) -> Snapshot {
+    let kubernetes = History::new(["k1"]).unwrap();
+    let aws = ProviderSpec { history: History::new(["a3", "a2", "a1"]).unwrap(), policy: ProviderPolicy::default() };
+    let mut engine = Engine::new(kubernetes, BTreeMap::from([("aws".to_string(), aws)]));
+    let mut builds = BTreeMap::new();
+    let runs = [run("ci/1", "aws", "k1", "a1", true), run("ci/2", "aws", "k1", "a3", false)];
+    for (at, run) in runs.iter().chain(bisect_runs).enumerate() {
+        engine.add_run(run).unwrap();
+        let link = BuildLink {
+            artifacts_url: format!("file:///store/logs/{}", run.build_id),
+            started_at: at as i64,
+            kubernetes_version: run.kubernetes_version.clone(),
+            provider_version: run.provider_version.clone(),
+        };
+        builds.insert(run.build_id.clone(), link);
+    }
+    Snapshot::single(engine, builds, 7)
+}
+
+#[test]
+fn the_culprit_view_shows_the_bisection_and_the_commit_it_narrowed_to() {
+    let none = culprits(&bisected(&[]), None, "aws").unwrap();
+    assert_eq!(none.bisection, None, "no bisect build, no bisection");
+    assert_eq!(none.culprit.unwrap().provider.unwrap().commits, ["a3", "a2"]);
+
+    let narrowed = culprits(&bisected(&[run("bisect-aws-master/9", "aws", "k1", "a2", true)]), None, "aws").unwrap();
+    let bisection = narrowed.bisection.expect("a bisect build");
+    assert_eq!(bisection.job, "bisect-aws-master");
+    assert_eq!(bisection.builds, ["bisect-aws-master/9"]);
+    assert_eq!((bisection.commits_left, bisection.narrowed_to.as_deref()), (1, Some("a3")));
+    // The provider view (the dashboard's LKG page) carries the same.
+    let view = provider(&bisected(&[run("bisect-aws-master/9", "aws", "k1", "a2", true)]), None, "aws").unwrap();
+    assert_eq!(view.bisection.and_then(|b| b.narrowed_to).as_deref(), Some("a3"));
+
+    // Still two commits left after a bad point at a3 itself: not narrowed yet.
+    let open = culprits(&bisected(&[run("bisect-aws-master/9", "aws", "k1", "a3", false)]), None, "aws").unwrap();
+    let bisection = open.bisection.unwrap();
+    assert_eq!((bisection.commits_left, bisection.narrowed_to), (2, None));
+}

@@ -100,6 +100,9 @@ pub struct ProviderView {
     pub line: String,
     #[serde(flatten)]
     pub report: ProviderReport,
+    /// What `harness bisect` has tested of the culprit range: `null` when it has tested nothing.
+    #[serde(default)]
+    pub bisection: Option<BisectionView>,
     pub builds: BTreeMap<String, BuildLink>,
     pub loaded_at: i64,
 }
@@ -112,9 +115,51 @@ pub struct CulpritView {
     /// `null` when the provider's newest pair is good, or when it was never good (nothing to
     /// bisect from).
     pub culprit: Option<Culprit>,
+    /// What `harness bisect` has tested of the range: `null` when it has tested nothing.
+    #[serde(default)]
+    pub bisection: Option<BisectionView>,
     pub lkg: Option<PairReport>,
     pub newest: Option<PairReport>,
     pub builds: BTreeMap<String, BuildLink>,
+}
+
+/// A bisection of a provider's culprit range, as far as its builds (job `bisect-<provider>-<line>`)
+/// have narrowed it: `harness bisect` publishes every point it tests there, so the culprit range
+/// the engine computes is the bisection's current range.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BisectionView {
+    pub job: String,
+    /// Its builds the LKG holds, oldest first (untestable points end `ERROR` and are not among
+    /// them: they give no verdict).
+    pub builds: Vec<String>,
+    /// Provider commits still in the culprit range.
+    pub commits_left: usize,
+    /// The first bad provider commit, once the range is that one commit.
+    pub narrowed_to: Option<String>,
+}
+
+/// The job a provider's bisections on `line` publish to.
+pub fn bisect_job(provider: &str, line: &str) -> String {
+    format!("bisect-{provider}-{line}")
+}
+
+/// The bisection of `provider`'s culprit range on `line`, from its builds in the snapshot.
+fn bisection(snapshot: &Snapshot, line: &str, provider: &str, culprit: Option<&Culprit>) -> Option<BisectionView> {
+    let job = bisect_job(provider, line);
+    let prefix = format!("{job}/");
+    let mut builds: Vec<(&String, &BuildLink)> =
+        snapshot.builds.iter().filter(|(id, _)| id.starts_with(&prefix)).collect();
+    if builds.is_empty() {
+        return None;
+    }
+    builds.sort_by_key(|(id, link)| (link.started_at, id.as_str()));
+    let range = culprit.and_then(|c| c.provider.as_ref());
+    Some(BisectionView {
+        job,
+        builds: builds.into_iter().map(|(id, _)| id.clone()).collect(),
+        commits_left: range.map_or(0, |r| r.commits.len()),
+        narrowed_to: range.filter(|r| r.commits.len() == 1).map(|r| r.first_bad.clone()),
+    })
 }
 
 /// The answer to "is provider commit X good with Kubernetes Y?".
@@ -174,6 +219,7 @@ pub fn provider(snapshot: &Snapshot, line: Option<&str>, provider: &str) -> Resu
     let report = engine.provider_report(provider).map_err(|error| unknown(engine, &line, provider, error))?;
     Ok(ProviderView {
         provider: provider.to_owned(),
+        bisection: bisection(snapshot, &line, provider, report.culprit.as_ref()),
         line,
         builds: links(snapshot, report.pairs.iter()),
         report,
@@ -186,6 +232,7 @@ pub fn culprits(snapshot: &Snapshot, line: Option<&str>, provider: &str) -> Resu
     let report = engine.provider_report(provider).map_err(|error| unknown(engine, &line, provider, error))?;
     Ok(CulpritView {
         provider: provider.to_owned(),
+        bisection: bisection(snapshot, &line, provider, report.culprit.as_ref()),
         line,
         builds: links(snapshot, report.lkg.iter().chain(&report.newest)),
         culprit: report.culprit,
