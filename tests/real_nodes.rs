@@ -1,6 +1,7 @@
 //! Real nodes end to end: two kubelets with containerd and runc in namespaces of their own, pods
-//! that really run on both, HTTP from a pod on one node to a pod on the other, container logs read
-//! through the API server, and a teardown that leaves no process, namespace, mount or cgroup behind
+//! that really run on both, HTTP from a pod on one node to a pod on the other (by its IP, and by a
+//! Service's DNS name: CoreDNS and kube-proxy), container logs read through the API server, and a
+//! teardown that leaves no process, namespace, mount or cgroup behind
 //! and never touched the machine's root network namespace or its sysctls.
 //!
 //! Needs root, the node packages (`scripts/test` installs them) and the toolchain; it skips, saying
@@ -15,7 +16,7 @@ use common::{TestCluster, wait_for};
 use harness::cluster::cloud::{self, CloudOptions};
 use harness::cluster::{NodeKind, nodes, process, real};
 use harness::toolchain;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, LogParams, PostParams};
 use serde_json::json;
 
@@ -32,9 +33,17 @@ fn global_sysctls() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The root network namespace's iptables rules (read-only), if iptables-save can list them.
+fn root_iptables() -> Option<String> {
+    let output = std::process::Command::new("iptables-save").output().ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    // Its comment lines carry the time of the listing.
+    Some(text.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n"))
+}
+
 fn pod(name: &str, node: &str, image: &str, args: serde_json::Value, restart: &str) -> Pod {
     serde_json::from_value(json!({
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": {"app": name}},
         "spec": {
             "nodeName": node,
             "restartPolicy": restart,
@@ -53,6 +62,7 @@ async fn two_real_nodes_run_pods_that_talk_across_nodes_and_leave_nothing_behind
     let release = toolchain::default_release();
     let links_before = root_links();
     let sysctls_before = global_sysctls();
+    let iptables_before = root_iptables();
 
     let ccm_binary =
         tokio::task::spawn_blocking(cloud::build_reference_ccm).await.unwrap().expect("building reference-ccm");
@@ -106,10 +116,23 @@ async fn two_real_nodes_run_pods_that_talk_across_nodes_and_leave_nothing_behind
     assert!(ips[0].starts_with("10.244.") && ips[1].starts_with("10.244."), "{ips:?}");
     assert_ne!(ips[0].rsplit_once('.').unwrap().0, ips[1].rsplit_once('.').unwrap().0, "pods on one node: {ips:?}");
 
-    // From a busybox pod on node 0, HTTP to the server on node 1; its output read through the API
-    // server (kube-apiserver -> egress proxy in the hub -> the kubelet of node 0).
+    // A Service in front of the server on node 1, reached by its DNS name.
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web-1"},
+        "spec": {"selector": {"app": "web-1"}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &service).await.unwrap();
+
+    // From a busybox pod on node 0, HTTP to the server on node 1 by its pod IP, then through the
+    // Service by name (CoreDNS, kube-proxy); its output read through the API server
+    // (kube-apiserver -> egress proxy in the hub -> the kubelet of node 0).
     let busybox = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2";
-    let script = format!("wget -q -O - http://{}:8080/hostname", ips[1]);
+    let script = format!(
+        "wget -q -O - http://{}:8080/hostname && echo && wget -q -O - http://web-1.default.svc.cluster.local/hostname",
+        ips[1]
+    );
     let client_pod = pod("client", &cluster.state.nodes[0], busybox, json!(["sh", "-c", script]), "Never");
     pods.create(&PostParams::default(), &client_pod).await.unwrap();
     let phase = wait_for("the client pod to finish", Duration::from_secs(90), || {
@@ -121,13 +144,14 @@ async fn two_real_nodes_run_pods_that_talk_across_nodes_and_leave_nothing_behind
     })
     .await;
     let logs = pods.logs("client", &LogParams::default()).await.unwrap();
-    assert_eq!((phase.as_str(), logs.trim()), ("Succeeded", "web-1"), "the client pod's output");
+    assert_eq!((phase.as_str(), logs.trim()), ("Succeeded", "web-1\nweb-1"), "the client pod's output");
     let server_logs = pods.logs("web-1", &LogParams::default()).await.unwrap();
     assert!(server_logs.contains("Started HTTP server on port 8080"), "{server_logs}");
 
     // The machine kept its sysctls and its root network namespace's links.
     assert_eq!(global_sysctls(), sysctls_before);
     assert_eq!(root_links(), links_before, "the root network namespace gained or lost links");
+    assert_eq!(root_iptables(), iptables_before, "the root network namespace's iptables rules changed");
 
     let dir = cluster.dir.clone();
     common::assert_torn_down(cluster);

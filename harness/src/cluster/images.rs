@@ -50,8 +50,17 @@ fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> I
     move |source| ImageError::Io { action, path, source }
 }
 
-/// The images built here, by their `ImageID` in `manifest.go`.
-pub const BUILT: &[&str] = &["Pause", "BusyBox", "Agnhost"];
+/// The images built here, by their `ImageID` in `manifest.go` (and [`COREDNS`], which is not there).
+pub const BUILT: &[&str] = &["Pause", "BusyBox", "Agnhost", COREDNS];
+
+/// The cluster DNS's image: the toolchain's CoreDNS.
+pub const COREDNS: &str = "CoreDNS";
+
+/// The name the CoreDNS image is imported under (kubeadm's repository, the pinned version).
+pub fn coredns_reference() -> String {
+    let version = toolchain::pins::required_version(&toolchain::pins::COREDNS, "github.com/coredns/coredns").unwrap_or("v0");
+    format!("registry.k8s.io/coredns/coredns:{version}")
+}
 
 /// A built image: its upstream reference and its archive.
 #[derive(Debug, Clone)]
@@ -99,6 +108,9 @@ pub fn install(release: &Release, toolchain: &Toolchain) -> Result<Vec<Image>> {
     let manifest_go = fs::read_to_string(&manifest_path).map_err(io_err("reading", &manifest_path))?;
     let names = references(&manifest_go);
     let reference = |id: &str| {
+        if id == COREDNS {
+            return Ok(coredns_reference());
+        }
         names.get(id).cloned().ok_or_else(|| ImageError::NotInManifest {
             version: release.version.into(),
             image: id.into(),
@@ -115,10 +127,13 @@ pub fn install(release: &Release, toolchain: &Toolchain) -> Result<Vec<Image>> {
         "agnhost",
         &fs::read(toolchain.binary("agnhost")).map_err(io_err("reading", &toolchain.binary("agnhost")))?,
     )])?;
-    let builds: [(&'static str, Vec<&[u8]>, serde_json::Value); 3] = [
+    let coredns_path = toolchain.binary("coredns");
+    let coredns = file_layer(&[("coredns", &fs::read(&coredns_path).map_err(io_err("reading", &coredns_path))?)])?;
+    let builds: [(&'static str, Vec<&[u8]>, serde_json::Value); 4] = [
         ("Pause", vec![&pause], json!({"Entrypoint": ["/pause"]})),
         ("BusyBox", vec![&busybox], json!({"Cmd": ["sh"], "Env": [PATH_ENV]})),
         ("Agnhost", vec![&busybox, &agnhost], json!({"Entrypoint": ["/agnhost"], "Cmd": ["pause"], "Env": [PATH_ENV]})),
+        (COREDNS, vec![&coredns], json!({"Entrypoint": ["/coredns"]})),
     ];
     let mut recorded = BTreeMap::new();
     for (id, layers, config) in builds {

@@ -12,6 +12,7 @@
 
 pub mod aws;
 pub mod cloud;
+pub mod dns;
 pub mod images;
 pub mod machines;
 pub mod nodes;
@@ -392,6 +393,18 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
         cluster.start_ccm(&cloud_options.ccm_binary, &args).await?;
         guard.armed = false;
     }
+    if real_nodes {
+        // Its pods schedule once the CCM has lifted the nodes' uninitialized taint: waited for here
+        // only when `up` started the CCM.
+        let wait = options.cloud.as_ref().is_some_and(|c| c.start_ccm);
+        let step = progress::step("starting CoreDNS");
+        let mut guard = Teardown { dir: cluster.dir.clone(), processes: cluster.state.processes.clone(), armed: true };
+        let client = cluster.client().await?;
+        let replicas = options.nodes.min(2) as i32;
+        dns::deploy(&client, &options.name, &images::coredns_reference(), replicas, wait).await?;
+        guard.armed = false;
+        step.done();
+    }
     Ok(cluster)
 }
 
@@ -408,12 +421,13 @@ async fn start_real_nodes(
     guard: &mut Teardown,
     state: &mut ClusterState,
 ) -> Result<()> {
-    let step = progress::step(format!("starting {} real nodes (containerd, kubelet)", options.nodes));
+    let step = progress::step(format!("starting {} real nodes (containerd, kubelet, kube-proxy)", options.nodes));
     let hub = real::start_hub(toolchain, api_port, guard, state)?;
     let mut holders = Vec::new();
     for index in 0..options.nodes {
         let name = nodes::node_name(&options.name, index);
         let (client_cert, client_key) = pki::node_client(&guard.dir.join("pki"), &name);
+        let (proxy_cert, proxy_key) = pki::kube_proxy_client(&guard.dir.join("pki"));
         let spec = real::NodeSpec {
             name: name.clone(),
             index,
@@ -423,6 +437,8 @@ async fn start_real_nodes(
             ca_cert: &pki.ca_cert,
             client_cert: &client_cert,
             client_key: &client_key,
+            proxy_cert: &proxy_cert,
+            proxy_key: &proxy_key,
             api_port,
         };
         real::start_node(&spec, guard, state)?;

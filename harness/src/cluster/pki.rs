@@ -50,6 +50,12 @@ pub fn node_client(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     (dir.join(format!("node-{name}.crt")), dir.join(format!("node-{name}.key")))
 }
 
+/// kube-proxy's client certificate and key in `dir` (user `system:kube-proxy`, which the
+/// `system:node-proxier` role is bound to), written by [`generate`] when it has nodes.
+pub fn kube_proxy_client(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join("kube-proxy.crt"), dir.join("kube-proxy.key"))
+}
+
 /// Writes a fresh PKI into `dir`. `service_ip` is the first address of the service range, which
 /// in-cluster clients reach the API server at; the API server's certificate also names `extra_ips`
 /// (the address it advertises to real nodes). Each of `nodes` gets a kubelet client certificate
@@ -95,14 +101,17 @@ pub fn generate(dir: &Path, service_ip: Ipv4Addr, extra_ips: &[Ipv4Addr], nodes:
     write(&pki.admin_cert, admin.signed_by(&admin_key, &ca)?.pem())?;
     write(&pki.admin_key, admin_key.serialize_pem())?;
 
-    for name in nodes {
-        let mut node = CertificateParams::new(Vec::<String>::new())?;
-        node.distinguished_name.push(DnType::CommonName, format!("system:node:{name}"));
-        node.distinguished_name.push(DnType::OrganizationName, "system:nodes");
-        node.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let proxy = (!nodes.is_empty()).then(|| ("system:kube-proxy".to_string(), None, kube_proxy_client(dir)));
+    let kubelets = nodes.iter().map(|name| (format!("system:node:{name}"), Some("system:nodes"), node_client(dir, name)));
+    for (user, group, (cert_path, key_path)) in kubelets.chain(proxy) {
+        let mut client = CertificateParams::new(Vec::<String>::new())?;
+        client.distinguished_name.push(DnType::CommonName, user);
+        if let Some(group) = group {
+            client.distinguished_name.push(DnType::OrganizationName, group);
+        }
+        client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let key = KeyPair::generate()?;
-        let (cert_path, key_path) = node_client(dir, name);
-        write(&cert_path, node.signed_by(&key, &ca)?.pem())?;
+        write(&cert_path, client.signed_by(&key, &ca)?.pem())?;
         write(&key_path, key.serialize_pem())?;
     }
 

@@ -286,6 +286,8 @@ pub struct NodeSpec<'a> {
     pub ca_cert: &'a Path,
     pub client_cert: &'a Path,
     pub client_key: &'a Path,
+    pub proxy_cert: &'a Path,
+    pub proxy_key: &'a Path,
     pub api_port: u16,
 }
 
@@ -333,7 +335,57 @@ pub(super) fn start_node(spec: &NodeSpec, guard: &mut Teardown, state: &mut Clus
         "--v=1".into(),
     ]);
     super::start_with_env(Path::new("/usr/bin/nsenter"), &format!("{}-kubelet", spec.name), args, &env, guard, state)?;
+
+    let proxy_config = write_kube_proxy_config(&dir, spec)?;
+    let mut args = vec![format!("--net=/proc/{holder}/ns/net"), format!("--mount=/proc/{holder}/ns/mnt"), "--".into()];
+    args.extend([
+        spec.toolchain.binary("kube-proxy").display().to_string(),
+        format!("--config={}", proxy_config.display()),
+        format!("--hostname-override={}", spec.name),
+    ]);
+    super::start_with_env(Path::new("/usr/bin/nsenter"), &format!("{}-kube-proxy", spec.name), args, &env, guard, state)?;
     Ok(())
+}
+
+/// kube-proxy in iptables mode, in the node's network namespace. It leaves conntrack's limits and
+/// timeouts alone: outside the machine's first network namespace they are the host's, read-only.
+fn write_kube_proxy_config(dir: &Path, spec: &NodeSpec) -> Result<PathBuf> {
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {
+            "server": format!("https://{HUB_IP}:{}", spec.api_port),
+            "certificate-authority": spec.ca_cert,
+        }}],
+        "users": [{"name": "kube-proxy", "user": {
+            "client-certificate": spec.proxy_cert,
+            "client-key": spec.proxy_key,
+        }}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "kube-proxy"}}],
+        "current-context": "local",
+    });
+    let kubeconfig_path = dir.join("kube-proxy.kubeconfig");
+    fs::write(&kubeconfig_path, serde_json::to_vec_pretty(&kubeconfig).expect("serialises"))
+        .map_err(io_err("writing", &kubeconfig_path))?;
+    let config = serde_json::json!({
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": kubeconfig_path},
+        "mode": "iptables",
+        "clusterCIDR": CLUSTER_CIDR,
+        "bindAddress": node_ip(spec.index).to_string(),
+        "healthzBindAddress": "127.0.0.1:10256",
+        "metricsBindAddress": "127.0.0.1:10249",
+        "conntrack": {
+            "maxPerCore": 0,
+            "min": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+        },
+    });
+    let path = dir.join("kube-proxy.yaml");
+    fs::write(&path, serde_json::to_vec_pretty(&config).expect("serialises")).map_err(io_err("writing", &path))?;
+    Ok(path)
 }
 
 /// containerd finds its own runc shim first, then runc and the system tools.
@@ -481,7 +533,7 @@ fn write_kubelet_config(dir: &Path, spec: &NodeSpec, cluster_dir: &Path) -> Resu
         },
         "authorization": {"mode": "Webhook"},
         "clusterDomain": "cluster.local",
-        "clusterDNS": ["10.96.0.10"],
+        "clusterDNS": [super::dns::DNS_IP],
         "healthzBindAddress": "127.0.0.1",
         "readOnlyPort": 0,
         "serializeImagePulls": false,
