@@ -113,7 +113,7 @@ pub fn preflight(count: u32) -> Result<()> {
     {
         return fail(format!(
             "--nodes {count} needs about {} MiB of memory for real nodes, and {} MiB are available; use fewer nodes or --node-kind kwok",
-            u64::from(count) * MEMORY_PER_NODE >> 20,
+            (u64::from(count) * MEMORY_PER_NODE) >> 20,
             available >> 20
         ));
     }
