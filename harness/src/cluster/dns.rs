@@ -53,8 +53,12 @@ where
 
 /// Creates CoreDNS's objects (`image` its image) and, with `wait`, waits until its pods are ready.
 pub async fn deploy(client: &Client, cluster: &str, image: &str, replicas: i32, wait: bool) -> Result<()> {
-    create(Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE), cluster, json!({"metadata": {"name": NAME, "namespace": NAMESPACE}}))
-        .await?;
+    create(
+        Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE),
+        cluster,
+        json!({"metadata": {"name": NAME, "namespace": NAMESPACE}}),
+    )
+    .await?;
     create(Api::<ClusterRole>::all(client.clone()), cluster, json!({
         "metadata": {"name": "system:coredns"},
         "rules": [
@@ -63,63 +67,79 @@ pub async fn deploy(client: &Client, cluster: &str, image: &str, replicas: i32, 
         ],
     }))
     .await?;
-    create(Api::<ClusterRoleBinding>::all(client.clone()), cluster, json!({
-        "metadata": {"name": "system:coredns"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
-        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
-    }))
+    create(
+        Api::<ClusterRoleBinding>::all(client.clone()),
+        cluster,
+        json!({
+            "metadata": {"name": "system:coredns"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+        }),
+    )
     .await?;
-    create(Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE), cluster, json!({
-        "metadata": {"name": NAME, "namespace": NAMESPACE},
-        "data": {"Corefile": COREFILE},
-    }))
+    create(
+        Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE),
+        cluster,
+        json!({
+            "metadata": {"name": NAME, "namespace": NAMESPACE},
+            "data": {"Corefile": COREFILE},
+        }),
+    )
     .await?;
     let labels = json!({"k8s-app": "kube-dns"});
-    create(Api::<Deployment>::namespaced(client.clone(), NAMESPACE), cluster, json!({
-        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "serviceAccountName": NAME,
-                    "priorityClassName": "system-cluster-critical",
-                    "dnsPolicy": "Default",
-                    "containers": [{
-                        "name": "coredns",
-                        "image": image,
-                        "imagePullPolicy": "IfNotPresent",
-                        "args": ["-conf", "/etc/coredns/Corefile"],
-                        "volumeMounts": [{"name": "config", "mountPath": "/etc/coredns", "readOnly": true}],
-                        "ports": [
-                            {"name": "dns", "containerPort": 53, "protocol": "UDP"},
-                            {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
-                            {"name": "metrics", "containerPort": 9153, "protocol": "TCP"},
-                        ],
-                        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}, "periodSeconds": 2},
-                        "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}, "initialDelaySeconds": 10},
-                        "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "170Mi"}},
-                        "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}},
-                    }],
-                    "volumes": [{"name": "config", "configMap": {"name": NAME}}],
+    create(
+        Api::<Deployment>::namespaced(client.clone(), NAMESPACE),
+        cluster,
+        json!({
+            "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": NAME,
+                        "priorityClassName": "system-cluster-critical",
+                        "dnsPolicy": "Default",
+                        "containers": [{
+                            "name": "coredns",
+                            "image": image,
+                            "imagePullPolicy": "IfNotPresent",
+                            "args": ["-conf", "/etc/coredns/Corefile"],
+                            "volumeMounts": [{"name": "config", "mountPath": "/etc/coredns", "readOnly": true}],
+                            "ports": [
+                                {"name": "dns", "containerPort": 53, "protocol": "UDP"},
+                                {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
+                                {"name": "metrics", "containerPort": 9153, "protocol": "TCP"},
+                            ],
+                            "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}, "periodSeconds": 2},
+                            "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}, "initialDelaySeconds": 10},
+                            "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "170Mi"}},
+                            "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}},
+                        }],
+                        "volumes": [{"name": "config", "configMap": {"name": NAME}}],
+                    },
                 },
             },
-        },
-    }))
+        }),
+    )
     .await?;
-    create(Api::<Service>::namespaced(client.clone(), NAMESPACE), cluster, json!({
-        "metadata": {"name": "kube-dns", "namespace": NAMESPACE, "labels": labels},
-        "spec": {
-            "selector": labels,
-            "clusterIP": DNS_IP,
-            "ports": [
-                {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
-                {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
-                {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153},
-            ],
-        },
-    }))
+    create(
+        Api::<Service>::namespaced(client.clone(), NAMESPACE),
+        cluster,
+        json!({
+            "metadata": {"name": "kube-dns", "namespace": NAMESPACE, "labels": labels},
+            "spec": {
+                "selector": labels,
+                "clusterIP": DNS_IP,
+                "ports": [
+                    {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                    {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+                    {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153},
+                ],
+            },
+        }),
+    )
     .await?;
     if wait { wait_ready(client, cluster, replicas).await } else { Ok(()) }
 }
@@ -128,7 +148,8 @@ async fn wait_ready(client: &Client, cluster: &str, replicas: i32) -> Result<()>
     let api: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let started = Instant::now();
     loop {
-        let deployment = api.get(NAME).await.map_err(|source| ClusterError::Kube { cluster: cluster.into(), source })?;
+        let deployment =
+            api.get(NAME).await.map_err(|source| ClusterError::Kube { cluster: cluster.into(), source })?;
         let ready = deployment.status.and_then(|s| s.ready_replicas).unwrap_or(0);
         if ready >= replicas {
             return Ok(());

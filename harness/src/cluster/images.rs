@@ -58,7 +58,8 @@ pub const COREDNS: &str = "CoreDNS";
 
 /// The name the CoreDNS image is imported under (kubeadm's repository, the pinned version).
 pub fn coredns_reference() -> String {
-    let version = toolchain::pins::required_version(&toolchain::pins::COREDNS, "github.com/coredns/coredns").unwrap_or("v0");
+    let version =
+        toolchain::pins::required_version(&toolchain::pins::COREDNS, "github.com/coredns/coredns").unwrap_or("v0");
     format!("registry.k8s.io/coredns/coredns:{version}")
 }
 

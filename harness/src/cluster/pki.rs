@@ -102,7 +102,8 @@ pub fn generate(dir: &Path, service_ip: Ipv4Addr, extra_ips: &[Ipv4Addr], nodes:
     write(&pki.admin_key, admin_key.serialize_pem())?;
 
     let proxy = (!nodes.is_empty()).then(|| ("system:kube-proxy".to_string(), None, kube_proxy_client(dir)));
-    let kubelets = nodes.iter().map(|name| (format!("system:node:{name}"), Some("system:nodes"), node_client(dir, name)));
+    let kubelets =
+        nodes.iter().map(|name| (format!("system:node:{name}"), Some("system:nodes"), node_client(dir, name)));
     for (user, group, (cert_path, key_path)) in kubelets.chain(proxy) {
         let mut client = CertificateParams::new(Vec::<String>::new())?;
         client.distinguished_name.push(DnType::CommonName, user);

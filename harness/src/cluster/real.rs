@@ -343,7 +343,14 @@ pub(super) fn start_node(spec: &NodeSpec, guard: &mut Teardown, state: &mut Clus
         format!("--config={}", proxy_config.display()),
         format!("--hostname-override={}", spec.name),
     ]);
-    super::start_with_env(Path::new("/usr/bin/nsenter"), &format!("{}-kube-proxy", spec.name), args, &env, guard, state)?;
+    super::start_with_env(
+        Path::new("/usr/bin/nsenter"),
+        &format!("{}-kube-proxy", spec.name),
+        args,
+        &env,
+        guard,
+        state,
+    )?;
     Ok(())
 }
 
