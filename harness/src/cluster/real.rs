@@ -20,7 +20,9 @@
 //!
 //! Every namespace is held by a process of the cluster (`unshare ... tail -f <state dir>/...`), so
 //! stopping the processes frees the namespaces, their links and their mounts; [`cleanup`] then kills
-//! what is left in the cluster's cgroups and removes them.
+//! what names the cluster's socket dir (the runc shims), what is left in its cgroups, and removes
+//! both. Unix sockets live in [`socket_dir`] (`/tmp/<cgroup prefix>`): a socket's path has at most
+//! 107 bytes, which a state dir under a home directory and a 40-character cluster name exceed.
 
 use std::fs;
 use std::net::Ipv4Addr;
@@ -171,9 +173,21 @@ fn node_dir(cluster_dir: &Path, node: &str) -> PathBuf {
     real_dir(cluster_dir).join(node)
 }
 
+/// Where the cluster's Unix sockets live: `/tmp/<cgroup prefix>`, short whatever the state dir's
+/// path (a socket's path has at most 107 bytes), and seen alike from the root mount namespace and
+/// the nodes' (which have a `/run` of their own). Every process that names it is the cluster's.
+pub fn socket_dir(cluster_dir: &Path) -> PathBuf {
+    Path::new("/tmp").join(cgroup_prefix(cluster_dir))
+}
+
 /// The Unix socket of kube-apiserver's egress (HTTP CONNECT into the hub).
 pub fn egress_socket(cluster_dir: &Path) -> PathBuf {
-    real_dir(cluster_dir).join("egress.sock")
+    socket_dir(cluster_dir).join("egress.sock")
+}
+
+/// Node `index`'s containerd socket (its ttrpc socket is this with `.ttrpc` appended).
+fn containerd_socket(cluster_dir: &Path, index: u32) -> PathBuf {
+    socket_dir(cluster_dir).join(format!("containerd-{index}.sock"))
 }
 
 /// kube-apiserver's `--egress-selector-config-file`: traffic to the cluster (kubelets, pods,
@@ -261,7 +275,9 @@ pub(super) fn start_hub(
     ip(&["addr", "add", &format!("{HUB_IP}/24"), "dev", "br0"])?;
     ip(&["link", "set", "br0", "up"])?;
 
-    let api_socket = dir.join("apiserver.sock");
+    let sockets = socket_dir(&guard.dir);
+    fs::create_dir_all(&sockets).map_err(io_err("creating", &sockets))?;
+    let api_socket = sockets.join("apiserver.sock");
     let netproxy = toolchain.binary("netproxy");
     let root_args = vec![format!("-forward=unix:{}=tcp:127.0.0.1:{api_port}", api_socket.display())];
     super::start(&netproxy, "netproxy-root", root_args, guard, state)?;
@@ -303,8 +319,8 @@ pub(super) fn start_node(spec: &NodeSpec, guard: &mut Teardown, state: &mut Clus
     mount_node(&dir, holder)?;
     make_cgroups(&node_cgroup(&guard.dir, &spec.name))?;
 
-    let containerd_config = write_containerd_config(&dir, spec)?;
-    let socket = dir.join("containerd.sock");
+    let containerd_config = write_containerd_config(&dir, &containerd_socket(&guard.dir, spec.index), spec)?;
+    let socket = containerd_socket(&guard.dir, spec.index);
     let mut args = vec![format!("--net=/proc/{holder}/ns/net"), format!("--mount=/proc/{holder}/ns/mnt"), "--".into()];
     args.extend([
         spec.toolchain.binary("containerd").display().to_string(),
@@ -459,7 +475,7 @@ fn make_cgroups(path: &str) -> Result<()> {
     Ok(())
 }
 
-fn write_containerd_config(dir: &Path, spec: &NodeSpec) -> Result<PathBuf> {
+fn write_containerd_config(dir: &Path, socket: &Path, spec: &NodeSpec) -> Result<PathBuf> {
     let pause = spec.images.iter().find(|i| i.id == "Pause").map(|i| i.reference.as_str()).unwrap_or_default();
     let text = format!(
         r#"version = 3
@@ -491,7 +507,7 @@ state = "/run/containerd"
   SystemdCgroup = false
 "#,
         root = dir.join("var-lib/containerd").display(),
-        socket = dir.join("containerd.sock").display(),
+        socket = socket.display(),
         cni = dir.join("cni").display(),
     );
     let path = dir.join("containerd.toml");
@@ -531,7 +547,7 @@ fn write_kubelet_config(dir: &Path, spec: &NodeSpec, cluster_dir: &Path) -> Resu
         "kind": "KubeletConfiguration",
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": node_cgroup(cluster_dir, &spec.name),
-        "containerRuntimeEndpoint": format!("unix://{}", dir.join("containerd.sock").display()),
+        "containerRuntimeEndpoint": format!("unix://{}", containerd_socket(cluster_dir, spec.index).display()),
         "failSwapOn": false,
         "authentication": {
             "anonymous": {"enabled": false},
@@ -668,6 +684,9 @@ fn write_cni_config(node_dir: &Path, pod_cidr: &str) -> Result<()> {
 /// What a cluster with real nodes leaves once its processes are gone: processes still in its
 /// cgroups (containers whose shim was killed), and the cgroups. Kills the first, removes the second.
 pub fn cleanup(cluster_dir: &Path) {
+    // The runc shims name containerd's socket (in the socket dir) in their command line.
+    process::sweep(&socket_dir(cluster_dir));
+    let _ = fs::remove_dir_all(socket_dir(cluster_dir));
     let prefix = cgroup_prefix(cluster_dir);
     for hierarchy in cgroup_hierarchies() {
         let root = hierarchy.join(&prefix);
@@ -682,8 +701,12 @@ pub fn cleanup(cluster_dir: &Path) {
 pub fn leftovers(cluster_dir: &Path) -> Vec<String> {
     let mut found = Vec::new();
     let marker = cluster_dir.display().to_string();
-    for pid in process::find_by_marker(cluster_dir) {
+    for pid in process::find_by_marker(cluster_dir).into_iter().chain(process::find_by_marker(&socket_dir(cluster_dir)))
+    {
         found.push(format!("process {pid}"));
+    }
+    if socket_dir(cluster_dir).exists() {
+        found.push(format!("directory {}", socket_dir(cluster_dir).display()));
     }
     let prefix = cgroup_prefix(cluster_dir);
     for hierarchy in cgroup_hierarchies() {
