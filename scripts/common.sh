@@ -26,6 +26,26 @@ require_python_venv() {
     || die "could not install python3-venv: install it (apt-get install python3-venv) and re-run"
 }
 
+# Real nodes (`harness cluster up --node-kind real`, tests/real_nodes.rs) run pods with Debian's
+# runc and CNI plugins, pack images from its static busybox and a gcc-built pause, and set up their
+# namespaces with util-linux, iproute2 and iptables: installed if missing (as root; real nodes need
+# root anyway).
+node_packages=(runc containernetworking-plugins busybox-static gcc libc6-dev iproute2 iptables util-linux)
+require_node_packages() {
+  local missing=()
+  for package in "${node_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return
+  say "installing what real nodes need from Debian's packages: ${missing[*]}"
+  local sudo=()
+  [[ "$(id -u)" == 0 ]] || sudo=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2 \
+    || { "${sudo[@]}" apt-get update >&2 && "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2; } \
+    || die "could not install ${missing[*]}: install them (apt-get install ${missing[*]}) and re-run"
+}
+
 # CI starts from a fresh clone each time: keep cargo's outputs in the user cache dir so a warm
 # machine does not rebuild every dependency. Developers keep ./target unless they set it.
 use_cached_target_dir() {

@@ -1,13 +1,15 @@
-//! `cargo bench -p harness --bench cluster_up [-- RUNS NODES]`: time from `cluster up` to every node
-//! Ready on a warm toolchain cache (median, min, max of RUNS, default 5), and the control plane's
-//! memory: each component's peak RSS (VmHWM) after the cluster settled, and their sum (an upper
-//! bound of the whole control plane's peak).
+//! `cargo bench -p harness --bench cluster_up [-- RUNS NODES [kwok|real]]`: time from `cluster up`
+//! to every node Ready on a warm toolchain cache (median, min, max of RUNS, default 5), and the
+//! control plane's memory: each component's peak RSS (VmHWM) after the cluster settled, and their
+//! sum (an upper bound of the whole control plane's peak). With `real`, the nodes are real
+//! (kubelet, containerd; `--cloud local`, so "up" includes the CCM initialising them) and their
+//! processes are measured too.
 //!
 //! Not a criterion bench: one sample brings a whole cluster up, so five are all we take.
 
 use std::time::{Duration, Instant};
 
-use harness::cluster::{self, UpOptions};
+use harness::cluster::{self, NodeKind, UpOptions};
 use harness::toolchain;
 
 fn vm_kib(pid: i32, field: &str) -> u64 {
@@ -25,13 +27,19 @@ async fn main() {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with("--"));
     let runs: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
     let nodes: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
+    let real = args.next().is_some_and(|kind| kind == "real");
     let release = toolchain::default_release();
     toolchain::install(&release, false).expect("toolchain");
+    let ccm = real.then(|| cluster::cloud::build_reference_ccm().expect("reference-ccm"));
 
     let mut times = Vec::new();
     for run in 0..runs {
         let mut options = UpOptions::new("bench", release);
         options.nodes = nodes;
+        if let Some(ccm) = &ccm {
+            options.node_kind = NodeKind::Real;
+            options.cloud = Some(cluster::cloud::CloudOptions::new(ccm.clone()));
+        }
         let started = Instant::now();
         let cluster = cluster::up(options).await.expect("cluster up");
         let elapsed = started.elapsed();
@@ -53,7 +61,8 @@ async fn main() {
     times.sort();
     let secs = |d: &Duration| d.as_secs_f64();
     println!(
-        "cluster up ({nodes} nodes, Kubernetes {}): median {:.2}s, min {:.2}s, max {:.2}s over {runs} runs",
+        "cluster up ({nodes} {} nodes, Kubernetes {}): median {:.2}s, min {:.2}s, max {:.2}s over {runs} runs",
+        if real { "real" } else { "kwok" },
         release.version,
         secs(&times[times.len() / 2]),
         secs(&times[0]),

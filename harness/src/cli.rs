@@ -227,9 +227,14 @@ pub enum ClusterCommand {
     Up {
         #[command(flatten)]
         name: NameArg,
-        /// Number of simulated nodes.
+        /// Number of nodes.
         #[arg(long, default_value_t = 3)]
         nodes: u32,
+        /// What the nodes are: `kwok` (simulated; scales to thousands) or `real` (kubelet,
+        /// containerd and runc in namespaces of their own, pods really run; needs root and
+        /// implies `--cloud local`).
+        #[arg(long, value_enum, default_value_t = cluster::NodeKind::Kwok)]
+        node_kind: cluster::NodeKind,
         #[command(flatten)]
         version: VersionArg,
         /// Port for kube-apiserver on 127.0.0.1 (default: a free one).
@@ -239,8 +244,9 @@ pub enum ClusterCommand {
         /// bundled reference CCM, and waits until the CCM has initialised every node.
         #[arg(long, value_enum)]
         cloud: Option<CloudKind>,
-        /// The reference-ccm binary for `--cloud local` (default: build it from this workspace).
-        #[arg(long, requires = "cloud")]
+        /// The reference-ccm binary for `--cloud local` or `--node-kind real` (default: build it
+        /// from this workspace).
+        #[arg(long)]
         ccm_binary: Option<std::path::PathBuf>,
     },
     /// Stop every process of a cluster and remove its state.
@@ -392,8 +398,13 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
 
 async fn run_cluster(command: ClusterCommand) -> Result<()> {
     match command {
-        ClusterCommand::Up { name, nodes, version, api_server_port, cloud, ccm_binary } => {
+        ClusterCommand::Up { name, nodes, node_kind, version, api_server_port, cloud, ccm_binary } => {
             let release = toolchain::resolve(version.kubernetes.as_deref())?;
+            // Real nodes need a CCM to lift the uninitialized taint.
+            let cloud = cloud.or((node_kind == cluster::NodeKind::Real).then_some(CloudKind::Local));
+            if cloud.is_none() && ccm_binary.is_some() {
+                anyhow::bail!("--ccm-binary is the CCM of --cloud local: add --cloud local, or leave --ccm-binary out");
+            }
             let cloud = match (cloud, ccm_binary) {
                 (None, _) => None,
                 (Some(CloudKind::Local), Some(ccm_binary)) => Some(cluster::cloud::CloudOptions::new(ccm_binary)),
@@ -404,7 +415,8 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
                     Some(cluster::cloud::CloudOptions::new(ccm_binary))
                 }
             };
-            let options = cluster::UpOptions { name: name.name, nodes, release, api_server_port, cloud, aws: None };
+            let options =
+                cluster::UpOptions { name: name.name, nodes, release, api_server_port, cloud, aws: None, node_kind };
             let cluster = until_interrupted(cluster::up(options)).await??;
             let state = &cluster.state;
             println!(

@@ -9,8 +9,9 @@
 # The harness embeds these files (harness/src/toolchain/pins.rs) and builds from them: `go build`
 # of the tools below, and `go test -c k8s.io/kubernetes/test/e2e` for e2e.test.
 #
-# Tools: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl at the release, and the
-# ginkgo CLI at the github.com/onsi/ginkgo/v2 version that release's go.mod requires.
+# Tools: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, and for real nodes
+# kubelet, kube-proxy and agnhost (the conformance tests' image, test/images/agnhost) at the
+# release, and the ginkgo CLI at the github.com/onsi/ginkgo/v2 version that release's go.mod requires.
 #
 # e2e.test is a test binary, which a `tool` directive cannot name, and `go mod tidy` does not keep
 # the modules that only a dependency's tests need. So the pin writes e2e_imports.go (build tag
@@ -51,6 +52,9 @@ go get -tool \
   "k8s.io/kubernetes/cmd/kube-controller-manager@$version" \
   "k8s.io/kubernetes/cmd/kube-scheduler@$version" \
   "k8s.io/kubernetes/cmd/kubectl@$version" \
+  "k8s.io/kubernetes/cmd/kubelet@$version" \
+  "k8s.io/kubernetes/cmd/kube-proxy@$version" \
+  "k8s.io/kubernetes/test/images/agnhost@$version" \
   "github.com/onsi/ginkgo/v2/ginkgo@$ginkgo"
 go get -t "k8s.io/kubernetes/test/e2e@$version"
 {

@@ -164,8 +164,18 @@ pub fn instance_for(cluster: &str, index: u32) -> CreateInstance {
     }
 }
 
+/// The instance real node `index` of `cluster` runs on: its address on the cluster's hub network.
+pub fn real_instance_for(cluster: &str, index: u32) -> CreateInstance {
+    let mut instance = instance_for(cluster, index);
+    instance.addresses = vec![
+        Address { kind: AddressType::InternalIP, address: super::real::node_ip(index).to_string() },
+        Address { kind: AddressType::Hostname, address: instance.name.clone() },
+    ];
+    instance
+}
+
 /// Waits for the cloud's address file, then creates one instance per node.
-pub async fn create_instances(state_dir: &Path, cluster: &str, count: u32) -> Result<String, ClusterError> {
+pub async fn create_instances(state_dir: &Path, cluster: &str, count: u32, real: bool) -> Result<String, ClusterError> {
     let started = Instant::now();
     let url = loop {
         match ccm::local_cloud::url_from_state_dir(state_dir) {
@@ -179,7 +189,8 @@ pub async fn create_instances(state_dir: &Path, cluster: &str, count: u32) -> Re
     let cloud = client(&url)?;
     let creates = (0..count).map(|index| {
         let cloud = &cloud;
-        async move { cloud.create_instance(&instance_for(cluster, index)).await }
+        let instance = if real { real_instance_for(cluster, index) } else { instance_for(cluster, index) };
+        async move { cloud.create_instance(&instance).await }
     });
     let mut results = futures::stream::iter(creates).buffer_unordered(32);
     while let Some(result) = results.next().await {

@@ -12,10 +12,13 @@
 
 pub mod aws;
 pub mod cloud;
+pub mod dns;
+pub mod images;
 pub mod machines;
 pub mod nodes;
 pub mod pki;
 pub mod process;
+pub mod real;
 
 use std::fs;
 use std::net::{Ipv4Addr, TcpListener};
@@ -76,6 +79,10 @@ pub enum ClusterError {
     Cloud(String),
     #[error("aws cloud (moto): {0}")]
     Aws(String),
+    #[error("real nodes: {0}")]
+    RealNodes(String),
+    #[error(transparent)]
+    Images(#[from] images::ImageError),
     #[error("{action} {path}: {source}")]
     Io { action: &'static str, path: PathBuf, source: std::io::Error },
 }
@@ -148,6 +155,19 @@ pub struct UpOptions {
     /// `--cloud moto`: the `aws` provider's cloud, moto, runs with the cluster (its CCM is the
     /// caller's to start, [`LocalCluster::start_ccm`]).
     pub aws: Option<AwsOptions>,
+    /// What the nodes are: simulated by kwok, or real kubelets with containerd ([`real`]).
+    pub node_kind: NodeKind,
+}
+
+/// What a local cluster's nodes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    /// Simulated by kwok: thousands fit, nothing runs in a pod.
+    #[default]
+    Kwok,
+    /// Real kubelets, containerd and runc in namespaces of their own: pods run ([`real`]).
+    Real,
 }
 
 /// The `aws` provider's cloud.
@@ -159,7 +179,15 @@ pub struct AwsOptions {
 
 impl UpOptions {
     pub fn new(name: impl Into<String>, release: Release) -> Self {
-        UpOptions { name: name.into(), nodes: 3, release, api_server_port: None, cloud: None, aws: None }
+        UpOptions {
+            name: name.into(),
+            nodes: 3,
+            release,
+            api_server_port: None,
+            cloud: None,
+            aws: None,
+            node_kind: NodeKind::Kwok,
+        }
     }
 }
 
@@ -247,18 +275,41 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
     {
         return Err(ClusterError::PortInUse(port));
     }
+    let real_nodes = options.node_kind == NodeKind::Real;
+    if real_nodes {
+        real::preflight(options.nodes)?;
+        if options.cloud.is_none() {
+            return Err(ClusterError::RealNodes(
+                "real nodes register as external-cloud-provider kubelets and need a CCM to initialise them: add --cloud local".into(),
+            ));
+        }
+    }
     let dir = cluster_dir(&options.name);
     clear_stale(&options.name, &dir)?;
     let release = options.release;
     let toolchain = tokio::task::spawn_blocking(move || toolchain::install(&release, false))
         .await
         .expect("toolchain install does not panic")?;
+    let node_images = match real_nodes {
+        true => {
+            let toolchain = toolchain.clone();
+            tokio::task::spawn_blocking(move || images::install(&release, &toolchain))
+                .await
+                .expect("image builds do not panic")?
+        }
+        false => Vec::new(),
+    };
 
     fs::create_dir_all(dir.join("logs")).map_err(io_err("creating", &dir))?;
     let mut guard = Teardown { dir: dir.clone(), processes: Vec::new(), armed: true };
 
     let step = progress::step(format!("starting cluster '{}' (Kubernetes {})", options.name, toolchain.version));
-    let pki = pki::generate(&dir.join("pki"), SERVICE_IP)?;
+    let node_names: Vec<String> = (0..options.nodes).map(|index| nodes::node_name(&options.name, index)).collect();
+    let pki = match real_nodes {
+        true => pki::generate(&dir.join("pki"), real::SERVICE_IP, &[real::HUB_IP], &node_names)?,
+        false => pki::generate(&dir.join("pki"), SERVICE_IP, &[], &[])?,
+    };
+    let egress = if real_nodes { Some(real::write_egress_config(&dir)?) } else { None };
     let ports = Ports::pick(options.api_server_port)?;
     let kubeconfig = dir.join("kubeconfig");
     write_kubeconfig(&kubeconfig, &options.name, ports.api_server, &pki)?;
@@ -278,12 +329,17 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
         processes: Vec::new(),
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };
-    let args = ComponentArgs { dir: &dir, ports: &ports, pki: &pki, kubeconfig: &kubeconfig };
+    let args =
+        ComponentArgs { dir: &dir, ports: &ports, pki: &pki, kubeconfig: &kubeconfig, egress: egress.as_deref() };
     for component in ["etcd", "kube-apiserver"] {
         start(&toolchain.binary(component), component, args.for_component(component), &mut guard, &mut state)?;
     }
     let client = wait_for_api(&state, &guard).await?;
-    for component in ["kube-controller-manager", "kube-scheduler", "kwok"] {
+    let components: &[&str] = match real_nodes {
+        true => &["kube-controller-manager", "kube-scheduler"],
+        false => &["kube-controller-manager", "kube-scheduler", "kwok"],
+    };
+    for &component in components {
         let mut component_args = args.for_component(component);
         if component == "kwok" {
             component_args.push(format!("--config={}", kwok_config.display()));
@@ -297,7 +353,7 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
         let cloud_dir = dir.join("cloud");
         let cloud_args = cloud::cloud_args(&cloud_dir, ports.cloud);
         start(&cloud_options.ccm_binary, "local-cloud", cloud_args, &mut guard, &mut state)?;
-        state.cloud_url = Some(cloud::create_instances(&cloud_dir, &options.name, options.nodes).await?);
+        state.cloud_url = Some(cloud::create_instances(&cloud_dir, &options.name, options.nodes, real_nodes).await?);
         cloud::write_cloud_config(&dir.join(CLOUD_CONFIG), &cloud_dir)?;
         state.ccm_port = Some(ports.ccm);
         step.done();
@@ -316,6 +372,95 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
         step.done();
     }
 
+    if real_nodes {
+        start_real_nodes(&options, &toolchain, &node_images, &pki, ports.api_server, &client, &mut guard, &mut state)
+            .await?;
+    } else {
+        register_simulated_nodes(&options, &toolchain, &client, &mut guard, &mut state).await?;
+    }
+
+    guard.armed = false;
+    let mut cluster = LocalCluster { state, dir };
+    if let Some(cloud_options) = options.cloud.as_ref().filter(|c| c.start_ccm) {
+        // Torn down like the rest if the CCM does not come up.
+        let mut guard = Teardown { dir: cluster.dir.clone(), processes: cluster.state.processes.clone(), armed: true };
+        let mut args = cloud::ccm_args(&options.name, &kubeconfig, &cluster.cloud_config(), ports.ccm);
+        if real_nodes {
+            for arg in args.iter_mut().filter(|a| a.starts_with("--cluster-cidr=")) {
+                *arg = format!("--cluster-cidr={}", real::CLUSTER_CIDR);
+            }
+        }
+        cluster.start_ccm(&cloud_options.ccm_binary, &args).await?;
+        guard.armed = false;
+    }
+    if real_nodes {
+        // Its pods schedule once the CCM has lifted the nodes' uninitialized taint: waited for here
+        // only when `up` started the CCM.
+        let wait = options.cloud.as_ref().is_some_and(|c| c.start_ccm);
+        let step = progress::step("starting CoreDNS");
+        let mut guard = Teardown { dir: cluster.dir.clone(), processes: cluster.state.processes.clone(), armed: true };
+        let client = cluster.client().await?;
+        let replicas = options.nodes.min(2) as i32;
+        dns::deploy(&client, &options.name, &images::coredns_reference(), replicas, wait).await?;
+        guard.armed = false;
+        step.done();
+    }
+    Ok(cluster)
+}
+
+/// Starts the hub and one real node per `options.nodes`, waits for them to register, gives them
+/// their pod network and waits until they are Ready.
+#[allow(clippy::too_many_arguments)]
+async fn start_real_nodes(
+    options: &UpOptions,
+    toolchain: &toolchain::Toolchain,
+    node_images: &[images::Image],
+    pki: &pki::Pki,
+    api_port: u16,
+    client: &Client,
+    guard: &mut Teardown,
+    state: &mut ClusterState,
+) -> Result<()> {
+    let step = progress::step(format!("starting {} real nodes (containerd, kubelet, kube-proxy)", options.nodes));
+    let hub = real::start_hub(toolchain, api_port, guard, state)?;
+    let mut holders = Vec::new();
+    for index in 0..options.nodes {
+        let name = nodes::node_name(&options.name, index);
+        let (client_cert, client_key) = pki::node_client(&guard.dir.join("pki"), &name);
+        let (proxy_cert, proxy_key) = pki::kube_proxy_client(&guard.dir.join("pki"));
+        let spec = real::NodeSpec {
+            name: name.clone(),
+            index,
+            hub,
+            toolchain,
+            images: node_images,
+            ca_cert: &pki.ca_cert,
+            client_cert: &client_cert,
+            client_key: &client_key,
+            proxy_cert: &proxy_cert,
+            proxy_key: &proxy_key,
+            api_port,
+        };
+        real::start_node(&spec, guard, state)?;
+        let holder = state.processes.iter().find(|p| p.component == format!("{name}-namespaces")).map(|p| p.pid);
+        holders.push((name.clone(), holder.unwrap_or_default()));
+        state.nodes.push(name);
+    }
+    save_state(&guard.dir, state)?;
+    real::configure_pod_network(client, state, &holders, hub, &guard.dir).await?;
+    wait_for_ready_nodes(client, state, guard).await?;
+    step.done();
+    Ok(())
+}
+
+async fn register_simulated_nodes(
+    options: &UpOptions,
+    toolchain: &toolchain::Toolchain,
+    client: &Client,
+    guard: &mut Teardown,
+    state: &mut ClusterState,
+) -> Result<()> {
+    let dir = guard.dir.clone();
     let step = progress::step(format!("registering {} simulated nodes", options.nodes));
     let manifests: Vec<Node> = match &state.aws {
         // As AWS kubelets register: named after the instance's private DNS name, its private IP.
@@ -326,21 +471,11 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
             .collect(),
         None => (0..options.nodes).map(|index| nodes::manifest(&options.name, index, &toolchain.version)).collect(),
     };
-    state.nodes = register_nodes(&client, &options.name, manifests).await?;
-    save_state(&dir, &state)?;
-    wait_for_ready_nodes(&client, &state, &guard).await?;
+    state.nodes = register_nodes(client, &options.name, manifests).await?;
+    save_state(&dir, state)?;
+    wait_for_ready_nodes(client, state, guard).await?;
     step.done();
-
-    guard.armed = false;
-    let mut cluster = LocalCluster { state, dir };
-    if let Some(cloud_options) = options.cloud.as_ref().filter(|c| c.start_ccm) {
-        // Torn down like the rest if the CCM does not come up.
-        let mut guard = Teardown { dir: cluster.dir.clone(), processes: cluster.state.processes.clone(), armed: true };
-        let args = cloud::ccm_args(&options.name, &kubeconfig, &cluster.cloud_config(), ports.ccm);
-        cluster.start_ccm(&cloud_options.ccm_binary, &args).await?;
-        guard.armed = false;
-    }
-    Ok(cluster)
+    Ok(())
 }
 
 /// A cluster dir left by a crash or a SIGKILL: nothing of it runs, so it is cleared.
@@ -355,6 +490,7 @@ fn clear_stale(name: &str, dir: &Path) -> Result<()> {
     }
     tracing::info!("clearing the state of cluster '{name}', which no longer runs");
     process::sweep(dir);
+    real::cleanup(dir);
     fs::remove_dir_all(dir).map_err(io_err("removing", dir))
 }
 
@@ -373,6 +509,7 @@ impl Drop for Teardown {
         tracing::info!("stopping the partly started cluster in {}", self.dir.display());
         process::terminate(&self.processes, Duration::from_secs(3));
         process::sweep(&self.dir);
+        real::cleanup(&self.dir);
         let _ = fs::remove_dir_all(&self.dir);
     }
 }
@@ -412,11 +549,49 @@ impl Ports {
     }
 }
 
+impl ComponentArgs<'_> {
+    /// With real nodes, kube-apiserver advertises the hub address (pods reach it through the
+    /// `kubernetes` Service), reaches kubelets through the egress proxy with the admin certificate,
+    /// authorises kubelets with the Node authorizer; kube-controller-manager allocates pod CIDRs.
+    fn for_real_nodes(&self, component: &str, mut args: Vec<String>, egress: &Path) -> Vec<String> {
+        let replace = |args: &mut Vec<String>, flag: &str, value: String| {
+            args.retain(|a| !a.starts_with(&format!("{flag}=")));
+            args.push(format!("{flag}={value}"));
+        };
+        match component {
+            "kube-apiserver" => {
+                replace(&mut args, "--advertise-address", real::HUB_IP.to_string());
+                replace(&mut args, "--endpoint-reconciler-type", "lease".into());
+                replace(&mut args, "--service-cluster-ip-range", real::SERVICE_CIDR.into());
+                replace(&mut args, "--authorization-mode", "Node,RBAC".into());
+                replace(&mut args, "--egress-selector-config-file", egress.display().to_string());
+                replace(&mut args, "--kubelet-client-certificate", self.pki.admin_cert.display().to_string());
+                replace(&mut args, "--kubelet-client-key", self.pki.admin_key.display().to_string());
+                replace(&mut args, "--enable-admission-plugins", "NodeRestriction".into());
+                // Node names resolve nowhere; their InternalIP is on the hub network.
+                replace(&mut args, "--kubelet-preferred-address-types", "InternalIP,Hostname".into());
+            }
+            "kube-controller-manager" => {
+                replace(&mut args, "--service-cluster-ip-range", real::SERVICE_CIDR.into());
+                replace(&mut args, "--cluster-cidr", real::CLUSTER_CIDR.into());
+                replace(&mut args, "--allocate-node-cidrs", "true".into());
+                replace(&mut args, "--node-cidr-mask-size", "24".into());
+                // Real kubelets renew their Lease every 10 s too; give a loaded machine some slack.
+                replace(&mut args, "--node-monitor-grace-period", "40s".into());
+            }
+            _ => {}
+        }
+        args
+    }
+}
+
 struct ComponentArgs<'a> {
     dir: &'a Path,
     ports: &'a Ports,
     pki: &'a pki::Pki,
     kubeconfig: &'a Path,
+    /// With real nodes: kube-apiserver's egress selector configuration ([`real`]).
+    egress: Option<&'a Path>,
 }
 
 impl ComponentArgs<'_> {
@@ -500,7 +675,10 @@ impl ComponentArgs<'_> {
             ],
             other => unreachable!("no arguments for component {other}"),
         };
-        args
+        match self.egress {
+            Some(egress) => self.for_real_nodes(component, args, egress),
+            None => args,
+        }
     }
 }
 
@@ -691,6 +869,8 @@ pub fn down(name: &str) -> Result<bool> {
     validate_name(name)?;
     let dir = cluster_dir(name);
     if !dir.exists() {
+        // Real nodes' cgroups are found by the state dir's name even once the dir is gone.
+        real::cleanup(&dir);
         return Ok(false);
     }
     match load_state(name) {
@@ -698,6 +878,7 @@ pub fn down(name: &str) -> Result<bool> {
         Err(e) => tracing::warn!("{e}; stopping whatever still runs from {}", dir.display()),
     }
     process::sweep(&dir);
+    real::cleanup(&dir);
     fs::remove_dir_all(&dir).map_err(io_err("removing", &dir))?;
     Ok(true)
 }

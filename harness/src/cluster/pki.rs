@@ -45,9 +45,22 @@ pub enum PkiError {
     Write { path: PathBuf, source: std::io::Error },
 }
 
+/// The client certificate and key of node `name`'s kubelet in `dir` (see [`generate`]).
+pub fn node_client(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    (dir.join(format!("node-{name}.crt")), dir.join(format!("node-{name}.key")))
+}
+
+/// kube-proxy's client certificate and key in `dir` (user `system:kube-proxy`, which the
+/// `system:node-proxier` role is bound to), written by [`generate`] when it has nodes.
+pub fn kube_proxy_client(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join("kube-proxy.crt"), dir.join("kube-proxy.key"))
+}
+
 /// Writes a fresh PKI into `dir`. `service_ip` is the first address of the service range, which
-/// in-cluster clients reach the API server at.
-pub fn generate(dir: &Path, service_ip: Ipv4Addr) -> Result<Pki, PkiError> {
+/// in-cluster clients reach the API server at; the API server's certificate also names `extra_ips`
+/// (the address it advertises to real nodes). Each of `nodes` gets a kubelet client certificate
+/// (`system:node:<name>` in `system:nodes`, what the Node authorizer expects), see [`node_client`].
+pub fn generate(dir: &Path, service_ip: Ipv4Addr, extra_ips: &[Ipv4Addr], nodes: &[String]) -> Result<Pki, PkiError> {
     let pki = Pki::in_dir(dir);
     let write = |path: &Path, contents: String| {
         fs::write(path, contents).map_err(|source| PkiError::Write { path: path.to_path_buf(), source })
@@ -71,6 +84,9 @@ pub fn generate(dir: &Path, service_ip: Ipv4Addr) -> Result<Pki, PkiError> {
     ])?;
     serving.subject_alt_names.push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
     serving.subject_alt_names.push(SanType::IpAddress(IpAddr::V4(service_ip)));
+    for ip in extra_ips {
+        serving.subject_alt_names.push(SanType::IpAddress(IpAddr::V4(*ip)));
+    }
     serving.distinguished_name.push(DnType::CommonName, "kube-apiserver");
     serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let serving_key = KeyPair::generate()?;
@@ -84,6 +100,21 @@ pub fn generate(dir: &Path, service_ip: Ipv4Addr) -> Result<Pki, PkiError> {
     let admin_key = KeyPair::generate()?;
     write(&pki.admin_cert, admin.signed_by(&admin_key, &ca)?.pem())?;
     write(&pki.admin_key, admin_key.serialize_pem())?;
+
+    let proxy = (!nodes.is_empty()).then(|| ("system:kube-proxy".to_string(), None, kube_proxy_client(dir)));
+    let kubelets =
+        nodes.iter().map(|name| (format!("system:node:{name}"), Some("system:nodes"), node_client(dir, name)));
+    for (user, group, (cert_path, key_path)) in kubelets.chain(proxy) {
+        let mut client = CertificateParams::new(Vec::<String>::new())?;
+        client.distinguished_name.push(DnType::CommonName, user);
+        if let Some(group) = group {
+            client.distinguished_name.push(DnType::OrganizationName, group);
+        }
+        client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let key = KeyPair::generate()?;
+        write(&cert_path, client.signed_by(&key, &ca)?.pem())?;
+        write(&key_path, key.serialize_pem())?;
+    }
 
     let service_account = KeyPair::generate()?;
     write(&pki.service_account_key, service_account.serialize_pem())?;

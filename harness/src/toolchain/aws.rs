@@ -117,6 +117,7 @@ pub fn install_ccm(release: &Release, force: bool) -> Result<PathBuf> {
         packages: vec![CCM_PACKAGE],
         outputs: vec![CCM_BINARY],
         stamped: false,
+        version_vars: vec![],
         label: format!("cloud-provider-aws {version} ({CCM_BINARY}, for Kubernetes 1.{})", release.minor()),
     };
     let step = progress::step(format!("building {}", build.label));

@@ -39,7 +39,21 @@ pub const BINARIES: &[&str] = &[
     "kubectl",
     "kwok",
     UPSTREAM_CCM,
+    "kubelet",
+    "kube-proxy",
+    "agnhost",
+    "containerd",
+    "containerd-shim-runc-v2",
+    "ctr",
+    "coredns",
+    "netproxy",
 ];
+
+/// What real nodes run (`harness cluster up --node-kind real`), built with every toolchain:
+/// kubelet and kube-proxy of the release, containerd v2 with its runc shim and `ctr`, CoreDNS, and
+/// agnhost, the conformance tests' image (packed into an OCI image by [`crate::cluster::images`]).
+pub const NODE_BINARIES: &[&str] =
+    &["kubelet", "kube-proxy", "agnhost", "containerd", "containerd-shim-runc-v2", "ctr", "coredns", "netproxy"];
 
 /// Upstream's cloud-controller-manager (`k8s.io/cloud-provider` of the release) with the local
 /// cloud plugged in: `tools/local-upstream-ccm/`, the CCM of the `local-upstream` provider.
@@ -72,6 +86,21 @@ const E2E_PACKAGE: &str = "k8s.io/kubernetes/test/e2e";
 
 /// The ginkgo CLI, built at the version of `github.com/onsi/ginkgo/v2` the release requires.
 const GINKGO_PACKAGE: &str = "github.com/onsi/ginkgo/v2/ginkgo";
+
+/// agnhost, the image most conformance tests run, from the release's own sources.
+const AGNHOST_PACKAGE: &str = "k8s.io/kubernetes/test/images/agnhost";
+
+/// containerd's commands, as `tools/kube/containerd/go.mod` names them.
+const CONTAINERD_PACKAGES: &[&str] = &[
+    "github.com/containerd/containerd/v2/cmd/containerd",
+    "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+    "github.com/containerd/containerd/v2/cmd/ctr",
+];
+
+/// The containerd release `tools/kube/containerd` pins.
+pub fn containerd_version() -> &'static str {
+    pins::required_version(&pins::CONTAINERD, "github.com/containerd/containerd/v2").unwrap_or("v2")
+}
 
 /// The oldest Go that builds the pinned modules (their `go` directive).
 const MIN_GO_MINOR: u32 = 26;
@@ -310,7 +339,9 @@ pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
         false => String::new(),
     };
     for build in builds {
-        let ldflags = if build.stamped { kubernetes_ldflags.as_str() } else { "-s -w" };
+        let own_ldflags =
+            build.version_vars.iter().fold("-s -w".to_string(), |f, (var, v)| format!("{f} -X {var}={v}"));
+        let ldflags = if build.stamped { kubernetes_ldflags.as_str() } else { own_ldflags.as_str() };
         let step = progress::step(format!("building {}", build.label));
         let module_dir = write_module(&build_root, build.module)?;
         go_build(&go, &module_dir, build, ldflags, &bin)?;
@@ -361,6 +392,8 @@ struct Build {
     outputs: Vec<&'static str>,
     /// Stamped with the Kubernetes version, as upstream's release binaries are.
     stamped: bool,
+    /// `-X variable=value` flags of a binary stamped with its own version (containerd).
+    version_vars: Vec<(&'static str, &'static str)>,
     label: String,
 }
 
@@ -381,6 +414,7 @@ fn plan(release: &Release) -> Vec<Build> {
             ],
             outputs: vec!["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"],
             stamped: true,
+            version_vars: vec![],
             label: format!("Kubernetes {version} (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)"),
         },
         Build {
@@ -389,6 +423,7 @@ fn plan(release: &Release) -> Vec<Build> {
             packages: vec![E2E_PACKAGE],
             outputs: vec!["e2e.test"],
             stamped: true,
+            version_vars: vec![],
             label: format!("e2e.test of Kubernetes {version} (go test -c {E2E_PACKAGE})"),
         },
         Build {
@@ -397,6 +432,7 @@ fn plan(release: &Release) -> Vec<Build> {
             packages: vec![GINKGO_PACKAGE],
             outputs: vec!["ginkgo"],
             stamped: false,
+            version_vars: vec![],
             label: format!("ginkgo {ginkgo} (for Kubernetes {version})"),
         },
         // etcd's wrapper module builds a binary named after its folder.
@@ -406,6 +442,7 @@ fn plan(release: &Release) -> Vec<Build> {
             packages: vec!["."],
             outputs: vec!["etcd"],
             stamped: false,
+            version_vars: vec![],
             label: etcd_label(),
         },
         Build {
@@ -414,7 +451,56 @@ fn plan(release: &Release) -> Vec<Build> {
             packages: vec!["."],
             outputs: vec![UPSTREAM_CCM],
             stamped: true,
+            version_vars: vec![],
             label: format!("{UPSTREAM_CCM} (k8s.io/cloud-provider v0.{} over the local cloud)", &version[3..]),
+        },
+        Build {
+            module: release.module,
+            command: GoCommand::Build,
+            packages: vec!["k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"],
+            outputs: vec!["kubelet", "kube-proxy"],
+            stamped: true,
+            version_vars: vec![],
+            label: format!("Kubernetes {version} node binaries (kubelet, kube-proxy)"),
+        },
+        Build {
+            module: release.module,
+            command: GoCommand::Build,
+            packages: vec![AGNHOST_PACKAGE],
+            outputs: vec!["agnhost"],
+            stamped: false,
+            version_vars: vec![],
+            label: format!("agnhost of Kubernetes {version} (the conformance tests' image)"),
+        },
+        Build {
+            module: &pins::CONTAINERD,
+            command: GoCommand::Build,
+            packages: CONTAINERD_PACKAGES.to_vec(),
+            outputs: vec!["containerd", "containerd-shim-runc-v2", "ctr"],
+            stamped: false,
+            version_vars: vec![("github.com/containerd/containerd/v2/version.Version", containerd_version())],
+            label: format!("containerd {} (containerd, containerd-shim-runc-v2, ctr)", containerd_version()),
+        },
+        Build {
+            module: &pins::COREDNS,
+            command: GoCommand::Build,
+            packages: vec!["."],
+            outputs: vec!["coredns"],
+            stamped: false,
+            version_vars: vec![],
+            label: format!(
+                "CoreDNS {}",
+                pins::required_version(&pins::COREDNS, "github.com/coredns/coredns").unwrap_or("?")
+            ),
+        },
+        Build {
+            module: &pins::NETPROXY,
+            command: GoCommand::Build,
+            packages: vec!["."],
+            outputs: vec!["netproxy"],
+            stamped: false,
+            version_vars: vec![],
+            label: "netproxy (the harness's root-to-hub namespace forwarder)".into(),
         },
         Build {
             module: &pins::KWOK,
@@ -422,6 +508,7 @@ fn plan(release: &Release) -> Vec<Build> {
             packages: vec!["sigs.k8s.io/kwok/cmd/kwok"],
             outputs: vec!["kwok"],
             stamped: false,
+            version_vars: vec![],
             label: kwok_label(),
         },
     ]
@@ -491,6 +578,28 @@ fn write_module(build_root: &Path, module: &GoModule) -> Result<PathBuf> {
         fs::write(&path, contents).map_err(io_err("writing", &path))?;
     }
     Ok(dir)
+}
+
+/// The source of the release's `k8s.io/kubernetes` module in Go's module cache (downloaded through
+/// the module proxy unless there): what node images are built from.
+pub fn kubernetes_source(release: &Release) -> Result<PathBuf> {
+    let go = find_go()?;
+    let dir = write_module(&cache_root().join("build"), release.module)?;
+    let output = go
+        .command()
+        .args(["mod", "download", "-json", &format!("k8s.io/kubernetes@{}", release.version)])
+        .current_dir(&dir)
+        .output()
+        .map_err(io_err("running go mod download in", &dir))?;
+    let parsed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    match parsed["Dir"].as_str() {
+        Some(source) if output.status.success() => Ok(PathBuf::from(source)),
+        _ => Err(ToolchainError::BuildFailed {
+            what: format!("downloading the source of k8s.io/kubernetes {}", release.version),
+            status: format!("{}: {}", output.status, String::from_utf8_lossy(&output.stderr).trim()),
+            log: dir,
+        }),
+    }
 }
 
 /// The release's publication time on the module proxy, upstream's `buildDate` format
@@ -692,7 +801,9 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
         entry(&dir, version, OLDER_BINARIES, 3, 3);
         let (manifest, missing) = inspect(version, &dir).unwrap();
-        assert_eq!(missing, ["e2e.test", "ginkgo", UPSTREAM_CCM]);
+        let expected: Vec<&str> =
+            ["e2e.test", "ginkgo", UPSTREAM_CCM].into_iter().chain(NODE_BINARIES.iter().copied()).collect();
+        assert_eq!(missing, expected);
         let err = ToolchainError::Incomplete { version: version.into(), dir: dir.clone(), missing };
         let text = err.to_string();
         assert!(text.contains("lacks e2e.test, ginkgo, local-upstream-ccm"), "{text}");
@@ -700,7 +811,10 @@ mod tests {
 
         let plan = plan(&default_release());
         let labels: Vec<&str> = needed(&plan, &manifest.binaries).iter().map(|b| b.outputs[0]).collect();
-        assert_eq!(labels, ["e2e.test", "ginkgo", UPSTREAM_CCM]);
+        assert_eq!(
+            labels,
+            ["e2e.test", "ginkgo", UPSTREAM_CCM, "kubelet", "agnhost", "containerd", "coredns", "netproxy"]
+        );
         assert_eq!(needed(&plan, &std::collections::BTreeMap::<String, ()>::new()).len(), plan.len());
     }
 
@@ -725,6 +839,25 @@ mod tests {
             assert_eq!((build.command, build.packages.as_slice(), build.stamped), (GoCommand::Build, &["."][..], true));
             let cloud_provider = pins::required_version(module, "k8s.io/cloud-provider").unwrap();
             assert!(build.label.contains(cloud_provider), "{}", build.label);
+        }
+    }
+
+    #[test]
+    fn node_binaries_are_built_from_the_release_and_containerd_is_stamped_with_its_version() {
+        let release = default_release();
+        let plan = plan(&release);
+        let kubelet = plan.iter().find(|b| b.outputs.contains(&"kubelet")).unwrap();
+        assert!(std::ptr::eq(kubelet.module, release.module) && kubelet.stamped);
+        assert!(kubelet.outputs.contains(&"kube-proxy"));
+        let containerd = plan.iter().find(|b| b.outputs.contains(&"containerd")).unwrap();
+        assert_eq!(containerd.outputs, ["containerd", "containerd-shim-runc-v2", "ctr"]);
+        assert_eq!(
+            containerd.version_vars,
+            [("github.com/containerd/containerd/v2/version.Version", containerd_version())]
+        );
+        assert!(containerd_version().starts_with("v2."), "{}", containerd_version());
+        for name in NODE_BINARIES {
+            assert!(BINARIES.contains(name), "{name}");
         }
     }
 

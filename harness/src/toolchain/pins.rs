@@ -62,6 +62,18 @@ pub const ETCD: GoModule = module!("etcd", "main.go");
 /// kwok, the controller that keeps simulated nodes and pods alive.
 pub const KWOK: GoModule = module!("kwok");
 
+/// containerd v2 (`containerd`, `containerd-shim-runc-v2`, `ctr`): the container runtime of real
+/// nodes, its `go.mod` naming the three commands as tools.
+pub const CONTAINERD: GoModule = module!("containerd");
+
+/// CoreDNS with the plugins a cluster's DNS uses, through a wrapper module (`main.go`): CoreDNS's
+/// own main package links every plugin, cloud DNS backends included.
+pub const COREDNS: GoModule = module!("coredns", "main.go");
+
+/// `netproxy` (stdlib only): carries traffic between the root network namespace and a cluster's
+/// hub namespace through Unix sockets ([`crate::cluster::real`]).
+pub const NETPROXY: GoModule = module!("netproxy", "main.go");
+
 /// The version a module requires of `path`, read from its go.mod (`require path vX` or `path vX`).
 pub fn required_version(module: &GoModule, path: &str) -> Option<&'static str> {
     module.go_mod.lines().find_map(|line| {
@@ -108,7 +120,7 @@ mod tests {
     fn every_required_module_is_in_go_sum() {
         // What `go test -c` and `go build` need under -mod=readonly (GOFLAGS unset): go.sum holds
         // the go.mod hash of every module go.mod requires (replaced ones under their replacement).
-        for pin in KUBERNETES.iter().chain(UPSTREAM_CCM).chain([&ETCD, &KWOK]) {
+        for pin in KUBERNETES.iter().chain(UPSTREAM_CCM).chain([&ETCD, &KWOK, &CONTAINERD, &COREDNS, &NETPROXY]) {
             let replaced: std::collections::BTreeMap<&str, &str> = pin
                 .go_mod
                 .lines()
@@ -155,5 +167,9 @@ mod tests {
     fn etcd_and_kwok_versions_are_pinned() {
         assert!(required_version(&ETCD, "go.etcd.io/etcd/server/v3").is_some());
         assert!(required_version(&KWOK, "sigs.k8s.io/kwok").is_some());
+        assert!(
+            required_version(&CONTAINERD, "github.com/containerd/containerd/v2").is_some_and(|v| v.starts_with("v2."))
+        );
+        assert!(required_version(&COREDNS, "github.com/coredns/coredns").is_some());
     }
 }

@@ -1,0 +1,201 @@
+//! Real nodes end to end: two kubelets with containerd and runc in namespaces of their own, pods
+//! that really run on both, HTTP from a pod on one node to a pod on the other (by its IP, and by a
+//! Service's DNS name: CoreDNS and kube-proxy), container logs read through the API server, and a
+//! teardown that leaves no process, namespace, mount or cgroup behind
+//! and never touched the machine's root network namespace or its sysctls.
+//!
+//! Needs root, the node packages (`scripts/test` installs them) and the toolchain; it skips, saying
+//! why, only when the kernel lacks a feature real nodes cannot do without.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+mod common;
+
+use common::{TestCluster, wait_for};
+use harness::cluster::cloud::{self, CloudOptions};
+use harness::cluster::{NodeKind, nodes, process, real};
+use harness::toolchain;
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use kube::api::{Api, LogParams, PostParams};
+use serde_json::json;
+
+/// Links in the root network namespace (read-only: `/sys/class/net` of this process's namespace).
+fn root_links() -> BTreeSet<String> {
+    std::fs::read_dir("/sys/class/net").unwrap().filter_map(|e| e.ok()?.file_name().into_string().ok()).collect()
+}
+
+/// The global sysctls kubelet would set if its node did not mask them.
+fn global_sysctls() -> Vec<(String, String)> {
+    ["vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops"]
+        .iter()
+        .map(|s| (s.to_string(), std::fs::read_to_string(format!("/proc/sys/{s}")).unwrap_or_default()))
+        .collect()
+}
+
+/// The root network namespace's iptables rules (read-only), if iptables-save can list them.
+fn root_iptables() -> Option<String> {
+    let output = std::process::Command::new("iptables-save").output().ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    // Its comment lines carry the time of the listing.
+    Some(text.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n"))
+}
+
+fn pod(name: &str, node: &str, image: &str, args: serde_json::Value, restart: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": restart,
+            "containers": [{"name": name, "image": image, "args": args}],
+        },
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_real_nodes_run_pods_that_talk_across_nodes_and_leave_nothing_behind() {
+    if let Some(missing) = real::missing_kernel_feature() {
+        eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
+        return;
+    }
+    let release = toolchain::default_release();
+    let links_before = root_links();
+    let sysctls_before = global_sysctls();
+    let iptables_before = root_iptables();
+
+    let ccm_binary =
+        tokio::task::spawn_blocking(cloud::build_reference_ccm).await.unwrap().expect("building reference-ccm");
+    let mut options = common::options("e2e-real", release, 2);
+    options.node_kind = NodeKind::Real;
+    options.cloud = Some(CloudOptions::new(ccm_binary));
+    let cluster: TestCluster = common::bring_up(options).await;
+    let namespaces = real::namespaces(&cluster.state);
+    assert_eq!(
+        namespaces.len(),
+        2 * 2 + 1,
+        "a network and mount namespace per node, the hub's network: {namespaces:?}"
+    );
+    let client = cluster.client().await.unwrap();
+
+    // Real kubelets registered as external-cloud-provider ones; the CCM initialised them.
+    let listed = Api::<Node>::all(client.clone()).list(&Default::default()).await.unwrap().items;
+    assert_eq!(listed.len(), 2);
+    for node in &listed {
+        let status = node.status.as_ref().unwrap();
+        let info = status.node_info.as_ref().unwrap();
+        assert!(info.container_runtime_version.starts_with("containerd://2."), "{info:?}");
+        assert_eq!(info.kubelet_version, release.version);
+        assert!(nodes::is_ready(node) && !nodes::is_uninitialized(node), "{:?}", node.metadata.name);
+        assert!(node.spec.as_ref().unwrap().provider_id.as_deref().is_some_and(|p| p.starts_with("local://")));
+    }
+
+    // A web server on each node, from the agnhost image built here.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.66.1";
+    for (index, node) in cluster.state.nodes.iter().enumerate() {
+        let web = pod(&format!("web-{index}"), node, agnhost, json!(["netexec", "--http-port=8080"]), "Always");
+        pods.create(&PostParams::default(), &web).await.unwrap();
+    }
+    let mut ips = Vec::new();
+    for index in 0..2 {
+        let name = format!("web-{index}");
+        let ip = wait_for(&format!("{name} to run"), Duration::from_secs(90), || {
+            let pods = pods.clone();
+            let name = name.clone();
+            async move {
+                let pod = pods.get(&name).await.ok()?;
+                let status = pod.status?;
+                let running = status.container_statuses?.first()?.state.as_ref()?.running.is_some();
+                running.then_some(status.pod_ip?)
+            }
+        })
+        .await;
+        ips.push(ip);
+    }
+    assert!(ips[0].starts_with("10.244.") && ips[1].starts_with("10.244."), "{ips:?}");
+    assert_ne!(ips[0].rsplit_once('.').unwrap().0, ips[1].rsplit_once('.').unwrap().0, "pods on one node: {ips:?}");
+
+    // A Service in front of the server on node 1, reached by its DNS name.
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web-1"},
+        "spec": {"selector": {"app": "web-1"}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &service).await.unwrap();
+
+    // From a busybox pod on node 0, HTTP to the server on node 1 by its pod IP, then through the
+    // Service by name (CoreDNS, kube-proxy); its output read through the API server
+    // (kube-apiserver -> egress proxy in the hub -> the kubelet of node 0).
+    let busybox = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2";
+    let script = format!(
+        "wget -q -O - http://{}:8080/hostname && echo && wget -q -O - http://web-1.default.svc.cluster.local/hostname",
+        ips[1]
+    );
+    let client_pod = pod("client", &cluster.state.nodes[0], busybox, json!(["sh", "-c", script]), "Never");
+    pods.create(&PostParams::default(), &client_pod).await.unwrap();
+    let phase = wait_for("the client pod to finish", Duration::from_secs(90), || {
+        let pods = pods.clone();
+        async move {
+            let phase = pods.get("client").await.ok()?.status?.phase?;
+            (phase == "Succeeded" || phase == "Failed").then_some(phase)
+        }
+    })
+    .await;
+    let logs = pods.logs("client", &LogParams::default()).await.unwrap();
+    assert_eq!((phase.as_str(), logs.trim()), ("Succeeded", "web-1\nweb-1"), "the client pod's output");
+    let server_logs = pods.logs("web-1", &LogParams::default()).await.unwrap();
+    assert!(server_logs.contains("Started HTTP server on port 8080"), "{server_logs}");
+
+    // The machine kept its sysctls and its root network namespace's links.
+    assert_eq!(global_sysctls(), sysctls_before);
+    assert_eq!(root_links(), links_before, "the root network namespace gained or lost links");
+    assert_eq!(root_iptables(), iptables_before, "the root network namespace's iptables rules changed");
+
+    let dir = cluster.dir.clone();
+    common::assert_torn_down(cluster);
+    assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "left behind by down");
+    assert_eq!(real::namespaces_in_use(&namespaces), Vec::<String>::new(), "namespaces left behind by down");
+    assert!(process::find_by_marker(&dir).is_empty());
+    assert_eq!(root_links(), links_before);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_cluster_with_real_nodes_is_swept_by_the_next_down() {
+    if let Some(missing) = real::missing_kernel_feature() {
+        eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
+        return;
+    }
+    let release = toolchain::default_release();
+    let ccm_binary =
+        tokio::task::spawn_blocking(cloud::build_reference_ccm).await.unwrap().expect("building reference-ccm");
+    let mut options = common::options("e2e-real-killed", release, 1);
+    options.node_kind = NodeKind::Real;
+    options.cloud = Some(CloudOptions::new(ccm_binary));
+    let mut cluster: TestCluster = common::bring_up(options).await;
+    let client = cluster.client().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.66.1";
+    let web = pod("web", &cluster.state.nodes[0], agnhost, json!(["netexec", "--http-port=8080"]), "Always");
+    pods.create(&PostParams::default(), &web).await.unwrap();
+    wait_for("the pod to run", Duration::from_secs(90), || {
+        let pods = pods.clone();
+        async move { (pods.get("web").await.ok()?.status?.phase? == "Running").then_some(()) }
+    })
+    .await;
+
+    // As if the machine's OOM killer or a `kill -9` took every process the harness started at
+    // once: the runc shims and containers (which the harness never recorded) keep running.
+    let state = cluster.0.take().unwrap().state;
+    let namespaces = real::namespaces(&state);
+    for record in &state.processes {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(record.pid), nix::sys::signal::Signal::SIGKILL);
+    }
+    let dir = harness::cluster::state_root().join("clusters").join(&state.name);
+    assert!(!real::leftovers(&dir).is_empty(), "nothing survived the kill: the sweep below would prove nothing");
+
+    assert!(harness::cluster::down(&state.name).unwrap());
+    assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "left behind after the next down");
+    assert_eq!(real::namespaces_in_use(&namespaces), Vec::<String>::new());
+}
