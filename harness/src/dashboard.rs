@@ -45,28 +45,29 @@ impl Source for IndexSource {
         self.index.job_generation(job).await.map_err(|e| e.to_string())
     }
 
+    async fn index_generation(&self) -> Result<i64, String> {
+        self.index.index_generation().await.map_err(|e| e.to_string())
+    }
+
     async fn grid(&self, job: &str, builds: usize) -> Result<Option<GridData>, String> {
         let limit = i64::try_from(builds).unwrap_or(i64::MAX);
-        let latest = self.index.latest_builds(job, limit).await.map_err(|e| e.to_string())?;
+        let latest = self.index.grid_builds(job, limit).await.map_err(|e| e.to_string())?;
         if latest.is_empty() && self.grid_generation(job).await?.is_none() {
             return Ok(None);
         }
-        let columns: Vec<Column> = latest.iter().map(column).collect();
-        // By directory: a presubmit and the periodic build of the same id are two columns.
-        let position: HashMap<&str, usize> = latest.iter().enumerate().map(|(i, b)| (b.path.as_str(), i)).collect();
-        let cells = self.index.grid_cells(job, limit).await.map_err(|e| e.to_string())?;
-        let column_of: HashMap<i64, usize> =
-            cells.builds.iter().filter_map(|(id, path)| Some((*id, *position.get(path.as_str())?))).collect();
-        let mut test_index: HashMap<i64, usize> = HashMap::new();
+        let columns: Vec<Column> = latest.iter().map(|b| column(&b.info)).collect();
+        // Each test's row in the grid, by id: the first build names most of them.
+        let mut test_index: HashMap<i64, usize> = HashMap::with_capacity(latest.first().map_or(0, |b| b.results.len()));
         let mut test_ids: Vec<i64> = Vec::new();
-        let mut results = Vec::with_capacity(cells.results.len());
-        for (build, test, status) in cells.results {
-            let Some(column) = column_of.get(&build) else { continue };
-            let test = *test_index.entry(test).or_insert_with(|| {
-                test_ids.push(test);
-                test_ids.len() - 1
-            });
-            results.push(ResultRow { column: *column, test, cell: cell(status) });
+        let mut results = Vec::with_capacity(latest.iter().map(|b| b.results.len()).sum());
+        for (column, build) in latest.iter().enumerate() {
+            for (test, status) in &build.results {
+                let test = *test_index.entry(*test).or_insert_with(|| {
+                    test_ids.push(*test);
+                    test_ids.len() - 1
+                });
+                results.push(ResultRow { column, test, cell: cell(*status) });
+            }
         }
         let tests = self.names_of(&test_ids).await?;
         Ok(Some(GridData { columns, tests, results }))

@@ -428,6 +428,8 @@ impl Index {
             }
             query.execute(&mut **tx).await.map_err(self.err("add test results"))?;
         }
+        let packed = packed_cells::pack(ids.iter().copied().zip(r.results.iter().map(|t| t.status)));
+        self.write_cells(tx, build_id, &r.info.digest, packed).await?;
         for p in &r.problems {
             sqlx::query("INSERT INTO build_problems (build_id, file, message) VALUES ($1, $2, $3)")
                 .bind(build_id)
@@ -519,43 +521,6 @@ impl Index {
         rows.iter().map(|r| self.build_row(r)).collect()
     }
 
-    /// The results of a job's latest `limit` builds, by ids: each build's id and directory, and
-    /// `(build id, test id, status)` per result (the test names are read apart, once: see
-    /// [`Index::test_names`]).
-    pub async fn grid_cells(&self, job: &str, limit: i64) -> Result<GridCells> {
-        let builds = sqlx::query(
-            "SELECT b.id, b.path FROM builds b JOIN jobs j ON j.id = b.job_id WHERE j.name = $1 \
-             ORDER BY b.started_at DESC, b.build DESC LIMIT $2",
-        )
-        .bind(job)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.err("list a job's latest builds"))?;
-        let builds: Vec<(i64, String)> =
-            builds.iter().map(|r| self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?)))).collect::<Result<_>>()?;
-        if builds.is_empty() {
-            return Ok(GridCells::default());
-        }
-        // Ids read from the database, as integers: nothing to bind.
-        let ids = builds.iter().map(|(id, _)| id.to_string()).collect::<Vec<_>>().join(",");
-        let sql = format!("SELECT t.build_id, t.test_id, t.status FROM test_results t WHERE t.build_id IN ({ids})");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(self.err("list a job's latest results"))?;
-        let results = rows
-            .iter()
-            .map(|r| {
-                let (build, test, status): (i64, i64, String) =
-                    self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))?;
-                let status = TestStatus::parse(&status).ok_or_else(|| self.bad_value("test_results.status", status))?;
-                Ok((build, test, status))
-            })
-            .collect::<Result<_>>()?;
-        Ok(GridCells { builds, results })
-    }
-
     /// The suite and name of each of these tests: `(id, suite, name)`.
     pub async fn test_names(&self, ids: &[i64]) -> Result<Vec<(i64, String, String)>> {
         let mut names = Vec::with_capacity(ids.len());
@@ -609,15 +574,19 @@ impl Index {
     }
 
     /// Each job's latest `limit` finished builds, oldest first per job: `(job, build, started,
-    /// finished, passed, tests passed or flaky, tests that ran)`.
+    /// finished, passed, tests passed or flaky, tests that ran)`, counted when the builds were
+    /// indexed (`build_cells`), or now for a build without its packed row.
     pub async fn job_trends(&self, limit: i64) -> Result<Vec<TrendRow>> {
         let rows = sqlx::query(
             "SELECT r.job, r.build, r.started_at, r.finished_at, r.passed, \
-             (SELECT COUNT(*) FROM test_results t WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky')), \
-             (SELECT COUNT(*) FROM test_results t WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky', 'fail')) \
-             FROM (SELECT b.id, j.name AS job, b.build, b.started_at, b.finished_at, b.passed, \
+             CASE WHEN c.digest = r.digest THEN c.passed_tests ELSE (SELECT COUNT(*) FROM test_results t \
+             WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky')) END, \
+             CASE WHEN c.digest = r.digest THEN c.ran_tests ELSE (SELECT COUNT(*) FROM test_results t \
+             WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky', 'fail')) END \
+             FROM (SELECT b.id, b.digest, j.name AS job, b.build, b.started_at, b.finished_at, b.passed, \
              ROW_NUMBER() OVER (PARTITION BY b.job_id ORDER BY b.started_at DESC, b.build DESC) AS n \
              FROM builds b JOIN jobs j ON j.id = b.job_id WHERE b.state = 'finished') r \
+             LEFT JOIN build_cells c ON c.build_id = r.id \
              WHERE r.n <= $1 ORDER BY r.job, r.started_at, r.build",
         )
         .bind(limit)
@@ -1137,16 +1106,7 @@ fn redact(url: &str) -> String {
 
 mod claims;
 mod lkg_versions;
-/// A job's latest builds by id and directory, and their results by ids (see
-/// [`Index::grid_cells`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GridCells {
-    /// `(build id, directory)`, newest first.
-    pub builds: Vec<(i64, String)>,
-    /// `(build id, test id, status)`.
-    pub results: Vec<(i64, i64, TestStatus)>,
-}
-
+mod packed_cells;
 /// A finished build of a job and its test counts (see [`Index::job_trends`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrendRow {
@@ -1165,4 +1125,5 @@ mod tokens;
 
 pub use claims::{Claim, ClaimSeen};
 pub use lkg_versions::LkgRecorded;
+pub use packed_cells::GridBuild;
 pub use tokens::TokenInfo;
