@@ -14,7 +14,7 @@
 //! and a message still too long is cut in its middle.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::LazyLock;
 
 use regex::{Captures, Regex};
@@ -33,7 +33,16 @@ pub struct Failure {
     pub provider_version: Option<String>,
     pub test: String,
     pub message: Option<String>,
+    /// The message normalised, when the index kept it so (see [`NORMALISED_BY`]); `None`: it is
+    /// normalised now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalised: Option<String>,
 }
+
+/// The version of [`normalise`]: bump it whenever what it masks changes. The index keeps each
+/// failure's normalised message with the version that made it, and a message normalised by another
+/// version is normalised again, so that clusters never mix two versions' keys.
+pub const NORMALISED_BY: i64 = 1;
 
 /// Where a cluster's cause likely is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,9 +133,13 @@ const LONGEST_MESSAGE: usize = 4000;
 /// The failures grouped by test and normalised message: the clusters seen by most providers first,
 /// then those with most failures, then by test.
 pub fn clusters(failures: Vec<Failure>) -> Vec<Cluster> {
-    let mut grouped: BTreeMap<(String, String), Vec<Hit>> = BTreeMap::new();
+    // Hashed, not ordered: the clusters are sorted below, and a cluster's id tells any two apart.
+    let mut grouped: HashMap<(String, String), Vec<Hit>> = HashMap::with_capacity(failures.len());
     for failure in failures {
-        let message = failure.message.as_deref().map(normalise).unwrap_or_default();
+        let message = match failure.normalised {
+            Some(normalised) => normalised,
+            None => failure.message.as_deref().map(normalise).unwrap_or_default(),
+        };
         grouped.entry((failure.test, message)).or_default().push(Hit {
             provider: failure.provider.unwrap_or_else(|| UNKNOWN_PROVIDER.to_owned()),
             job: failure.job,
@@ -182,9 +195,10 @@ pub fn clusters(failures: Vec<Failure>) -> Vec<Cluster> {
 
 /// 16 hex digits of SHA-256 over the test and the normalised message.
 pub fn cluster_id(test: &str, message: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest =
         Sha256::new().chain_update(test.as_bytes()).chain_update([0]).chain_update(message.as_bytes()).finalize();
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    digest[..8].iter().flat_map(|b| [HEX[usize::from(b >> 4)] as char, HEX[usize::from(b & 15)] as char]).collect()
 }
 
 /// What a mask replaces a match with: one per pattern of [`MASKS`], in its order.
@@ -399,6 +413,7 @@ mod tests {
             provider_version: Some(format!("{provider}-commit-{build}")),
             test: test.into(),
             message: Some(message.into()),
+            normalised: None,
         }
     }
 
@@ -430,5 +445,20 @@ mod tests {
         assert_eq!(lb.id, cluster_id("lb", "timed out after DURATION at ADDR"));
         assert_eq!(lb.id.len(), 16);
         assert_ne!(clusters[2].id, lb.id);
+    }
+
+    #[test]
+    fn a_message_the_index_kept_normalised_is_not_normalised_again() {
+        let kept = Failure {
+            normalised: Some("timed out after DURATION at ADDR".into()),
+            ..failure("aws", "10", "v1.37.1", "lb", "timed out after 31s at 10.0.0.1")
+        };
+        let trusted = Failure { normalised: Some("as the index says".into()), ..kept.clone() };
+        let fresh = failure("gce", "11", "v1.37.1", "lb", "timed out after 45s at 10.9.9.9");
+        let one = clusters(vec![kept, fresh.clone()]);
+        assert_eq!((one.len(), one[0].failures), (1, 2), "the kept and the fresh key are the same");
+        let two = clusters(vec![trusted, fresh]);
+        assert_eq!(two.len(), 2, "the kept key is taken as it is");
+        assert!(two.iter().any(|c| c.message == "as the index says"));
     }
 }

@@ -3,10 +3,14 @@
 //! conformance test names; about 4% failing, 1% flaky, 5% skipped) into SQLite and, when
 //! `HARNESS_TEST_POSTGRES_URL` names a server, Postgres; starts the real `harness serve` on each;
 //! then measures each page (the grid as HTML and JSON, the other pages): its first (cold) render,
-//! the median of 20 requests after it (warm), its size plain and gzipped, and with `wrk` on loopback
-//! p50, p99 and requests/s. Needs `wrk` (apt-get install wrk) unless `WRK_SECONDS=0`.
+//! as the first request of a server just started and as the first request of that page on a server
+//! that answered the pages listed before it, the median of 20 requests after it (warm), its size
+//! plain and gzipped, and with `wrk` on loopback p50, p99 and requests/s. Needs `wrk` (apt-get
+//! install wrk) unless `WRK_SECONDS=0`.
 //!
-//! `WRK_SECONDS` (default 10; 0: no wrk) and `WRK_CONNECTIONS` (default 16) tune the load.
+//! `WRK_SECONDS` (default 10; 0: no wrk) and `WRK_CONNECTIONS` (default 16) tune the load;
+//! `COLD_ROUNDS` (default 3) is how many servers are started per page for its fresh-server figure
+//! (the median).
 
 mod common;
 
@@ -34,6 +38,7 @@ fn main() {
         eprintln!("dashboard_load needs wrk on PATH (apt-get install wrk), or WRK_SECONDS=0");
         std::process::exit(1);
     }
+    let cold_rounds: usize = std::env::var("COLD_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3).max(1);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let mut targets = vec![("SQLite", format!("sqlite://{}", tmp.path().join("index.sqlite").display()))];
@@ -42,14 +47,34 @@ fn main() {
         Err(_) => eprintln!("dashboard_load: skipping Postgres: HARNESS_TEST_POSTGRES_URL is not set"),
     }
     let names = test_names();
-    println!("| database | request | cold | warm (median of {WARM}) | body | gzipped | p50 | p99 | requests/s |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| database | request | cold (fresh server, median of {cold_rounds}) | cold (after the pages above) | warm (median of {WARM}) | body | gzipped | p50 | p99 | requests/s |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (database, url) in targets {
         let seeded = Instant::now();
         rt.block_on(seed(&url, &names));
         eprintln!("dashboard_load: {database}: {BUILDS} builds × {TESTS} tests indexed in {:.1?}", seeded.elapsed());
+        // Each page as the first request of a server just started (nothing read or kept yet), the
+        // median of COLD_ROUNDS servers.
+        let fresh: Vec<Duration> = pages()
+            .into_iter()
+            .map(|(_, path, accept)| {
+                let mut firsts: Vec<Duration> = (0..cold_rounds)
+                    .map(|_| {
+                        let (mut server, address) = serve(&url, tmp.path());
+                        let (first, _) = get(&address, &path, accept, false);
+                        server.kill().unwrap();
+                        server.wait().unwrap();
+                        first
+                    })
+                    .collect();
+                firsts.sort();
+                firsts[cold_rounds / 2]
+            })
+            .collect();
         let (mut server, address) = serve(&url, tmp.path());
-        for (request, path, accept) in pages() {
+        for ((request, path, accept), fresh) in pages().into_iter().zip(fresh) {
             // The first request renders (a grid is then kept until the job changes); the same
             // request gzipped is served from what the first rendered.
             let (cold, body) = get(&address, &path, accept, false);
@@ -62,7 +87,8 @@ fn main() {
                 Load { p50: "-".into(), p99: "-".into(), requests_per_second: "-".into() }
             };
             println!(
-                "| {database} | {request} | {:.1} ms | {:.1} ms | {:.0} KiB | {:.0} KiB | {} | {} | {} |",
+                "| {database} | {request} | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} KiB | {:.0} KiB | {} | {} | {} |",
+                fresh.as_secs_f64() * 1000.0,
                 cold.as_secs_f64() * 1000.0,
                 warm[WARM / 2].as_secs_f64() * 1000.0,
                 body as f64 / 1024.0,

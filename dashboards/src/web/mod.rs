@@ -232,6 +232,7 @@ mod tests {
                 provider_version: Some(format!("{provider}-abc")),
                 test: "[sig-network] LoadBalancers should work".into(),
                 message: Some(message.into()),
+                normalised: None,
             };
             Ok(vec![
                 failure("aws", "1", "timed out after 30s waiting for 10.0.0.1:80"),

@@ -26,7 +26,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dashboards::failures::Failure;
+use dashboards::failures::{Failure, NORMALISED_BY, normalise};
 use dashboards::matrix::MatrixBuild;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::Migrator;
@@ -40,7 +40,7 @@ static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Rows per multi-row `INSERT` of test results (6 binds each). Measured (docs/benchmarks.md): sqlx's
+/// Rows per multi-row `INSERT` of test results (7 binds each). Measured (docs/benchmarks.md): sqlx's
 /// SQLite driver slows down more than linearly with the binds of one statement (7,000 rows went in
 /// at ~170k rows/s in batches of 25–50, ~21k/s in batches of 1,000), while Postgres gains from
 /// fewer round trips.
@@ -414,17 +414,24 @@ impl Index {
         let ids = self.test_ids(tx, &r.results, learned).await?;
         for (batch, ids) in r.results.chunks(insert_batch(self.backend)).zip(ids.chunks(insert_batch(self.backend))) {
             let sql = format!(
-                "INSERT INTO test_results (build_id, test_id, status, duration_seconds, failure_message) VALUES {}",
-                placeholders(batch.len(), 5)
+                "INSERT INTO test_results (build_id, test_id, status, duration_seconds, failure_message, \
+                 failure_key, failure_key_version) VALUES {}",
+                placeholders(batch.len(), 7)
             );
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
             for (t, id) in batch.iter().zip(ids) {
+                // What the failure clusters group a failure by, worked out once, here.
+                let key =
+                    (t.status == TestStatus::Fail).then_some(t.failure_message.as_deref()).flatten().map(normalise);
+                let version = key.is_some().then_some(NORMALISED_BY);
                 query = query
                     .bind(build_id)
                     .bind(*id)
                     .bind(t.status.as_str())
                     .bind(t.duration_seconds)
-                    .bind(&t.failure_message);
+                    .bind(&t.failure_message)
+                    .bind(key)
+                    .bind(version);
             }
             query.execute(&mut **tx).await.map_err(self.err("add test results"))?;
         }
@@ -539,12 +546,14 @@ impl Index {
     }
 
     /// Every failed result of the builds started at or after `since` (epoch seconds), with its
-    /// build's versions and its message, but those of the test `except` (suite, name); the partial
-    /// index `test_results_failed` finds them.
+    /// build's versions, its message and the message normalised when it was indexed (by this
+    /// version of the normaliser), but those of the test `except` (suite, name); the partial index
+    /// `test_results_failed` finds them.
     pub async fn failures_since(&self, since: i64, except: (&str, &str)) -> Result<Vec<Failure>> {
         let rows = sqlx::query(
             "SELECT p.name, j.name, b.build, b.started_at, b.kubernetes_version, b.provider_version, te.name, \
-             t.failure_message FROM builds b JOIN test_results t ON t.build_id = b.id AND t.status = 'fail' \
+             t.failure_message, CASE WHEN t.failure_key_version = $4 THEN t.failure_key END \
+             FROM builds b JOIN test_results t ON t.build_id = b.id AND t.status = 'fail' \
              JOIN tests te ON te.id = t.test_id JOIN jobs j ON j.id = b.job_id \
              LEFT JOIN providers p ON p.id = j.provider_id \
              WHERE b.started_at >= $1 AND NOT (te.suite = $2 AND te.name = $3)",
@@ -552,6 +561,7 @@ impl Index {
         .bind(since)
         .bind(except.0)
         .bind(except.1)
+        .bind(NORMALISED_BY)
         .fetch_all(&self.pool)
         .await
         .map_err(self.err("list recent failures"))?;
@@ -567,6 +577,7 @@ impl Index {
                         provider_version: r.try_get(5)?,
                         test: r.try_get(6)?,
                         message: r.try_get(7)?,
+                        normalised: r.try_get(8)?,
                     })
                 })
             })

@@ -560,8 +560,7 @@ async fn a_presubmit_and_the_periodic_build_of_one_id_are_two_builds_on_both_dat
         assert_eq!(index.build("ci-a", "2").await.unwrap().unwrap().path, only_pr.info.path);
         assert_eq!(index.build_results("ci-a", "2").await.unwrap(), only_pr.results);
         let grid = index.grid_builds("ci-a", 10).await.unwrap();
-        let mut paths: Vec<&str> =
-            grid.iter().flat_map(|b| b.results.iter().map(|_| b.info.path.as_str())).collect();
+        let mut paths: Vec<&str> = grid.iter().flat_map(|b| b.results.iter().map(|_| b.info.path.as_str())).collect();
         paths.sort();
         assert_eq!(paths, ["logs/ci-a/1", "pr-logs/pull/o_r/7/ci-a/1", "pr-logs/pull/o_r/7/ci-a/2"]);
         let mut states = index.build_states().await.unwrap();
@@ -715,6 +714,12 @@ async fn failures_since_a_time_and_each_jobs_latest_builds_with_their_pass_rates
             (failures[0].provider.as_deref(), failures[0].kubernetes_version.as_deref()),
             (Some("local"), Some("v1.37.1"))
         );
+        // Normalised once, when indexed; a key of another version of the normaliser is not read.
+        let normalised = dashboards::failures::normalise(message.unwrap());
+        assert_eq!(failures[0].normalised.as_deref(), Some(normalised.as_str()), "{}", index.name());
+        index.pool.execute("UPDATE test_results SET failure_key = 'stale', failure_key_version = 0").await.unwrap();
+        let failures = index.failures_since(200, ("harness", "Test")).await.unwrap();
+        assert!(failures.iter().all(|f| f.normalised.is_none()), "{}: {failures:?}", index.name());
         let trends = index.job_trends(2).await.unwrap();
         let rows: Vec<(&str, &str, Option<i64>, i64, i64)> = trends
             .iter()
