@@ -550,24 +550,44 @@ impl Index {
     /// version of the normaliser), but those of the test `except` (suite, name); the partial index
     /// `test_results_failed` finds them.
     pub async fn failures_since(&self, since: i64, except: (&str, &str)) -> Result<Vec<Failure>> {
-        let rows = sqlx::query(
-            "SELECT p.name, j.name, b.build, b.started_at, b.kubernetes_version, b.provider_version, te.name, \
-             t.failure_message, CASE WHEN t.failure_key_version = $4 THEN t.failure_key END \
-             FROM builds b JOIN test_results t ON t.build_id = b.id AND t.status = 'fail' \
-             JOIN tests te ON te.id = t.test_id JOIN jobs j ON j.id = b.job_id \
-             LEFT JOIN providers p ON p.id = j.provider_id \
-             WHERE b.started_at >= $1 AND NOT (te.suite = $2 AND te.name = $3)",
-        )
-        .bind(since)
-        .bind(except.0)
-        .bind(except.1)
-        .bind(NORMALISED_BY)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.err("list recent failures"))?;
-        rows.iter()
-            .map(|r| {
-                self.decode(|| {
+        // A row per build, its failures as one JSON array of [test, message, normalised message]:
+        // thousands of rows cost the SQLite driver a thread switch each.
+        let failed = match self.backend {
+            Backend::Sqlite => {
+                "json_group_array(json_array(te.name, t.failure_message, \
+                 CASE WHEN t.failure_key_version = $4 THEN t.failure_key END))"
+            }
+            Backend::Postgres => {
+                "json_agg(json_build_array(te.name, t.failure_message, \
+                 CASE WHEN t.failure_key_version = $4 THEN t.failure_key END))::text"
+            }
+        };
+        let sql = format!(
+            "SELECT p.name, j.name, b.build, b.started_at, b.kubernetes_version, b.provider_version, \
+             (SELECT {failed} FROM test_results t JOIN tests te ON te.id = t.test_id \
+             WHERE t.build_id = b.id AND t.status = 'fail' AND NOT (te.suite = $2 AND te.name = $3)) \
+             FROM builds b JOIN jobs j ON j.id = b.job_id LEFT JOIN providers p ON p.id = j.provider_id \
+             WHERE b.started_at >= $1"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(since)
+            .bind(except.0)
+            .bind(except.1)
+            .bind(NORMALISED_BY)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("list recent failures"))?;
+        let mut failures = Vec::new();
+        for r in &rows {
+            let failed: Option<String> = self.decode(|| r.try_get(6))?;
+            let failed: Vec<(String, Option<String>, Option<String>)> = match failed {
+                Some(json) => {
+                    serde_json::from_str(&json).map_err(|_| self.bad_value("failed results as JSON", json))?
+                }
+                None => Vec::new(),
+            };
+            for (test, message, normalised) in failed {
+                failures.push(self.decode(|| {
                     Ok(Failure {
                         provider: r.try_get(0)?,
                         job: r.try_get(1)?,
@@ -575,13 +595,14 @@ impl Index {
                         started_at: r.try_get(3)?,
                         kubernetes_version: r.try_get(4)?,
                         provider_version: r.try_get(5)?,
-                        test: r.try_get(6)?,
-                        message: r.try_get(7)?,
-                        normalised: r.try_get(8)?,
+                        test,
+                        message,
+                        normalised,
                     })
-                })
-            })
-            .collect()
+                })?);
+            }
+        }
+        Ok(failures)
     }
 
     /// Each job's latest `limit` finished builds, oldest first per job: `(job, build, started,
