@@ -13,10 +13,12 @@
 //! sorted, since Go prints them in random order; repeated lines of a long message are kept once,
 //! and a message still too long is cut in its middle.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::LazyLock;
 
 use regex::{Captures, Regex};
+use regex_automata::meta::Regex as MultiRegex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -31,7 +33,16 @@ pub struct Failure {
     pub provider_version: Option<String>,
     pub test: String,
     pub message: Option<String>,
+    /// The message normalised, when the index kept it so (see [`NORMALISED_BY`]); `None`: it is
+    /// normalised now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalised: Option<String>,
 }
+
+/// The version of [`normalise`]: bump it whenever what it masks changes. The index keeps each
+/// failure's normalised message with the version that made it, and a message normalised by another
+/// version is normalised again, so that clusters never mix two versions' keys.
+pub const NORMALISED_BY: i64 = 1;
 
 /// Where a cluster's cause likely is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,9 +133,13 @@ const LONGEST_MESSAGE: usize = 4000;
 /// The failures grouped by test and normalised message: the clusters seen by most providers first,
 /// then those with most failures, then by test.
 pub fn clusters(failures: Vec<Failure>) -> Vec<Cluster> {
-    let mut grouped: BTreeMap<(String, String), Vec<Hit>> = BTreeMap::new();
+    // Hashed, not ordered: the clusters are sorted below, and a cluster's id tells any two apart.
+    let mut grouped: HashMap<(String, String), Vec<Hit>> = HashMap::with_capacity(failures.len());
     for failure in failures {
-        let message = failure.message.as_deref().map(normalise).unwrap_or_default();
+        let message = match failure.normalised {
+            Some(normalised) => normalised,
+            None => failure.message.as_deref().map(normalise).unwrap_or_default(),
+        };
         grouped.entry((failure.test, message)).or_default().push(Hit {
             provider: failure.provider.unwrap_or_else(|| UNKNOWN_PROVIDER.to_owned()),
             job: failure.job,
@@ -180,33 +195,56 @@ pub fn clusters(failures: Vec<Failure>) -> Vec<Cluster> {
 
 /// 16 hex digits of SHA-256 over the test and the normalised message.
 pub fn cluster_id(test: &str, message: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest =
         Sha256::new().chain_update(test.as_bytes()).chain_update([0]).chain_update(message.as_bytes()).finalize();
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    digest[..8].iter().flat_map(|b| [HEX[usize::from(b >> 4)] as char, HEX[usize::from(b & 15)] as char]).collect()
 }
 
-/// One pass over the message, most specific forms first (an address before its numbers).
-static MASKS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(concat!(
-        // Dates and times: 2026-11-22T17:57:17.123Z, 2026-11-22 17:57:17, Nov 22 17:57:17,
-        // Sun, 22 Nov 2026 17:57:17 +0000.
-        r"(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?",
+/// What a mask replaces a match with: one per pattern of [`MASKS`], in its order.
+#[derive(Debug, Clone, Copy)]
+enum Mask {
+    Time,
+    Uuid,
+    Addr,
+    Hex,
+    Duration,
+    Pod,
+    Number,
+}
+
+const MASK_OF_PATTERN: [Mask; 7] =
+    [Mask::Time, Mask::Uuid, Mask::Addr, Mask::Hex, Mask::Duration, Mask::Pod, Mask::Number];
+
+/// One pass over the message, most specific forms first (an address before its numbers): the
+/// patterns are searched as one alternation (at the leftmost match, the first pattern that matches
+/// wins), and the pattern that matched says what it is: no capture groups to resolve, which a
+/// search for a match alone skips (docs/benchmarks.md: the failure clusters).
+static MASKS: LazyLock<MultiRegex> = LazyLock::new(|| MultiRegex::new_many(&MASK_PATTERNS).expect("the masks compile"));
+
+/// The patterns of [`MASKS`], in [`MASK_OF_PATTERN`]'s order.
+const MASK_PATTERNS: [&str; 7] = [
+    // Dates and times: 2026-11-22T17:57:17.123Z, 2026-11-22 17:57:17, Nov 22 17:57:17,
+    // Sun, 22 Nov 2026 17:57:17 +0000.
+    concat!(
+        r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?",
         r"|[A-Z][a-z]{2}, \d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d(?: [+-]\d{4}| [A-Z]{3})?",
         r"|\b[A-Z][a-z]{2}\s+\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?",
-        r"|\b\d\d:\d\d:\d\d(?:\.\d+)?\b)",
-        r"|(?P<uuid>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)",
-        r"|(?P<addr>\[[0-9a-fA-F:]*:[0-9a-fA-F:.]*\](?::\d+)?",
+        r"|\b\d\d:\d\d:\d\d(?:\.\d+)?\b",
+    ),
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+    concat!(
+        r"\[[0-9a-fA-F:]*:[0-9a-fA-F:.]*\](?::\d+)?",
         r"|\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}(?::\d+)?\b",
-        r"|\b(?:[0-9a-fA-F]{1,4}:){2,7}[0-9a-fA-F]{0,4}(?:/\d+)?\b)",
-        r"|(?P<hex>\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b)",
-        r"|(?P<duration>\b(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|h|m|s))+\b)",
-        // Generated names: a deployment's pod (name-<hash>-<5>), a pod of a ReplicaSet or a Job
-        // (name-<5>), GKE/kube-up node names.
-        r"|(?P<pod>\b[a-z][a-z0-9-]*?-(?:[a-z0-9]{8,10}-)?[a-z0-9]*\d[a-z0-9]*\b)",
-        r"|(?P<number>\d+)"
-    ))
-    .expect("the masks compile")
-});
+        r"|\b(?:[0-9a-fA-F]{1,4}:){2,7}[0-9a-fA-F]{0,4}(?:/\d+)?\b",
+    ),
+    r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b",
+    r"\b(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|h|m|s))+\b",
+    // Generated names: a deployment's pod (name-<hash>-<5>), a pod of a ReplicaSet or a Job
+    // (name-<5>), GKE/kube-up node names.
+    r"\b[a-z][a-z0-9-]*?-(?:[a-z0-9]{8,10}-)?[a-z0-9]*\d[a-z0-9]*\b",
+    r"\d+",
+];
 
 /// A pod suffix: 5 characters of Kubernetes' random alphabet with at least one digit, or a node
 /// pool name. (The `pod` mask matches more, and this decides.)
@@ -236,25 +274,25 @@ fn mask_numbers(text: &str) -> String {
 /// documentation).
 pub fn normalise(message: &str) -> String {
     let sorted = sort_go_maps(message.trim());
-    let masked = MASKS.replace_all(&sorted, |caps: &Captures| {
-        let token = |name: &str| caps.name(name).is_some();
-        if token("time") {
-            "TIME".to_owned()
-        } else if token("uuid") {
-            "UUID".to_owned()
-        } else if token("addr") {
-            "ADDR".to_owned()
-        } else if token("hex") {
-            "HEX".to_owned()
-        } else if token("duration") {
-            "DURATION".to_owned()
-        } else if let Some(name) = caps.name("pod") {
-            generated_name(name.as_str()).unwrap_or_else(|| mask_numbers(name.as_str()))
-        } else {
-            "N".to_owned()
+    let mut text = String::with_capacity(sorted.len());
+    let mut copied = 0;
+    for found in MASKS.find_iter(sorted.as_ref()) {
+        text.push_str(&sorted[copied..found.start()]);
+        match MASK_OF_PATTERN[found.pattern().as_usize()] {
+            Mask::Time => text.push_str("TIME"),
+            Mask::Uuid => text.push_str("UUID"),
+            Mask::Addr => text.push_str("ADDR"),
+            Mask::Hex => text.push_str("HEX"),
+            Mask::Duration => text.push_str("DURATION"),
+            Mask::Pod => {
+                let name = &sorted[found.range()];
+                text.push_str(&generated_name(name).unwrap_or_else(|| mask_numbers(name)));
+            }
+            Mask::Number => text.push('N'),
         }
-    });
-    let mut text = masked.into_owned();
+        copied = found.end();
+    }
+    text.push_str(&sorted[copied..]);
     if text.len() > LONGEST_MESSAGE {
         let mut seen = BTreeSet::new();
         text = text.lines().filter(|line| seen.insert(*line)).collect::<Vec<_>>().join("\n");
@@ -282,17 +320,16 @@ fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
 }
 
 /// `map[b:2 a:1]` as `map[a:1 b:2]` (innermost maps only, as Triage does).
-fn sort_go_maps(text: &str) -> String {
+fn sort_go_maps(text: &str) -> Cow<'_, str> {
     static MAP: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"map\[([^\[\]]*)\]").expect("compiles"));
     if !text.contains("map[") {
-        return text.to_owned();
+        return Cow::Borrowed(text);
     }
     MAP.replace_all(text, |caps: &Captures| {
         let mut entries: Vec<&str> = caps[1].split(' ').collect();
         entries.sort_unstable();
         format!("map[{}]", entries.join(" "))
     })
-    .into_owned()
 }
 
 #[cfg(test)]
@@ -329,6 +366,34 @@ mod tests {
     }
 
     #[test]
+    fn the_masks_match_as_one_alternation_with_a_group_per_mask_would() {
+        let alternation: Vec<String> =
+            MASK_PATTERNS.iter().enumerate().map(|(i, p)| format!("(?P<m{i}>{p})")).collect();
+        let grouped = Regex::new(&alternation.join("|")).unwrap();
+        let messages = [
+            "timed out after 30.5s waiting for pod web-7d9c8b6f5-x2k4p at 10.0.3.7:8080: expected 3 nodes, saw 2",
+            "2026-11-22T17:57:17.123Z E1122 17:57:17.123456 1 controller.go:88] node gke-x-default-pool-1a2b3c4d-zz9k",
+            "Sun, 22 Nov 2026 17:57:17 +0000 request 5f2b4c1e-1a2b-4c3d-9e8f-0123456789ab took 1m30s at 0xc000123456",
+            "dial tcp [fd00:127:1::5]:443 and fe80::1/64: connection refused after 300ms; commit 0123456789abcdef0123",
+            "Nov 22 17:57:17 pod job-abc12 in namespace services-8812 failed: map[zone:b app:web] 2h0m0s x1y 12ab-34",
+            "Ünïcode 42 näme-ab1c2 µs 5µs 10.0.0.256 1.2.3.4.5 999.1.1.1:65536 build-7919-00042 a-1 -1 0x 0xZ",
+        ];
+        for message in messages {
+            let by_group: Vec<(usize, usize, usize)> = grouped
+                .captures_iter(message)
+                .map(|caps| {
+                    let whole = caps.get(0).unwrap();
+                    let group = (0..MASK_PATTERNS.len()).find(|i| caps.name(&format!("m{i}")).is_some()).unwrap();
+                    (whole.start(), whole.end(), group)
+                })
+                .collect();
+            let by_pattern: Vec<(usize, usize, usize)> =
+                MASKS.find_iter(message).map(|m| (m.start(), m.end(), m.pattern().as_usize())).collect();
+            assert_eq!(by_pattern, by_group, "{message}");
+        }
+    }
+
+    #[test]
     fn a_long_message_keeps_each_line_once_then_its_two_ends() {
         let repeated = "the same line again\n".repeat(1000);
         assert_eq!(normalise(&repeated), "the same line again");
@@ -348,6 +413,7 @@ mod tests {
             provider_version: Some(format!("{provider}-commit-{build}")),
             test: test.into(),
             message: Some(message.into()),
+            normalised: None,
         }
     }
 
@@ -379,5 +445,20 @@ mod tests {
         assert_eq!(lb.id, cluster_id("lb", "timed out after DURATION at ADDR"));
         assert_eq!(lb.id.len(), 16);
         assert_ne!(clusters[2].id, lb.id);
+    }
+
+    #[test]
+    fn a_message_the_index_kept_normalised_is_not_normalised_again() {
+        let kept = Failure {
+            normalised: Some("timed out after DURATION at ADDR".into()),
+            ..failure("aws", "10", "v1.37.1", "lb", "timed out after 31s at 10.0.0.1")
+        };
+        let trusted = Failure { normalised: Some("as the index says".into()), ..kept.clone() };
+        let fresh = failure("gce", "11", "v1.37.1", "lb", "timed out after 45s at 10.9.9.9");
+        let one = clusters(vec![kept, fresh.clone()]);
+        assert_eq!((one.len(), one[0].failures), (1, 2), "the kept and the fresh key are the same");
+        let two = clusters(vec![trusted, fresh]);
+        assert_eq!(two.len(), 2, "the kept key is taken as it is");
+        assert!(two.iter().any(|c| c.message == "as the index says"));
     }
 }

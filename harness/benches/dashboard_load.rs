@@ -3,10 +3,15 @@
 //! conformance test names; about 4% failing, 1% flaky, 5% skipped) into SQLite and, when
 //! `HARNESS_TEST_POSTGRES_URL` names a server, Postgres; starts the real `harness serve` on each;
 //! then measures each page (the grid as HTML and JSON, the other pages): its first (cold) render,
-//! the median of 20 requests after it (warm), its size plain and gzipped, and with `wrk` on loopback
-//! p50, p99 and requests/s. Needs `wrk` (apt-get install wrk) unless `WRK_SECONDS=0`.
+//! as the first request of a server just started (once it is idle: its wall time, and the CPU time
+//! the server spent on it, which a loaded machine stretches less) and as the first request of that
+//! page on a server that answered the pages listed before it, the median of 20 requests after it (warm), its size
+//! plain and gzipped, and with `wrk` on loopback p50, p99 and requests/s. Needs `wrk` (apt-get
+//! install wrk) unless `WRK_SECONDS=0`.
 //!
-//! `WRK_SECONDS` (default 10; 0: no wrk) and `WRK_CONNECTIONS` (default 16) tune the load.
+//! `WRK_SECONDS` (default 10; 0: no wrk) and `WRK_CONNECTIONS` (default 16) tune the load;
+//! `COLD_ROUNDS` (default 3) is how many servers are started per page for its fresh-server figure
+//! (the median); `PAGES=clusters` measures only the pages whose name contains `clusters`.
 
 mod common;
 
@@ -34,6 +39,7 @@ fn main() {
         eprintln!("dashboard_load needs wrk on PATH (apt-get install wrk), or WRK_SECONDS=0");
         std::process::exit(1);
     }
+    let cold_rounds: usize = std::env::var("COLD_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3).max(1);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let mut targets = vec![("SQLite", format!("sqlite://{}", tmp.path().join("index.sqlite").display()))];
@@ -42,14 +48,39 @@ fn main() {
         Err(_) => eprintln!("dashboard_load: skipping Postgres: HARNESS_TEST_POSTGRES_URL is not set"),
     }
     let names = test_names();
-    println!("| database | request | cold | warm (median of {WARM}) | body | gzipped | p50 | p99 | requests/s |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| database | request | cold (fresh server, median of {cold_rounds}) | its server CPU | cold (after the pages above) | warm (median of {WARM}) | body | gzipped | p50 | p99 | requests/s |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (database, url) in targets {
         let seeded = Instant::now();
         rt.block_on(seed(&url, &names));
         eprintln!("dashboard_load: {database}: {BUILDS} builds × {TESTS} tests indexed in {:.1?}", seeded.elapsed());
+        // Each page as the first request of a server just started (nothing read or kept yet), the
+        // median of COLD_ROUNDS servers.
+        // Its wall time, and the CPU time the server spent on it (what the machine's load does not
+        // stretch), each the median.
+        let fresh: Vec<(Duration, Duration)> = pages()
+            .into_iter()
+            .map(|(_, path, accept)| {
+                let (mut walls, mut cpus): (Vec<Duration>, Vec<Duration>) = (0..cold_rounds)
+                    .map(|_| {
+                        let (mut server, address) = serve(&url, tmp.path());
+                        let before = settled_cpu(server.id());
+                        let (first, _) = get(&address, &path, accept, false);
+                        let cpu = cpu_time(server.id()) - before;
+                        server.kill().unwrap();
+                        server.wait().unwrap();
+                        (first, cpu)
+                    })
+                    .unzip();
+                walls.sort();
+                cpus.sort();
+                (walls[cold_rounds / 2], cpus[cold_rounds / 2])
+            })
+            .collect();
         let (mut server, address) = serve(&url, tmp.path());
-        for (request, path, accept) in pages() {
+        for ((request, path, accept), fresh) in pages().into_iter().zip(fresh) {
             // The first request renders (a grid is then kept until the job changes); the same
             // request gzipped is served from what the first rendered.
             let (cold, body) = get(&address, &path, accept, false);
@@ -62,7 +93,9 @@ fn main() {
                 Load { p50: "-".into(), p99: "-".into(), requests_per_second: "-".into() }
             };
             println!(
-                "| {database} | {request} | {:.1} ms | {:.1} ms | {:.0} KiB | {:.0} KiB | {} | {} | {} |",
+                "| {database} | {request} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} KiB | {:.0} KiB | {} | {} | {} |",
+                fresh.0.as_secs_f64() * 1000.0,
+                fresh.1.as_secs_f64() * 1000.0,
                 cold.as_secs_f64() * 1000.0,
                 warm[WARM / 2].as_secs_f64() * 1000.0,
                 body as f64 / 1024.0,
@@ -80,8 +113,15 @@ fn main() {
 /// How many requests the warm figure is the median of.
 const WARM: usize = 20;
 
-/// The pages measured: (what, path, Accept).
+/// The pages measured: (what, path, Accept); only those whose name contains `PAGES`, if set.
 fn pages() -> Vec<(&'static str, String, &'static str)> {
+    let only = std::env::var("PAGES").unwrap_or_default();
+    let mut pages = all_pages();
+    pages.retain(|(what, _, _)| what.contains(only.as_str()));
+    pages
+}
+
+fn all_pages() -> Vec<(&'static str, String, &'static str)> {
     vec![
         ("grid HTML (50 builds, the default)", format!("/job/{JOB}"), "text/html"),
         ("grid JSON (50 builds)", format!("/job/{JOB}"), "application/json"),
@@ -182,6 +222,31 @@ fn serve(database: &str, tmp: &std::path::Path) -> (Child, String) {
     let address = line.trim().strip_prefix("serving on http://").unwrap_or_else(|| panic!("{line:?}")).to_owned();
     harness::testing::central::wait_for_lkg(&address);
     (server, address)
+}
+
+/// The CPU time a process's threads have run (Linux: `/proc/<pid>/task/*/schedstat`, nanoseconds).
+fn cpu_time(pid: u32) -> Duration {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let nanos: u64 = tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(nanos)
+}
+
+/// The server's CPU time once it is idle (less than 1 ms of CPU in 100 ms: done loading, so the
+/// next request has it alone), at most after 10 s.
+fn settled_cpu(pid: u32) -> Duration {
+    let mut last = cpu_time(pid);
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = cpu_time(pid);
+        if now - last < Duration::from_millis(1) {
+            return now;
+        }
+        last = now;
+    }
+    last
 }
 
 /// One GET (gzipped when `gzip`): how long it took, and the body's size as sent.

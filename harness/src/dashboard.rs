@@ -45,30 +45,25 @@ impl Source for IndexSource {
         self.index.job_generation(job).await.map_err(|e| e.to_string())
     }
 
+    async fn index_generation(&self) -> Result<i64, String> {
+        self.index.index_generation().await.map_err(|e| e.to_string())
+    }
+
     async fn grid(&self, job: &str, builds: usize) -> Result<Option<GridData>, String> {
         let limit = i64::try_from(builds).unwrap_or(i64::MAX);
-        let latest = self.index.latest_builds(job, limit).await.map_err(|e| e.to_string())?;
+        let latest = self.index.grid_builds(job, limit).await.map_err(|e| e.to_string())?;
         if latest.is_empty() && self.grid_generation(job).await?.is_none() {
             return Ok(None);
         }
-        let columns: Vec<Column> = latest.iter().map(column).collect();
-        // By directory: a presubmit and the periodic build of the same id are two columns.
-        let position: HashMap<&str, usize> = latest.iter().enumerate().map(|(i, b)| (b.path.as_str(), i)).collect();
-        let cells = self.index.grid_cells(job, limit).await.map_err(|e| e.to_string())?;
-        let column_of: HashMap<i64, usize> =
-            cells.builds.iter().filter_map(|(id, path)| Some((*id, *position.get(path.as_str())?))).collect();
-        let mut test_index: HashMap<i64, usize> = HashMap::new();
-        let mut test_ids: Vec<i64> = Vec::new();
-        let mut results = Vec::with_capacity(cells.results.len());
-        for (build, test, status) in cells.results {
-            let Some(column) = column_of.get(&build) else { continue };
-            let test = *test_index.entry(test).or_insert_with(|| {
-                test_ids.push(test);
-                test_ids.len() - 1
-            });
-            results.push(ResultRow { column: *column, test, cell: cell(status) });
+        let columns: Vec<Column> = latest.iter().map(|b| column(&b.info)).collect();
+        let mut rows = TestRows::new(latest.iter().flat_map(|b| b.results.iter().map(|(test, _)| *test)));
+        let mut results = Vec::with_capacity(latest.iter().map(|b| b.results.len()).sum());
+        for (column, build) in latest.iter().enumerate() {
+            for (test, status) in &build.results {
+                results.push(ResultRow { column, test: rows.row_of(*test), cell: cell(*status) });
+            }
         }
-        let tests = self.names_of(&test_ids).await?;
+        let tests = self.names_of(&rows.ids).await?;
         Ok(Some(GridData { columns, tests, results }))
     }
 
@@ -192,6 +187,61 @@ impl IndexSource {
     }
 }
 
+/// Each test's row in a grid, by test id, in the order first seen. A job's tests are mostly ids
+/// close together (added by its first builds): an array over their range finds a row without
+/// hashing, which a grid does 200,000 times; ids spread wider take a map.
+struct TestRows {
+    /// The test of each row.
+    ids: Vec<i64>,
+    lookup: RowLookup,
+}
+
+enum RowLookup {
+    /// Row + 1 (0: none yet) of the test `first + i`.
+    Dense {
+        first: i64,
+        rows: Vec<u32>,
+    },
+    Sparse(HashMap<i64, usize>),
+}
+
+/// Dense lookups take at most this many entries (4 bytes each).
+const MAX_DENSE_TESTS: i64 = 1 << 20;
+
+impl TestRows {
+    /// For these test ids (with repeats).
+    fn new(ids: impl Iterator<Item = i64> + Clone) -> TestRows {
+        let range = ids.clone().fold(None, |range: Option<(i64, i64)>, id| {
+            Some(range.map_or((id, id), |(low, high)| (low.min(id), high.max(id))))
+        });
+        let lookup = match range {
+            Some((low, high)) if high - low < MAX_DENSE_TESTS => {
+                RowLookup::Dense { first: low, rows: vec![0; usize::try_from(high - low + 1).unwrap_or(0)] }
+            }
+            _ => RowLookup::Sparse(HashMap::new()),
+        };
+        TestRows { ids: Vec::new(), lookup }
+    }
+
+    fn row_of(&mut self, id: i64) -> usize {
+        let next = self.ids.len();
+        let row = match &mut self.lookup {
+            RowLookup::Dense { first, rows } => {
+                let slot = &mut rows[usize::try_from(id - *first).expect("within the range")];
+                if *slot == 0 {
+                    *slot = u32::try_from(next + 1).expect("fewer than 4 billion tests");
+                }
+                *slot as usize - 1
+            }
+            RowLookup::Sparse(rows) => *rows.entry(id).or_insert(next),
+        };
+        if row == next {
+            self.ids.push(id);
+        }
+        row
+    }
+}
+
 /// A store error for a page: logged whole, answered without the store's location.
 fn unreadable(error: StoreError) -> String {
     tracing::warn!("reading the object store for the dashboard failed: {error}");
@@ -233,6 +283,19 @@ fn cell(status: TestStatus) -> Cell {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_rows_number_tests_in_the_order_first_seen_over_a_dense_range_or_a_map() {
+        for ids in [vec![7, 5, 7, 6, 5, 9], vec![7, 5, 7, MAX_DENSE_TESTS * 3, 5, 9]] {
+            let mut rows = TestRows::new(ids.iter().copied());
+            let numbered: Vec<usize> = ids.iter().map(|id| rows.row_of(*id)).collect();
+            assert_eq!(numbered, [0, 1, 0, 2, 1, 3], "{ids:?}");
+            assert_eq!(rows.ids, [ids[0], ids[1], ids[3], ids[5]]);
+        }
+        assert!(matches!(TestRows::new([1, 2].into_iter()).lookup, RowLookup::Dense { .. }));
+        assert!(matches!(TestRows::new([1, MAX_DENSE_TESTS + 1].into_iter()).lookup, RowLookup::Sparse(_)));
+        assert_eq!(TestRows::new(std::iter::empty()).ids, Vec::<i64>::new());
+    }
 
     #[test]
     fn a_cut_log_starts_at_its_first_whole_line() {

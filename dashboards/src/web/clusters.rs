@@ -1,8 +1,9 @@
 //! The failure clusters of the last days across every provider (`/clusters`), and one cluster
 //! (`/clusters/{id}`): which providers, Kubernetes versions and jobs hit it, since when, which side
-//! it likely is on, and the builds. See [`crate::failures`].
+//! it likely is on, and the builds. See [`crate::failures`]. A rendered page is kept until the
+//! index changes, and at most [`KEPT`]: the window moves with the time.
 
-use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -10,9 +11,16 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
 
-use super::Source;
-use super::layout::{error_page, header_row, negotiate, not_found, short, time, unavailable};
+use super::layout::{error_page, header_row, negotiate, not_found, short, time, unavailable, wants_json};
+use super::{Dashboard, Source};
 use crate::failures::{self, Cluster, Hit, Side};
+
+/// How long a rendered page is kept while the index does not change: its window of days then starts
+/// at most this much too early.
+pub const KEPT: Duration = Duration::from_secs(60);
+
+/// A page of clusters: one cluster's id (or the list), the window, and whether JSON.
+pub type ClustersKey = (Option<String>, Option<u32>, bool);
 
 /// The window unless `?days=` says otherwise, and the longest one taken.
 pub const DEFAULT_DAYS: u32 = 14;
@@ -52,27 +60,48 @@ async fn read(source: &dyn Source, days: Option<u32>) -> Result<(u32, i64, Vec<C
     Ok((days, since, failures::clusters(failures)))
 }
 
-pub async fn list(
-    State(source): State<Arc<dyn Source>>,
-    Query(query): Query<DaysQuery>,
-    headers: HeaderMap,
-) -> Response {
-    let (days, since, clusters) = match read(source.as_ref(), query.days).await {
+/// The index's generation, and the page kept for `key` at it if there is one.
+async fn kept(dashboard: &Dashboard, key: &ClustersKey) -> Result<i64, Response> {
+    let generation = dashboard.source.index_generation().await.map_err(|e| unavailable(&e))?;
+    match dashboard.clusters.get(key, generation) {
+        Some(page) => Err(page),
+        None => Ok(generation),
+    }
+}
+
+pub async fn list(State(dashboard): State<Dashboard>, Query(query): Query<DaysQuery>, headers: HeaderMap) -> Response {
+    let key = (None, query.days, wants_json(&headers));
+    let generation = match kept(&dashboard, &key).await {
+        Ok(generation) => generation,
+        Err(page) => return page,
+    };
+    let (days, since, clusters) = match read(dashboard.source.as_ref(), query.days).await {
         Ok(read) => read,
         Err(response) => return response,
     };
     let clusters = clusters.into_iter().map(Cluster::summary).collect();
     let page = ClustersPage { days, since, clusters };
-    negotiate(&headers, &page, "Failure clusters", render_list)
+    let response = negotiate(&headers, &page, "Failure clusters", render_list);
+    dashboard.clusters.keep(key, generation, response).await
 }
 
 pub async fn one(
-    State(source): State<Arc<dyn Source>>,
+    State(dashboard): State<Dashboard>,
     Path(id): Path<String>,
     Query(query): Query<DaysQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let (days, since, clusters) = match read(source.as_ref(), query.days).await {
+    let key = (Some(id.clone()), query.days, wants_json(&headers));
+    let generation = match kept(&dashboard, &key).await {
+        Ok(generation) => generation,
+        Err(page) => return page,
+    };
+    let response = one_page(dashboard.source.as_ref(), id, query.days, &headers).await;
+    dashboard.clusters.keep(key, generation, response).await
+}
+
+async fn one_page(source: &dyn Source, id: String, days: Option<u32>, headers: &HeaderMap) -> Response {
+    let (days, since, clusters) = match read(source, days).await {
         Ok(read) => read,
         Err(response) => return response,
     };
@@ -82,7 +111,7 @@ pub async fn one(
         ));
     };
     let page = ClusterPage { days, since, cluster };
-    negotiate(&headers, &page, &format!("Failure cluster {id}"), render_one)
+    negotiate(headers, &page, &format!("Failure cluster {id}"), render_one)
 }
 
 fn side_badge(side: Side) -> Markup {

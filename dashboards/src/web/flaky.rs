@@ -1,7 +1,6 @@
 //! The flakiest tests (`/flaky`): per test its flake and failure rate over the last builds of a
-//! job (`?job=`), of every job of a provider (`?provider=`), or of every job.
-
-use std::sync::Arc;
+//! job (`?job=`), of every job of a provider (`?provider=`), or of every job. A rendered page is
+//! kept until the index changes.
 
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -9,15 +8,18 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
 
-use super::layout::{error_page, header_row, negotiate, not_found, unavailable};
-use super::{DEFAULT_BUILDS, Source};
+use super::layout::{error_page, header_row, negotiate, not_found, unavailable, wants_json};
+use super::{DEFAULT_BUILDS, Dashboard};
 use crate::grid::{Filter, Grid};
 use crate::trends::{TestStats, percent, sort_flakiest, test_stats};
+
+/// A page of flakiest tests: its query, the jobs it counts, and whether JSON.
+pub type FlakyKey = (FlakyQuery, Vec<String>, bool);
 
 /// The most tests the page lists.
 const LISTED: usize = 200;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
 pub struct FlakyQuery {
     job: Option<String>,
     provider: Option<String>,
@@ -35,11 +37,8 @@ pub struct FlakyPage {
     pub tests: Vec<TestStats>,
 }
 
-pub async fn page(
-    State(source): State<Arc<dyn Source>>,
-    Query(query): Query<FlakyQuery>,
-    headers: HeaderMap,
-) -> Response {
+pub async fn page(State(dashboard): State<Dashboard>, Query(query): Query<FlakyQuery>, headers: HeaderMap) -> Response {
+    let source = dashboard.source.as_ref();
     let builds = query.builds.unwrap_or(DEFAULT_BUILDS);
     if builds == 0 || builds > 1000 {
         return error_page(StatusCode::BAD_REQUEST, &format!("builds={builds}: use 1 to 1000"));
@@ -57,6 +56,14 @@ pub async fn page(
     if jobs.is_empty() && (query.job.is_some() || query.provider.is_some()) {
         return not_found("no such job or provider: see the job list at /");
     }
+    let generation = match source.index_generation().await {
+        Ok(generation) => generation,
+        Err(error) => return unavailable(&error),
+    };
+    let key = (query.clone(), jobs.clone(), wants_json(&headers));
+    if let Some(page) = dashboard.flaky.get(&key, generation) {
+        return page;
+    }
     let mut tests = Vec::new();
     for job in &jobs {
         match source.grid(job, builds).await {
@@ -68,7 +75,8 @@ pub async fn page(
     sort_flakiest(&mut tests);
     tests.truncate(LISTED);
     let page = FlakyPage { job: query.job, provider: query.provider, builds, jobs, tests };
-    negotiate(&headers, &page, "Flakiest tests", render)
+    let response = negotiate(&headers, &page, "Flakiest tests", render);
+    dashboard.flaky.keep(key, generation, response).await
 }
 
 fn render(page: &FlakyPage) -> Markup {

@@ -8,14 +8,9 @@
 //! and matches in time linear in the test name with a program that small). A refused filter is a
 //! `400` carrying [`FilterRejected`], which the server counts.
 
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
-
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use maud::{Markup, html};
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
@@ -50,42 +45,12 @@ const FILTER_NEST_LIMIT: u32 = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FilterRejected(pub &'static str);
 
-/// How many rendered grids are kept (all are dropped when it is exceeded: simple, and a
-/// dashboard's working set is a few jobs × a few filters).
-const CACHED_GRIDS: usize = 256;
-
+/// A grid page: the job, its query, and whether JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct GridKey {
+pub struct GridKey {
     job: String,
     query: GridQuery,
     json: bool,
-}
-
-/// A rendered grid: the generation it was rendered at, its ETag, its type and body.
-#[derive(Clone)]
-struct Rendered {
-    generation: i64,
-    etag: HeaderValue,
-    content_type: HeaderValue,
-    body: Bytes,
-}
-
-#[derive(Default)]
-pub struct GridCache(Mutex<HashMap<GridKey, Rendered>>);
-
-impl GridCache {
-    fn get(&self, key: &GridKey, generation: i64) -> Option<Rendered> {
-        let grids = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        grids.get(key).filter(|r| r.generation == generation).cloned()
-    }
-
-    fn put(&self, key: GridKey, rendered: Rendered) {
-        let mut grids = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if grids.len() >= CACHED_GRIDS {
-            grids.clear();
-        }
-        grids.insert(key, rendered);
-    }
 }
 
 pub async fn grid_page(
@@ -111,7 +76,7 @@ pub async fn grid_page(
     };
     let key = GridKey { job: job.clone(), query: query.clone(), json: wants_json(&headers) };
     if let Some(rendered) = dashboard.grids.get(&key, generation) {
-        return respond(rendered);
+        return rendered;
     }
     let builds = query.builds.unwrap_or(DEFAULT_BUILDS).clamp(1, 1000);
     let response = match dashboard.source.grid(&job, builds).await {
@@ -128,34 +93,11 @@ pub async fn grid_page(
         Ok(None) => return unknown_job(&job),
         Err(error) => return unavailable(&error),
     };
-    match keep(response, generation, &key).await {
-        Ok(rendered) => {
-            dashboard.grids.put(key, rendered.clone());
-            respond(rendered)
-        }
-        Err(response) => response,
-    }
+    dashboard.grids.keep(key, generation, response).await
 }
 
 fn unknown_job(job: &str) -> Response {
     not_found(&format!("no job {job:?}: see the job list at /"))
-}
-
-/// The response's body, kept with an ETag made of the generation and the query.
-async fn keep(response: Response, generation: i64, key: &GridKey) -> Result<Rendered, Response> {
-    let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .map_err(|e| error_page(StatusCode::INTERNAL_SERVER_ERROR, &format!("rendering the grid: {e}")))?;
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    key.hash(&mut hasher);
-    let etag = HeaderValue::from_str(&format!("W/\"g{generation}-{:016x}\"", hasher.finish())).expect("ASCII");
-    let content_type = content_type.unwrap_or(HeaderValue::from_static("text/html; charset=utf-8"));
-    Ok(Rendered { generation, etag, content_type, body })
-}
-
-fn respond(rendered: Rendered) -> Response {
-    ([(header::CONTENT_TYPE, rendered.content_type), (header::ETAG, rendered.etag)], rendered.body).into_response()
 }
 
 /// This page's address with the always-skipped tests toggled.

@@ -5,6 +5,7 @@
 
 mod build;
 pub use build::BUILD_LOG;
+mod cache;
 pub use job::FilterRejected;
 mod clusters;
 mod flaky;
@@ -41,6 +42,9 @@ pub trait Source: Send + Sync + 'static {
     /// A number that changes whenever the job's builds or results do; `None` for an unknown job.
     /// Rendered grids are kept until it changes.
     async fn grid_generation(&self, job: &str) -> Result<Option<i64>, String>;
+    /// A number that changes whenever any build or result does. Rendered failure clusters and
+    /// flakiest tests are kept until it changes.
+    async fn index_generation(&self) -> Result<i64, String>;
     /// The job's latest `builds` builds (newest first), their tests and results; `None` for an
     /// unknown job.
     async fn grid(&self, job: &str, builds: usize) -> Result<Option<GridData>, String>;
@@ -114,11 +118,13 @@ pub const PATHS: &[&str] = &[
     "/flaky",
 ];
 
-/// The router's state: the data, and the grids already rendered.
+/// The router's state: the data, and the pages already rendered.
 #[derive(Clone)]
 struct Dashboard {
     source: Arc<dyn Source>,
-    grids: Arc<job::GridCache>,
+    grids: Arc<cache::PageCache<job::GridKey>>,
+    clusters: Arc<cache::PageCache<clusters::ClustersKey>>,
+    flaky: Arc<cache::PageCache<flaky::FlakyKey>>,
 }
 
 impl axum::extract::FromRef<Dashboard> for Arc<dyn Source> {
@@ -137,7 +143,12 @@ pub fn router(source: Arc<dyn Source>) -> Router {
         .route(PATHS[5], get(clusters::list))
         .route(PATHS[6], get(clusters::one))
         .route(PATHS[7], get(flaky::page))
-        .with_state(Dashboard { source, grids: Arc::default() })
+        .with_state(Dashboard {
+            source,
+            grids: Arc::default(),
+            clusters: Arc::new(cache::PageCache::new(Some(clusters::KEPT))),
+            flaky: Arc::default(),
+        })
         .layer(axum::middleware::map_response(layout::secure_headers))
 }
 
@@ -159,6 +170,7 @@ mod tests {
         down: bool,
         generation: std::sync::atomic::AtomicI64,
         grids_read: std::sync::atomic::AtomicUsize,
+        failures_read: std::sync::atomic::AtomicUsize,
         snapshot: Option<Arc<lkg::api::Snapshot>>,
     }
 
@@ -190,6 +202,11 @@ mod tests {
             Ok((job == "ci-a").then(|| self.generation.load(std::sync::atomic::Ordering::Relaxed)))
         }
 
+        async fn index_generation(&self) -> Result<i64, String> {
+            self.jobs().await?;
+            Ok(self.generation.load(std::sync::atomic::Ordering::Relaxed))
+        }
+
         async fn artifact(&self, job: &str, build: &str, path: &str) -> Result<Option<Vec<u8>>, String> {
             self.jobs().await?;
             Ok((job == "ci-a" && build == "2" && path == "build-log.txt").then(|| b"line 1\nline 2\n".to_vec()))
@@ -205,6 +222,7 @@ mod tests {
 
         async fn failures(&self, since: i64) -> Result<Vec<Failure>, String> {
             self.jobs().await?;
+            self.failures_read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let failure = |provider: &str, build: &str, message: &str| Failure {
                 provider: Some(provider.into()),
                 job: format!("ci-{provider}"),
@@ -214,6 +232,7 @@ mod tests {
                 provider_version: Some(format!("{provider}-abc")),
                 test: "[sig-network] LoadBalancers should work".into(),
                 message: Some(message.into()),
+                normalised: None,
             };
             Ok(vec![
                 failure("aws", "1", "timed out after 30s waiting for 10.0.0.1:80"),
@@ -371,6 +390,37 @@ mod tests {
         let (new_etag, _) = get("/job/ci-a").await;
         assert_ne!(new_etag, etag, "a new build of the job is a new grid");
         assert_eq!(source.grids_read.load(Relaxed), 3);
+    }
+
+    #[tokio::test]
+    async fn failure_clusters_and_flakiest_tests_are_computed_once_per_index_generation_and_query() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let source = Arc::new(Fixed::default());
+        let app = router(source.clone());
+        let get = |uri: &'static str| {
+            let app = app.clone();
+            async move {
+                let response = app.oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+                (response.status(), response.into_body().collect().await.unwrap().to_bytes())
+            }
+        };
+        let (status, clusters) = get("/clusters").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(get("/clusters").await.1, clusters);
+        assert_eq!(source.failures_read.load(Relaxed), 1, "the second request was served as rendered");
+        get("/clusters?days=7").await;
+        assert_eq!(source.failures_read.load(Relaxed), 2, "another window is another page");
+        assert_eq!(get("/clusters?days=0").await.0, StatusCode::BAD_REQUEST, "an error is answered, never kept");
+        assert_eq!(get("/clusters?days=0").await.0, StatusCode::BAD_REQUEST);
+        let (_, flaky) = get("/flaky?job=ci-a").await;
+        let grids = source.grids_read.load(Relaxed);
+        assert_eq!(get("/flaky?job=ci-a").await.1, flaky);
+        assert_eq!(source.grids_read.load(Relaxed), grids, "the flakiest tests were served as rendered");
+        source.generation.store(2, Relaxed);
+        get("/clusters").await;
+        get("/flaky?job=ci-a").await;
+        assert_eq!(source.failures_read.load(Relaxed), 3, "a change of the index is new clusters");
+        assert_eq!(source.grids_read.load(Relaxed), grids + 1, "and new flakiest tests");
     }
 
     #[tokio::test]

@@ -26,7 +26,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dashboards::failures::Failure;
+use dashboards::failures::{Failure, NORMALISED_BY, normalise};
 use dashboards::matrix::MatrixBuild;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::Migrator;
@@ -40,7 +40,7 @@ static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Rows per multi-row `INSERT` of test results (6 binds each). Measured (docs/benchmarks.md): sqlx's
+/// Rows per multi-row `INSERT` of test results (7 binds each). Measured (docs/benchmarks.md): sqlx's
 /// SQLite driver slows down more than linearly with the binds of one statement (7,000 rows went in
 /// at ~170k rows/s in batches of 25–50, ~21k/s in batches of 1,000), while Postgres gains from
 /// fewer round trips.
@@ -414,20 +414,29 @@ impl Index {
         let ids = self.test_ids(tx, &r.results, learned).await?;
         for (batch, ids) in r.results.chunks(insert_batch(self.backend)).zip(ids.chunks(insert_batch(self.backend))) {
             let sql = format!(
-                "INSERT INTO test_results (build_id, test_id, status, duration_seconds, failure_message) VALUES {}",
-                placeholders(batch.len(), 5)
+                "INSERT INTO test_results (build_id, test_id, status, duration_seconds, failure_message, \
+                 failure_key, failure_key_version) VALUES {}",
+                placeholders(batch.len(), 7)
             );
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
             for (t, id) in batch.iter().zip(ids) {
+                // What the failure clusters group a failure by, worked out once, here.
+                let key =
+                    (t.status == TestStatus::Fail).then_some(t.failure_message.as_deref()).flatten().map(normalise);
+                let version = key.is_some().then_some(NORMALISED_BY);
                 query = query
                     .bind(build_id)
                     .bind(*id)
                     .bind(t.status.as_str())
                     .bind(t.duration_seconds)
-                    .bind(&t.failure_message);
+                    .bind(&t.failure_message)
+                    .bind(key)
+                    .bind(version);
             }
             query.execute(&mut **tx).await.map_err(self.err("add test results"))?;
         }
+        let packed = packed_cells::pack(ids.iter().copied().zip(r.results.iter().map(|t| t.status)));
+        self.write_cells(tx, build_id, &r.info.digest, packed).await?;
         for p in &r.problems {
             sqlx::query("INSERT INTO build_problems (build_id, file, message) VALUES ($1, $2, $3)")
                 .bind(build_id)
@@ -519,43 +528,6 @@ impl Index {
         rows.iter().map(|r| self.build_row(r)).collect()
     }
 
-    /// The results of a job's latest `limit` builds, by ids: each build's id and directory, and
-    /// `(build id, test id, status)` per result (the test names are read apart, once: see
-    /// [`Index::test_names`]).
-    pub async fn grid_cells(&self, job: &str, limit: i64) -> Result<GridCells> {
-        let builds = sqlx::query(
-            "SELECT b.id, b.path FROM builds b JOIN jobs j ON j.id = b.job_id WHERE j.name = $1 \
-             ORDER BY b.started_at DESC, b.build DESC LIMIT $2",
-        )
-        .bind(job)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.err("list a job's latest builds"))?;
-        let builds: Vec<(i64, String)> =
-            builds.iter().map(|r| self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?)))).collect::<Result<_>>()?;
-        if builds.is_empty() {
-            return Ok(GridCells::default());
-        }
-        // Ids read from the database, as integers: nothing to bind.
-        let ids = builds.iter().map(|(id, _)| id.to_string()).collect::<Vec<_>>().join(",");
-        let sql = format!("SELECT t.build_id, t.test_id, t.status FROM test_results t WHERE t.build_id IN ({ids})");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(self.err("list a job's latest results"))?;
-        let results = rows
-            .iter()
-            .map(|r| {
-                let (build, test, status): (i64, i64, String) =
-                    self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))?;
-                let status = TestStatus::parse(&status).ok_or_else(|| self.bad_value("test_results.status", status))?;
-                Ok((build, test, status))
-            })
-            .collect::<Result<_>>()?;
-        Ok(GridCells { builds, results })
-    }
-
     /// The suite and name of each of these tests: `(id, suite, name)`.
     pub async fn test_names(&self, ids: &[i64]) -> Result<Vec<(i64, String, String)>> {
         let mut names = Vec::with_capacity(ids.len());
@@ -574,25 +546,48 @@ impl Index {
     }
 
     /// Every failed result of the builds started at or after `since` (epoch seconds), with its
-    /// build's versions and its message, but those of the test `except` (suite, name); the partial
-    /// index `test_results_failed` finds them.
+    /// build's versions, its message and the message normalised when it was indexed (by this
+    /// version of the normaliser), but those of the test `except` (suite, name); the partial index
+    /// `test_results_failed` finds them.
     pub async fn failures_since(&self, since: i64, except: (&str, &str)) -> Result<Vec<Failure>> {
-        let rows = sqlx::query(
-            "SELECT p.name, j.name, b.build, b.started_at, b.kubernetes_version, b.provider_version, te.name, \
-             t.failure_message FROM builds b JOIN test_results t ON t.build_id = b.id AND t.status = 'fail' \
-             JOIN tests te ON te.id = t.test_id JOIN jobs j ON j.id = b.job_id \
-             LEFT JOIN providers p ON p.id = j.provider_id \
-             WHERE b.started_at >= $1 AND NOT (te.suite = $2 AND te.name = $3)",
-        )
-        .bind(since)
-        .bind(except.0)
-        .bind(except.1)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.err("list recent failures"))?;
-        rows.iter()
-            .map(|r| {
-                self.decode(|| {
+        // A row per build, its failures as one JSON array of [test, message, normalised message]:
+        // thousands of rows cost the SQLite driver a thread switch each.
+        let failed = match self.backend {
+            Backend::Sqlite => {
+                "json_group_array(json_array(te.name, t.failure_message, \
+                 CASE WHEN t.failure_key_version = $4 THEN t.failure_key END))"
+            }
+            Backend::Postgres => {
+                "json_agg(json_build_array(te.name, t.failure_message, \
+                 CASE WHEN t.failure_key_version = $4 THEN t.failure_key END))::text"
+            }
+        };
+        let sql = format!(
+            "SELECT p.name, j.name, b.build, b.started_at, b.kubernetes_version, b.provider_version, \
+             (SELECT {failed} FROM test_results t JOIN tests te ON te.id = t.test_id \
+             WHERE t.build_id = b.id AND t.status = 'fail' AND NOT (te.suite = $2 AND te.name = $3)) \
+             FROM builds b JOIN jobs j ON j.id = b.job_id LEFT JOIN providers p ON p.id = j.provider_id \
+             WHERE b.started_at >= $1"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(since)
+            .bind(except.0)
+            .bind(except.1)
+            .bind(NORMALISED_BY)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("list recent failures"))?;
+        let mut failures = Vec::new();
+        for r in &rows {
+            let failed: Option<String> = self.decode(|| r.try_get(6))?;
+            let failed: Vec<(String, Option<String>, Option<String>)> = match failed {
+                Some(json) => {
+                    serde_json::from_str(&json).map_err(|_| self.bad_value("failed results as JSON", json))?
+                }
+                None => Vec::new(),
+            };
+            for (test, message, normalised) in failed {
+                failures.push(self.decode(|| {
                     Ok(Failure {
                         provider: r.try_get(0)?,
                         job: r.try_get(1)?,
@@ -600,24 +595,30 @@ impl Index {
                         started_at: r.try_get(3)?,
                         kubernetes_version: r.try_get(4)?,
                         provider_version: r.try_get(5)?,
-                        test: r.try_get(6)?,
-                        message: r.try_get(7)?,
+                        test,
+                        message,
+                        normalised,
                     })
-                })
-            })
-            .collect()
+                })?);
+            }
+        }
+        Ok(failures)
     }
 
     /// Each job's latest `limit` finished builds, oldest first per job: `(job, build, started,
-    /// finished, passed, tests passed or flaky, tests that ran)`.
+    /// finished, passed, tests passed or flaky, tests that ran)`, counted when the builds were
+    /// indexed (`build_cells`), or now for a build without its packed row.
     pub async fn job_trends(&self, limit: i64) -> Result<Vec<TrendRow>> {
         let rows = sqlx::query(
             "SELECT r.job, r.build, r.started_at, r.finished_at, r.passed, \
-             (SELECT COUNT(*) FROM test_results t WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky')), \
-             (SELECT COUNT(*) FROM test_results t WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky', 'fail')) \
-             FROM (SELECT b.id, j.name AS job, b.build, b.started_at, b.finished_at, b.passed, \
+             CASE WHEN c.digest = r.digest THEN c.passed_tests ELSE (SELECT COUNT(*) FROM test_results t \
+             WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky')) END, \
+             CASE WHEN c.digest = r.digest THEN c.ran_tests ELSE (SELECT COUNT(*) FROM test_results t \
+             WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky', 'fail')) END \
+             FROM (SELECT b.id, b.digest, j.name AS job, b.build, b.started_at, b.finished_at, b.passed, \
              ROW_NUMBER() OVER (PARTITION BY b.job_id ORDER BY b.started_at DESC, b.build DESC) AS n \
              FROM builds b JOIN jobs j ON j.id = b.job_id WHERE b.state = 'finished') r \
+             LEFT JOIN build_cells c ON c.build_id = r.id \
              WHERE r.n <= $1 ORDER BY r.job, r.started_at, r.build",
         )
         .bind(limit)
@@ -1138,16 +1139,7 @@ fn redact(url: &str) -> String {
 
 mod claims;
 mod lkg_versions;
-/// A job's latest builds by id and directory, and their results by ids (see
-/// [`Index::grid_cells`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GridCells {
-    /// `(build id, directory)`, newest first.
-    pub builds: Vec<(i64, String)>,
-    /// `(build id, test id, status)`.
-    pub results: Vec<(i64, i64, TestStatus)>,
-}
-
+mod packed_cells;
 /// A finished build of a job and its test counts (see [`Index::job_trends`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrendRow {
@@ -1166,4 +1158,5 @@ mod tokens;
 
 pub use claims::{Claim, ClaimSeen};
 pub use lkg_versions::LkgRecorded;
+pub use packed_cells::GridBuild;
 pub use tokens::TokenInfo;

@@ -1,6 +1,8 @@
 //! Every query of the index, run against both databases: a SQLite file, and the Postgres server
 //! that `scripts/test` starts (`HARNESS_TEST_POSTGRES_URL`; each test gets a database of its own).
 
+use std::collections::HashMap;
+
 use super::*;
 use crate::results::layout::Versions;
 use crate::results::record::{BuildInfo, BuildRecord, Problem, State, TestResult, TestStatus};
@@ -139,6 +141,132 @@ async fn indexing_the_same_build_again_is_a_no_op_and_new_content_replaces_it() 
         assert_eq!(index.index_build(&second).await.unwrap(), Indexed::Replaced);
         assert_eq!(index.counts().await.unwrap(), (1, 1), "{}", index.name());
         assert_eq!(index.build_results("ci-a", "1").await.unwrap(), second.results);
+        packed_cells_agree_with_results(index, 1).await;
+    }
+}
+
+/// Every build has a packed row, packed from its content, holding what its results hold.
+async fn packed_cells_agree_with_results(index: &Index, builds: usize) {
+    let packed = index
+        .fetch_rows(
+            "SELECT c.build_id, c.cells, c.digest, b.digest, c.passed_tests, c.ran_tests \
+             FROM build_cells c JOIN builds b ON b.id = c.build_id",
+            "read packed cells",
+            |r| {
+                let row: (i64, String, String, String) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?);
+                Ok((row, (r.try_get::<i64, _>(4)?, r.try_get::<i64, _>(5)?)))
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(packed.len(), builds, "{}: a build without its packed row", index.name());
+    let mut from_results: HashMap<i64, Vec<(i64, TestStatus)>> = HashMap::new();
+    index
+        .for_each_lkg_result(None, |build, test, status| from_results.entry(build).or_default().push((test, status)))
+        .await
+        .unwrap();
+    for ((build, cells, digest, build_digest), counts) in packed {
+        assert_eq!(digest, build_digest, "{}: packed from other content", index.name());
+        let mut unpacked = packed_cells::unpack(&cells).unwrap();
+        unpacked.sort_by_key(|(test, _)| *test);
+        let mut expected = from_results.remove(&build).unwrap_or_default();
+        expected.sort_by_key(|(test, _)| *test);
+        assert_eq!(unpacked, expected, "{}: build {build}", index.name());
+        let passed = expected.iter().filter(|(_, s)| matches!(s, TestStatus::Pass | TestStatus::Flaky)).count();
+        let ran = expected.iter().filter(|(_, s)| *s != TestStatus::Skip).count();
+        assert_eq!(counts, (passed as i64, ran as i64), "{}: build {build}", index.name());
+    }
+}
+
+#[tokio::test]
+async fn concurrent_replacements_of_one_build_leave_its_packed_cells_as_its_results() {
+    let (_dir, indexes) = both().await;
+    let content = |i: usize| {
+        let status = if i.is_multiple_of(2) { TestStatus::Pass } else { TestStatus::Fail };
+        let mut rec = record("ci-a", "1", 100, (0..300).map(|t| result(&format!("t{}", t + i), status)).collect());
+        rec.info.digest = format!("content-{i}");
+        rec
+    };
+    for index in &indexes {
+        let tasks: Vec<_> = (0..12)
+            .map(|i| {
+                let (index, rec) = (index.clone(), content(i));
+                tokio::spawn(async move { index.index_build(&rec).await })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        packed_cells_agree_with_results(index, 1).await;
+    }
+}
+
+#[tokio::test]
+async fn the_grid_and_trends_read_packed_cells_and_the_results_of_a_build_whose_packed_row_is_stale_or_missing() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        index.index_build(&record("ci-a", "1", 100, vec![result("t", TestStatus::Pass)])).await.unwrap();
+        let read = async || index.grid_builds("ci-a", 1).await.unwrap()[0].results.clone();
+        let [(test, status)] = read().await[..] else { panic!("one result") };
+        assert_eq!(status, TestStatus::Pass);
+        let counts = async || {
+            let trend = &index.job_trends(1).await.unwrap()[0];
+            (trend.passed_tests, trend.ran_tests)
+        };
+        assert_eq!(counts().await, (1, 1));
+        // Packed cells and counts are what the grid and the sparklines read...
+        index.pool.execute("UPDATE build_cells SET cells = '999f', passed_tests = 7, ran_tests = 9").await.unwrap();
+        assert_eq!(read().await, [(999, TestStatus::Fail)], "{}", index.name());
+        assert_eq!(counts().await, (7, 9), "{}", index.name());
+        // ... unless packed from other content (a build replaced by a binary that predates them).
+        index.pool.execute("UPDATE build_cells SET digest = 'older'").await.unwrap();
+        assert_eq!(read().await, [(test, TestStatus::Pass)], "{}", index.name());
+        assert_eq!(counts().await, (1, 1), "{}", index.name());
+        index.pool.execute("DELETE FROM build_cells").await.unwrap();
+        assert_eq!(read().await, [(test, TestStatus::Pass)], "{}", index.name());
+        assert_eq!(counts().await, (1, 1), "{}", index.name());
+    }
+}
+
+#[tokio::test]
+async fn builds_indexed_before_the_packed_cells_get_theirs_from_the_migration_on_both_databases() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = format!("sqlite://{}?mode=rwc", dir.path().join("index.sqlite").display());
+    for (url, dialect) in [(sqlite, "sqlite"), (fresh_postgres_database().await, "postgres")] {
+        let old = dir.path().join(format!("migrations-{dialect}"));
+        std::fs::create_dir(&old).unwrap();
+        let all = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations").join(dialect);
+        for entry in std::fs::read_dir(&all).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.as_str() < "0008" {
+                std::fs::copy(&path, old.join(&name)).unwrap();
+            }
+        }
+        sqlx::any::install_default_drivers();
+        let pool = AnyPool::connect(&url).await.unwrap();
+        Migrator::new(old.as_path()).await.unwrap().run(&pool).await.unwrap();
+        let statements = [
+            "INSERT INTO jobs (name) VALUES ('ci-a')",
+            "INSERT INTO builds (job_id, build, path, state, started_at, artifacts_url, digest) \
+             VALUES (1, '1', 'logs/ci-a/1', 'finished', 100, 'file:///s/logs/ci-a/1', 'd1')",
+            "INSERT INTO builds (job_id, build, path, state, started_at, artifacts_url, digest) \
+             VALUES (1, '2', 'logs/ci-a/2', 'finished', 200, 'file:///s/logs/ci-a/2', 'd2')",
+            "INSERT INTO tests (suite, name) VALUES ('s', 't'), ('s', 'u'), ('s', 'v'), ('s', 'w')",
+            "INSERT INTO test_results (build_id, test_id, status) \
+             VALUES (1, 1, 'pass'), (1, 2, 'fail'), (1, 3, 'flaky'), (1, 4, 'skip')",
+        ];
+        for statement in statements {
+            pool.execute(statement).await.unwrap();
+        }
+        pool.close().await;
+        let index = Index::open(&url).await.unwrap();
+        packed_cells_agree_with_results(&index, 2).await;
+        let mut builds = index.grid_builds("ci-a", 2).await.unwrap();
+        builds[1].results.sort_by_key(|(test, _)| *test);
+        let results: Vec<&[(i64, TestStatus)]> = builds.iter().map(|b| b.results.as_slice()).collect();
+        let one = [(1, TestStatus::Pass), (2, TestStatus::Fail), (3, TestStatus::Flaky), (4, TestStatus::Skip)];
+        assert_eq!(results, [&[][..], &one[..]], "{dialect}");
     }
 }
 
@@ -160,6 +288,7 @@ async fn twenty_concurrent_indexings_of_one_build_leave_one_build() {
         let inserted = outcomes.iter().filter(|o| **o == Indexed::Inserted).count();
         assert_eq!(inserted, 1, "{}: {outcomes:?}", index.name());
         assert_eq!(index.counts().await.unwrap(), (1, 500), "{}", index.name());
+        packed_cells_agree_with_results(index, 1).await;
     }
 }
 
@@ -175,6 +304,7 @@ async fn a_failure_midway_leaves_nothing_half_written() {
         assert!(err.contains("add a problem"), "{err}");
         assert_eq!(index.counts().await.unwrap(), (0, 0), "{}", index.name());
         assert!(index.latest_builds("ci-a", 1).await.unwrap().is_empty());
+        packed_cells_agree_with_results(index, 0).await;
     }
 }
 
@@ -320,23 +450,18 @@ async fn grid_results_hold_the_latest_builds_of_one_job_on_both_databases() {
         index.index_build(&record("ci-a", "3", 300, vec![result("t", TestStatus::Flaky)])).await.unwrap();
         assert_eq!(index.job_generation("ci-a").await.unwrap(), Some(3), "the same build again changes nothing");
         assert_eq!(index.job_generation("ci-z").await.unwrap(), None);
-        let cells = index.grid_cells("ci-a", 2).await.unwrap();
-        let paths: Vec<&str> = cells.builds.iter().map(|(_, path)| path.as_str()).collect();
+        let builds = index.grid_builds("ci-a", 2).await.unwrap();
+        let paths: Vec<&str> = builds.iter().map(|b| b.info.path.as_str()).collect();
         assert_eq!(paths, ["logs/ci-a/3", "logs/ci-a/2"], "newest first: {}", index.name());
-        let path_of = |id: i64| cells.builds.iter().find(|(b, _)| *b == id).unwrap().1.clone();
-        let mut results: Vec<(String, i64, TestStatus)> =
-            cells.results.iter().map(|(build, test, status)| (path_of(*build), *test, *status)).collect();
-        results.sort();
-        let test = results[0].1;
-        let expected =
-            [("logs/ci-a/2".to_string(), test, TestStatus::Pass), ("logs/ci-a/3".into(), test, TestStatus::Flaky)];
-        assert_eq!(results, expected, "{}", index.name());
+        let test = builds[0].results[0].0;
+        let results: Vec<&[(i64, TestStatus)]> = builds.iter().map(|b| b.results.as_slice()).collect();
+        assert_eq!(results, [&[(test, TestStatus::Flaky)][..], &[(test, TestStatus::Pass)]], "{}", index.name());
         assert_eq!(
             index.test_names(&[test]).await.unwrap(),
             [(test, "Kubernetes e2e suite".to_string(), "t".to_string())],
             "the test named once"
         );
-        assert_eq!(index.grid_cells("ci-z", 2).await.unwrap(), GridCells::default());
+        assert_eq!(index.grid_builds("ci-z", 2).await.unwrap(), []);
         let jobs = index.jobs().await.unwrap();
         assert_eq!(jobs, [("ci-a".to_string(), Some("local".to_string())), ("ci-b".into(), Some("local".into()))]);
         let mut matrix = index.matrix_builds().await.unwrap();
@@ -434,12 +559,8 @@ async fn a_presubmit_and_the_periodic_build_of_one_id_are_two_builds_on_both_dat
         assert_eq!((at.pull.as_deref(), at.passed), (Some("7"), Some(false)));
         assert_eq!(index.build("ci-a", "2").await.unwrap().unwrap().path, only_pr.info.path);
         assert_eq!(index.build_results("ci-a", "2").await.unwrap(), only_pr.results);
-        let grid = index.grid_cells("ci-a", 10).await.unwrap();
-        let mut paths: Vec<&str> = grid
-            .results
-            .iter()
-            .map(|(build, _, _)| grid.builds.iter().find(|(id, _)| id == build).unwrap().1.as_str())
-            .collect();
+        let grid = index.grid_builds("ci-a", 10).await.unwrap();
+        let mut paths: Vec<&str> = grid.iter().flat_map(|b| b.results.iter().map(|_| b.info.path.as_str())).collect();
         paths.sort();
         assert_eq!(paths, ["logs/ci-a/1", "pr-logs/pull/o_r/7/ci-a/1", "pr-logs/pull/o_r/7/ci-a/2"]);
         let mut states = index.build_states().await.unwrap();
@@ -593,6 +714,12 @@ async fn failures_since_a_time_and_each_jobs_latest_builds_with_their_pass_rates
             (failures[0].provider.as_deref(), failures[0].kubernetes_version.as_deref()),
             (Some("local"), Some("v1.37.1"))
         );
+        // Normalised once, when indexed; a key of another version of the normaliser is not read.
+        let normalised = dashboards::failures::normalise("t failed: expected 3 nodes, saw 2");
+        assert_eq!(failures[0].normalised.as_deref(), Some(normalised.as_str()), "{}", index.name());
+        index.pool.execute("UPDATE test_results SET failure_key = 'stale', failure_key_version = 0").await.unwrap();
+        let failures = index.failures_since(200, ("harness", "Test")).await.unwrap();
+        assert!(failures.iter().all(|f| f.normalised.is_none()), "{}: {failures:?}", index.name());
         let trends = index.job_trends(2).await.unwrap();
         let rows: Vec<(&str, &str, Option<i64>, i64, i64)> = trends
             .iter()
