@@ -203,7 +203,8 @@ pub enum ToolchainCommand {
 
 #[derive(Debug, Args)]
 pub struct VersionArg {
-    /// Kubernetes version: v1.37.1, 1.37 (newest pinned patch) or latest.
+    /// Kubernetes version: v1.37.1, 1.37 (newest pinned patch) or latest; `toolchain install` also
+    /// takes any release or pre-release tag the Go module proxy serves (v1.37.0-rc.1), pinned at run time.
     #[arg(long = "kubernetes", value_name = "VERSION")]
     pub kubernetes: Option<String>,
 }
@@ -353,8 +354,15 @@ fn write_or_print(output: Option<std::path::PathBuf>, text: &str) -> Result<()> 
 async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
     match command {
         ToolchainCommand::Install { version, all, force } => {
-            let releases =
-                if all { toolchain::releases() } else { vec![toolchain::resolve(version.kubernetes.as_deref())?] };
+            let releases = match (all, version.kubernetes) {
+                (true, _) => toolchain::releases(),
+                // A tag no embedded pin names is pinned from the Go module proxy first.
+                (false, Some(requested)) => {
+                    let work = tokio::task::spawn_blocking(move || toolchain::resolve_or_pin(&requested));
+                    vec![until_interrupted(work).await???]
+                }
+                (false, None) => vec![toolchain::default_release()],
+            };
             for release in releases {
                 let work = tokio::task::spawn_blocking(move || toolchain::install(&release, force));
                 let installed = until_interrupted(work).await???;

@@ -85,6 +85,13 @@ lb='<testcase name="[quick] load balancers get an address" time="0.1"/>'
 if grep -q regressed behaviour; then
   lb='<testcase name="[quick] load balancers get an address" time="0.1"><failure message="no address">the service got no ingress address</failure></testcase>'
 fi
+# With `kubernetes VERSION`: regressed from Kubernetes v1.37.0-rc.1 on, whatever the commit.
+if [ "$1" = kubernetes ]; then
+  case "$2" in
+    v1.37.0-alpha.*|v1.37.0-beta.*|v1.36.*) lb='<testcase name="[quick] load balancers get an address" time="0.1"/>' ;;
+    *) lb='<testcase name="[quick] load balancers get an address" time="0.1"><failure message="no address">Kubernetes '"$2"' broke it</failure></testcase>' ;;
+  esac
+fi
 flaky=''
 if [ "$1" = flaky ]; then
   marker="$FLAKY_STATE/$(git rev-parse HEAD)"
@@ -149,9 +156,14 @@ suites:
     env:
       FLAKY_STATE: {flaky_state}
     timeout: 1m
-providers:{}{}"#,
+  - name: quick-by-kubernetes
+    kind: exec
+    command: [sh, suite.sh, kubernetes, "{{kubernetes_version}}"]
+    timeout: 1m
+providers:{}{}{}"#,
         provider("quick", "quick"),
         provider("flaky", "quick-flaky"),
+        provider("kube", "quick-by-kubernetes"),
         flaky_state = flaky_state.display()
     );
     let path = dir.join("providers.yaml");
@@ -424,4 +436,83 @@ fn bad_ranges_are_refused_and_nothing_runs() {
     // Nothing ran: no build was published, no worktree was made.
     assert!(!env.root.join("bad/store/logs").exists(), "nothing is published");
     assert_eq!(repo.git(&["worktree", "list"]).lines().count(), 1);
+}
+
+/// `--side kubernetes` end to end: the provider's commit held fixed, Kubernetes tags as the points
+/// (given with `--points`, so that no Go module proxy is asked), on the `existing` deployer, whose
+/// runs take no toolchain; the suite regresses from Kubernetes v1.37.0-rc.1 on. Every point is a
+/// real run published with the point as its Kubernetes version, read back when run again.
+#[test]
+fn bisect_finds_the_kubernetes_version_that_broke_the_provider() {
+    let (_tmp, mut env) = setup();
+    let cluster = Cluster::up(&env.root);
+    env.config = providers_yaml(&env.root, &cluster.kubeconfig);
+    let repo = Repo::new(env.root.join("repo"), &[]);
+    let points = "v1.37.0-alpha.2,v1.37.0-alpha.3,v1.37.0-beta.0,v1.37.0-rc.1,v1.37.0";
+    let args = [
+        "--provider",
+        "kube",
+        "--side",
+        "kubernetes",
+        "--good",
+        "v1.36.4",
+        "--bad",
+        "v1.37.1",
+        "--points",
+        points,
+        "--commit",
+        &repo.commits[3],
+    ];
+    let first = report(&env.bisect("kube", &repo, &args).output().unwrap());
+    assert_eq!(first["side"], "kubernetes", "{first:#}");
+    assert_eq!(first["first_bad"]["commit"], "v1.37.0-rc.1", "{first:#}");
+    assert_eq!(first["answer"]["last_good"], "v1.37.0-beta.0", "{first:#}");
+    assert_eq!(first["provider_commit"], repo.commits[3].as_str());
+    assert_eq!(first["commits"], 6, "five points and the bad end");
+    assert_eq!(first["failing_tests"], serde_json::json!(["[quick] load balancers get an address"]));
+    let ran = runs(&first);
+    assert!(!ran.is_empty() && ran.len() <= 3, "⌈log₂ 6⌉ = 3 runs at most: {first:#}");
+    for run in &ran {
+        assert_eq!(run["toolchain_seconds"], 0.0, "the existing deployer takes no toolchain: {run}");
+    }
+    // Every point ran as a real build of the bisect job with the point as its Kubernetes version.
+    let tested: Vec<&str> = first["points"].as_array().unwrap().iter().map(|p| p["commit"].as_str().unwrap()).collect();
+    for point in &first["points"].as_array().unwrap()[..] {
+        let build = &point["runs"][0];
+        let dir = env
+            .root
+            .join("kube/store/logs")
+            .join(build["job"].as_str().unwrap())
+            .join(build["build"].as_str().unwrap());
+        let finished: Value = serde_json::from_slice(&std::fs::read(dir.join("finished.json")).unwrap()).unwrap();
+        assert_eq!(finished["metadata"]["kubernetes-version"], point["commit"], "{finished}");
+        assert_eq!(finished["metadata"]["provider-version"], repo.commits[3].as_str(), "{finished}");
+    }
+    assert!(tested.contains(&"v1.37.0-rc.1") && tested.contains(&"v1.37.0-beta.0"), "{tested:?}");
+
+    // Run again: every verdict is read back from the index, nothing runs.
+    let again = report(&env.bisect("kube", &repo, &args).output().unwrap());
+    assert_eq!(again["first_bad"]["commit"], "v1.37.0-rc.1");
+    assert_eq!(again["resumed_runs"].as_u64(), Some(ran.len() as u64), "{again:#}");
+    assert_eq!(again["rounds"], 0);
+
+    // Bad input on this side: not a tag, reversed, a point outside the range, a fixed --kubernetes.
+    let cases: [(&[&str], &str); 4] = [
+        (&["--good", "abc123", "--bad", "v1.37.1"], "--good \"abc123\" is not a Kubernetes release or pre-release tag"),
+        (&["--good", "v1.37.1", "--bad", "v1.37.0"], "is not older than --bad v1.37.0"),
+        (&["--good", "v1.36.4", "--bad", "v1.37.1", "--points", "v1.38.0"], "--points v1.38.0 is not between"),
+        (
+            &["--good", "v1.36.4", "--bad", "v1.37.1", "--kubernetes", "v1.37.1"],
+            "give the provider commit to hold fixed",
+        ),
+    ];
+    for (ends, expected) in cases {
+        let output = env
+            .bisect("kube-bad", &repo, &[&["--provider", "kube", "--side", "kubernetes"][..], ends].concat())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+        assert!(String::from_utf8_lossy(&output.stderr).contains(expected), "{expected}: {}", text(&output));
+    }
+    assert!(!env.root.join("kube-bad/store/logs").exists(), "nothing is published");
 }

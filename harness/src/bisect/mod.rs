@@ -15,6 +15,7 @@
 //! and started again, a bisection reads the builds of its job from the index and goes on.
 
 pub mod git;
+pub mod kubernetes;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -59,6 +60,11 @@ pub struct BisectOptions {
     pub repo: Option<PathBuf>,
     /// The Kubernetes version every point runs with [default: the first bad pair's].
     pub kubernetes: Option<String>,
+    /// `--side kubernetes`: the provider commit every point runs with [default: the repo's HEAD].
+    pub commit: Option<String>,
+    /// `--side kubernetes`: the tags to test between the ends [default: every tag the Go module
+    /// proxy serves between them].
+    pub points: Option<Vec<String>>,
     pub store: String,
     pub database: String,
     pub lkg: LkgOptions,
@@ -99,6 +105,9 @@ pub struct PointRun {
     pub outcome: Outcome,
     /// Wall time of the run; `None` for a run read back from the index.
     pub seconds: Option<f64>,
+    /// `--side kubernetes`: time spent pinning and building the point's toolchain before the run
+    /// (0 when cached); `None` on the provider side and for a run read back from the index.
+    pub toolchain_seconds: Option<f64>,
     /// Read from the index (an earlier invocation ran it).
     pub resumed: bool,
     /// The round of this invocation it ran in (0 when resumed).
@@ -124,7 +133,12 @@ pub struct BisectReport {
     pub line: String,
     pub side: Side,
     pub job: String,
+    /// The Kubernetes version every point ran with (`--side provider`), or `range` when the
+    /// points are Kubernetes versions (`--side kubernetes`).
     pub kubernetes: String,
+    /// The provider commit every point ran with on `--side kubernetes`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider_commit: Option<String>,
     pub repo: PathBuf,
     /// Where the range came from: `lkg` (the provider's culprit range) or `flags`.
     pub range_from: &'static str,
@@ -163,8 +177,12 @@ pub fn job_name(provider: &str, line: &str) -> String {
 /// The range to bisect and what it is run with.
 struct Plan<'a> {
     provider: &'a Provider,
+    side: Side,
     line: String,
+    /// The Kubernetes version held fixed (`--side provider`).
     kubernetes: String,
+    /// The provider commit held fixed (`--side kubernetes`).
+    commit: Option<String>,
     good: String,
     bad: String,
     range_from: &'static str,
@@ -178,18 +196,18 @@ pub async fn bisect(config: &ProvidersConfig, opts: &BisectOptions) -> Result<Bi
         let known = config.providers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
         format!("unknown provider {:?}: {} defines {known}", opts.provider, config.source.display())
     })?;
-    if opts.side == Side::Kubernetes {
-        bail!(
-            "--side kubernetes is not supported yet: the local deployer builds only the pinned Kubernetes releases \
-             (harness toolchain list); bisect the provider side, or test the releases in the range with harness run"
-        );
-    }
     if opts.parallel == 0 {
         bail!("--parallel must be at least 1");
     }
     let repo = Repo::open(&repo_dir(provider, opts)?)?;
-    let plan = plan(config, provider, opts).await?;
-    let (good, points) = repo.first_parent_range(&plan.good, &plan.bad)?;
+    let (plan, good, points) = match opts.side {
+        Side::Provider => {
+            let plan = plan(config, provider, opts).await?;
+            let (good, points) = repo.first_parent_range(&plan.good, &plan.bad)?;
+            (plan, good, points)
+        }
+        Side::Kubernetes => kubernetes_plan(provider, opts, &repo).await?,
+    };
     let mut bisection = Bisection::new(good.clone(), points.clone(), opts.runs_per_point)?;
     let job = job_name(&provider.name, &plan.line);
     // Every run publishes to the index: opening it here also creates it for --good/--bad.
@@ -197,7 +215,7 @@ pub async fn bisect(config: &ProvidersConfig, opts: &BisectOptions) -> Result<Bi
     repo.prune_worktrees();
 
     let mut runs: BTreeMap<usize, Vec<PointRun>> = BTreeMap::new();
-    let resumed = resume(&index, &job, &plan.kubernetes, &mut bisection, &mut runs).await?;
+    let resumed = resume(&index, &job, &plan, &mut bisection, &mut runs).await?;
     if resumed > 0 {
         println!("{job}: {resumed} run(s) of this range read back from the index");
     }
@@ -277,8 +295,10 @@ async fn plan<'a>(config: &'a ProvidersConfig, provider: &'a Provider, opts: &Bi
             };
             Ok(Plan {
                 provider,
+                side: Side::Provider,
                 line,
                 kubernetes,
+                commit: None,
                 good: good.clone(),
                 bad: bad.clone(),
                 range_from: "flags",
@@ -316,13 +336,68 @@ async fn lkg_plan<'a>(config: &'a ProvidersConfig, provider: &'a Provider, opts:
     let kubernetes = matrix_version(provider, &kubernetes)?;
     Ok(Plan {
         provider,
+        side: Side::Provider,
         line: view.line.clone(),
         kubernetes,
+        commit: None,
         good: range.last_good.clone(),
         bad: range.first_bad.clone(),
         range_from: "lkg",
         snapshot: Some(snapshot),
     })
+}
+
+/// The Kubernetes side: the tags between `--good` and `--bad` that the Go module proxy serves are
+/// the points, and the provider commit `--commit` (default: the repository's HEAD) is held fixed.
+async fn kubernetes_plan<'a>(
+    provider: &'a Provider,
+    opts: &BisectOptions,
+    repo: &Repo,
+) -> Result<(Plan<'a>, String, Vec<String>)> {
+    let (Some(good), Some(bad)) = (&opts.good, &opts.bad) else {
+        bail!(
+            "--side kubernetes needs --good and --bad Kubernetes tags (for example --good v1.36.4 --bad v1.37.1); \
+             taking them from the LKG's culprit range is not supported yet"
+        );
+    };
+    if let Some(kubernetes) = &opts.kubernetes {
+        bail!(
+            "--kubernetes {kubernetes} holds Kubernetes fixed, but --side kubernetes bisects it: give the provider \
+             commit to hold fixed with --commit REV instead"
+        );
+    }
+    let (good_tag, bad_tag) = (kubernetes::end("good", good)?, kubernetes::end("bad", bad)?);
+    let line = opts.line.clone().unwrap_or_else(|| lkg::api::DEFAULT_LINE.to_owned());
+    let lines: Vec<String> = provider.release_lines().into_iter().map(|(line, _)| line).collect();
+    if !lines.contains(&line) {
+        bail!("provider {} has no release line {line:?}: its lines are {}", provider.name, lines.join(", "));
+    }
+    let commit = repo.resolve(opts.commit.as_deref().unwrap_or("HEAD"))?;
+    let points = match &opts.points {
+        Some(given) => kubernetes::given_points(&good_tag, &bad_tag, given)?,
+        None => {
+            let (g, b) = (good_tag.clone(), bad_tag.clone());
+            let points = tokio::task::spawn_blocking(move || kubernetes::points(&g, &b)).await??;
+            println!(
+                "Kubernetes {good_tag}..{bad_tag}: the Go module proxy serves {} point(s): {}",
+                points.len(),
+                points.join(" ")
+            );
+            points
+        }
+    };
+    let plan = Plan {
+        provider,
+        side: Side::Kubernetes,
+        line,
+        kubernetes: format!("{good_tag}..{bad_tag}"),
+        commit: Some(commit),
+        good: good_tag.to_string(),
+        bad: bad_tag.to_string(),
+        range_from: "flags",
+        snapshot: None,
+    };
+    Ok((plan, good_tag.to_string(), points))
 }
 
 /// The Kubernetes version the LKG's evidence builds recorded (`v1.37.1`, what `harness run` takes),
@@ -372,7 +447,7 @@ fn provider_range(view: &CulpritView) -> Result<&lkg::CommitRange> {
 async fn resume(
     index: &Index,
     job: &str,
-    kubernetes: &str,
+    plan: &Plan<'_>,
     bisection: &mut Bisection,
     runs: &mut BTreeMap<usize, Vec<PointRun>>,
 ) -> Result<usize> {
@@ -383,16 +458,19 @@ async fn resume(
         let (Some(version), Some(k)) = (&info.versions.provider_version, &info.versions.kubernetes_version) else {
             continue;
         };
-        let Some(point) = bisection.position(version) else { continue };
-        if k != kubernetes {
-            continue;
-        }
+        // The point is the side's own version; the other side's must be the one held fixed.
+        let (point, fixed) = match plan.side {
+            Side::Provider => (bisection.position(version), k == &plan.kubernetes),
+            Side::Kubernetes => (bisection.position(k), plan.commit.as_deref() == Some(version.as_str())),
+        };
+        let Some(point) = point.filter(|_| fixed) else { continue };
         let Some(outcome) = outcome_of(index, &info).await? else { continue };
         bisection.record(point, outcome.clone());
         let run = PointRun {
             build: BuildRef::new(job, &info.build, &info.artifacts_url),
             outcome,
             seconds: None,
+            toolchain_seconds: None,
             resumed: true,
             round: 0,
         };
@@ -457,14 +535,28 @@ impl Ctx<'_> {
     }
 
     /// One `harness run` of the provider built at `commit`, and its verdict read from the index.
-    async fn run_point(&self, point: usize, commit: &str, slot: usize, round: u32) -> Result<PointRun> {
+    async fn run_point(&self, point: usize, value: &str, slot: usize, round: u32) -> Result<PointRun> {
+        // The point is a provider commit, or (the Kubernetes side) a Kubernetes version.
+        let (commit, kubernetes) = match self.plan.side {
+            Side::Provider => (value, self.plan.kubernetes.clone()),
+            Side::Kubernetes => {
+                (self.plan.commit.as_deref().expect("the Kubernetes side holds a commit"), value.to_owned())
+            }
+        };
+        let (config, toolchain_seconds) = match self.plan.side {
+            Side::Provider => (std::borrow::Cow::Borrowed(self.config), None),
+            Side::Kubernetes => {
+                let (config, seconds) = self.kubernetes_point(&kubernetes).await?;
+                (std::borrow::Cow::Owned(config), Some(seconds))
+            }
+        };
         let build_id = next_build_id();
         let worktree = self.repo.add_worktree(&self.opts.work_dir.join("worktrees").join(&build_id), commit)?;
         let artifacts = self.opts.work_dir.join("builds").join(&build_id);
         let required = &self.plan.provider.required.suites;
         let opts = RunOptions {
             provider: self.plan.provider.name.clone(),
-            kubernetes: Some(self.plan.kubernetes.clone()),
+            kubernetes: Some(kubernetes.clone()),
             provider_version: Some(commit.to_owned()),
             suites: (!required.is_empty()).then(|| required.clone()),
             job: Some(self.job.to_owned()),
@@ -481,15 +573,15 @@ impl Ctx<'_> {
             cargo_workspace: Some(worktree.dir().to_path_buf()),
         };
         let started = Instant::now();
-        let report = run::run(self.config, &opts).await;
+        let report = run::run(&config, &opts).await;
         drop(worktree);
         let _ = std::fs::remove_dir_all(&artifacts);
-        let report = report.with_context(|| format!("running point {}", short(commit)))?;
+        let report = report.with_context(|| format!("running point {}", short(value)))?;
         if let Some(signal) = report.interrupted {
             return Err(crate::cli::Interrupted(signal).into());
         }
         if let Err(why) = &report.published {
-            bail!("point {}: build {build_id} ran but was not published, so it cannot count: {why}", short(commit));
+            bail!("point {}: build {build_id} ran but was not published, so it cannot count: {why}", short(value));
         }
         let info = self
             .index
@@ -507,7 +599,7 @@ impl Ctx<'_> {
         };
         println!(
             "point {} (position {}): {said} in {seconds:.1}s, build {}/{build_id} {}",
-            short(commit),
+            short(value),
             point + 1,
             self.job,
             info.artifacts_url
@@ -516,9 +608,56 @@ impl Ctx<'_> {
             build: BuildRef::new(self.job, &build_id, &info.artifacts_url),
             outcome,
             seconds: Some(seconds),
+            toolchain_seconds,
             resumed: false,
             round,
         })
+    }
+}
+
+impl Ctx<'_> {
+    /// Pins and builds the toolchain of Kubernetes `version` (unless cached) and returns the
+    /// configuration a run of it takes: the provider's matrix is that one version. A toolchain that
+    /// cannot be built is left to the run, whose Build or Up step then fails: the point is untestable.
+    async fn kubernetes_point(&self, version: &str) -> Result<(ProvidersConfig, f64)> {
+        let started = Instant::now();
+        let parsed: crate::config::KubernetesVersion =
+            version.parse().map_err(|e: String| anyhow::anyhow!(e)).context("a point of the Kubernetes side")?;
+        let mut config = self.config.clone();
+        for provider in config.providers.iter_mut().filter(|p| p.name == self.plan.provider.name) {
+            provider.kubernetes = vec![parsed.clone()];
+        }
+        if !kubernetes::needs_toolchain(self.config, self.plan.provider) {
+            return Ok((config, 0.0));
+        }
+        let requested = version.to_owned();
+        let install = tokio::task::spawn_blocking(move || {
+            let release = crate::toolchain::resolve_or_pin(&requested)?;
+            crate::toolchain::install(&release, false)
+        })
+        .await?;
+        let seconds = started.elapsed().as_secs_f64();
+        match install {
+            Ok(toolchain) => {
+                println!("Kubernetes {version}: toolchain {} ready in {seconds:.1}s", toolchain.dir.display())
+            }
+            Err(e) => tracing::warn!("Kubernetes {version}: no toolchain ({e}); the run will say why"),
+        }
+        Ok((config, seconds))
+    }
+
+    /// What the report says of a point: its commit on the provider side; on the Kubernetes side,
+    /// the version (its subject `Kubernetes vX`; no author or date).
+    fn point_info(&self, point: &str) -> Result<CommitInfo> {
+        match self.plan.side {
+            Side::Provider => Ok(self.repo.commit_info(point)?),
+            Side::Kubernetes => Ok(CommitInfo {
+                commit: point.to_owned(),
+                subject: format!("Kubernetes {point}"),
+                author: String::new(),
+                date: String::new(),
+            }),
+        }
     }
 }
 
@@ -546,7 +685,7 @@ async fn report(
         .into_iter()
         .map(|(point, runs)| {
             let commit = bisection.points()[point].clone();
-            let subject = repo.commit_info(&commit).map(|c| c.subject).unwrap_or_default();
+            let subject = ctx.point_info(&commit).map(|c| c.subject).unwrap_or_default();
             Ok(PointReport { commit, subject, position: point + 1, verdict: bisection.verdict(point), runs })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -557,14 +696,15 @@ async fn report(
     let candidates = if answer.is_exact() {
         Vec::new()
     } else {
-        answer.candidates().into_iter().map(|c| repo.commit_info(c)).collect::<Result<_, _>>()?
+        answer.candidates().into_iter().map(|c| ctx.point_info(c)).collect::<Result<_>>()?
     };
     Ok(BisectReport {
         provider: ctx.plan.provider.name.clone(),
         line: ctx.plan.line.clone(),
-        side: Side::Provider,
+        side: ctx.plan.side,
         job: ctx.job.to_owned(),
         kubernetes: ctx.plan.kubernetes.clone(),
+        provider_commit: ctx.plan.commit.clone(),
         repo: repo.dir().to_path_buf(),
         range_from: ctx.plan.range_from,
         good: bisection.last_good().to_owned(),
@@ -576,7 +716,7 @@ async fn report(
         expected_rounds: lkg::bisect::expected_rounds(bisection.points().len(), ctx.opts.parallel),
         resumed_runs: resumed,
         points,
-        first_bad: repo.commit_info(&answer.first_bad)?,
+        first_bad: ctx.point_info(&answer.first_bad)?,
         candidates,
         failing_tests,
         bad_build,
@@ -603,6 +743,9 @@ impl Ctx<'_> {
             return Ok(own);
         }
         let Some(snapshot) = &self.plan.snapshot else { return Ok(Vec::new()) };
+        if self.plan.side == Side::Kubernetes {
+            return Ok(Vec::new());
+        }
         let same = |version: &str| version.len() >= 7 && (commit.starts_with(version) || version.starts_with(commit));
         for (id, link) in snapshot.builds.iter().rev() {
             if !same(&link.provider_version) || link.kubernetes_version != self.plan.kubernetes {

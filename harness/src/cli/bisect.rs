@@ -29,12 +29,21 @@ pub struct BisectArgs {
     /// [default: the provider's flake policy, `flake.runs` of providers.yaml, else 1].
     #[arg(long, value_name = "K")]
     pub runs_per_point: Option<u32>,
-    /// The good end of the range (a commit, tag or branch) instead of the LKG's culprit range.
+    /// The good end of the range (a commit, tag or branch) instead of the LKG's culprit range; with
+    /// --side kubernetes, a Kubernetes release or pre-release tag (v1.36.4).
     #[arg(long, value_name = "REV", requires = "bad")]
     pub good: Option<String>,
-    /// The bad end of the range.
+    /// The bad end of the range (with --side kubernetes, a tag such as v1.37.1).
     #[arg(long, value_name = "REV", requires = "good")]
     pub bad: Option<String>,
+    /// With --side kubernetes: the provider commit every point runs with [default: the HEAD of
+    /// --repo].
+    #[arg(long, value_name = "REV")]
+    pub commit: Option<String>,
+    /// With --side kubernetes: the tags to test between --good and --bad (comma-separated)
+    /// [default: every release and pre-release tag the Go module proxy serves between them].
+    #[arg(long, value_name = "TAGS", value_delimiter = ',')]
+    pub points: Option<Vec<String>>,
     /// A local clone of the provider's repository [default: the git: path of its --provider-history].
     #[arg(long, value_name = "PATH")]
     pub repo: Option<PathBuf>,
@@ -74,6 +83,8 @@ pub async fn run_bisect(args: BisectArgs) -> Result<()> {
         bad: args.bad,
         repo: args.repo,
         kubernetes: args.kubernetes,
+        commit: args.commit,
+        points: args.points,
         store: args.store.unwrap_or_else(default_store_url),
         database: args.source.database(),
         lkg: args.source.options(),
@@ -93,7 +104,17 @@ fn text(report: &BisectReport) -> String {
     let mut out = String::new();
     let answer = &report.answer;
     let first = &report.first_bad;
-    if answer.is_exact() {
+    if answer.is_exact() && report.side == Side::Kubernetes {
+        let commit = report.provider_commit.as_deref().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "first bad Kubernetes version for {} at {} (line {}): {}",
+            report.provider,
+            &commit[..12.min(commit.len())],
+            report.line,
+            first.commit
+        );
+    } else if answer.is_exact() {
         let _ = writeln!(out, "first bad commit of {} (line {}): {}", report.provider, report.line, first.commit);
         let _ = writeln!(out, "  {}\n  author {}\n  date   {}", first.subject, first.author, first.date);
     } else {
@@ -136,11 +157,16 @@ fn text(report: &BisectReport) -> String {
         );
     }
     let runs: usize = report.points.iter().map(|p| p.runs.len()).sum();
+    let toolchains: f64 = report.points.iter().flat_map(|p| &p.runs).filter_map(|r| r.toolchain_seconds).sum();
+    if report.side == Side::Kubernetes {
+        let _ = writeln!(out, "toolchains pinned and built in {toolchains:.1}s of the total");
+    }
     let _ = writeln!(
         out,
-        "{} commit(s) in the range, {} point(s), {runs} run(s) ({} read back from the index), {} round(s) \
+        "{} {} in the range, {} point(s), {runs} run(s) ({} read back from the index), {} round(s) \
          ({} expected with --parallel {}), {:.1}s",
         report.commits,
+        if report.side == Side::Kubernetes { "version(s)" } else { "commit(s)" },
         report.points.len(),
         report.resumed_runs,
         report.rounds,

@@ -16,6 +16,7 @@
 
 pub mod aws;
 pub mod pins;
+pub mod proxy_pins;
 
 use std::fs;
 use std::io::Read;
@@ -108,7 +109,7 @@ const MIN_GO_MINOR: u32 = 26;
 #[derive(Debug, thiserror::Error)]
 pub enum ToolchainError {
     #[error(
-        "Kubernetes version '{requested}' is not pinned by this harness (pinned: {pinned}); use one of those, or pin it with `tools/kube/pin.sh vX.Y.Z`"
+        "Kubernetes version '{requested}' is not pinned by this harness (pinned: {pinned}); use one of those, install a release or pre-release tag the Go module proxy serves with `harness toolchain install --kubernetes v1.X.Y[-rc.N]`, or pin it with `tools/kube/pin.sh vX.Y.Z`"
     )]
     UnknownVersion { requested: String, pinned: String },
     #[error("Go toolchain not usable ({detail}): install Go 1.{MIN_GO_MINOR} or newer on PATH, or set GO=/path/to/go")]
@@ -159,6 +160,10 @@ pub struct Release {
     /// e.g. `v1.37.1`
     pub version: &'static str,
     module: &'static GoModule,
+    /// `local-upstream-ccm`'s module for the release.
+    ccm: &'static GoModule,
+    /// Pinned at run time ([`proxy_pins`]) rather than embedded.
+    pub made_at_run_time: bool,
 }
 
 impl Release {
@@ -175,6 +180,8 @@ pub fn releases() -> Vec<Release> {
         .map(|module| Release {
             version: pins::required_version(module, "k8s.io/kubernetes").expect("pins require k8s.io/kubernetes"),
             module,
+            ccm: pins::upstream_ccm(module).expect("every Kubernetes pin has a local-upstream-ccm module"),
+            made_at_run_time: false,
         })
         .collect()
 }
@@ -196,10 +203,35 @@ pub fn resolve(requested: Option<&str>) -> Result<Release> {
             let pinned = &release.version[1..];
             pinned == wanted || pinned.rsplit_once('.').is_some_and(|(minor, _)| minor == wanted)
         })
+        .or_else(|| made_at_run_time(requested))
         .ok_or_else(|| ToolchainError::UnknownVersion {
             requested: requested.to_string(),
             pinned: releases().iter().map(|r| r.version).collect::<Vec<_>>().join(", "),
         })
+}
+
+/// The release whose pin [`proxy_pins`] made earlier for the tag `version`, if any.
+fn made_at_run_time(version: &str) -> Option<Release> {
+    let (version, module, ccm) = proxy_pins::load(version)?;
+    Some(Release { version, module, ccm, made_at_run_time: true })
+}
+
+/// [`resolve`], else a pin made from the Go module proxy for the release or pre-release tag
+/// `requested` (`v1.37.0-rc.1`): what `harness toolchain install --kubernetes` and `harness bisect
+/// --side kubernetes` take. Needs the proxy the first time; cached under [`proxy_pins::pins_dir`].
+pub fn resolve_or_pin(requested: &str) -> Result<Release> {
+    match resolve(Some(requested)) {
+        Err(ToolchainError::UnknownVersion { .. }) if proxy_pins::Tag::parse(requested.trim()).is_some() => {
+            let tag = proxy_pins::Tag::parse(requested.trim()).expect("checked");
+            proxy_pins::make(&tag)?;
+            made_at_run_time(&tag.to_string()).ok_or_else(|| ToolchainError::Corrupt {
+                version: tag.to_string(),
+                dir: proxy_pins::pins_dir().join(tag.to_string()),
+                reason: "its pin lacks go.mod, go.sum or e2e_imports.go".into(),
+            })
+        }
+        other => other,
+    }
 }
 
 /// An installed toolchain.
@@ -446,7 +478,7 @@ fn plan(release: &Release) -> Vec<Build> {
             label: etcd_label(),
         },
         Build {
-            module: pins::upstream_ccm(release.module).expect("every Kubernetes pin has a local-upstream-ccm module"),
+            module: release.ccm,
             command: GoCommand::Build,
             packages: vec!["."],
             outputs: vec![UPSTREAM_CCM],

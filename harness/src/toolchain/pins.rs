@@ -42,7 +42,7 @@ macro_rules! upstream_ccm {
 }
 
 /// The Go source of `local-upstream-ccm`, shared by every release's module.
-const UPSTREAM_CCM_SOURCE: &[(&str, &str)] = &[
+pub const UPSTREAM_CCM_SOURCE: &[(&str, &str)] = &[
     ("main.go", include_str!("../../../tools/local-upstream-ccm/main.go")),
     ("provider.go", include_str!("../../../tools/local-upstream-ccm/provider.go")),
     ("client.go", include_str!("../../../tools/local-upstream-ccm/client.go")),
