@@ -7,7 +7,6 @@
 //! Needs root, the node packages (`scripts/test` installs them) and the toolchain; it skips, saying
 //! why, only when the kernel lacks a feature real nodes cannot do without.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 mod common;
@@ -15,31 +14,11 @@ mod common;
 use common::{TestCluster, wait_for};
 use harness::cluster::cloud::{self, CloudOptions};
 use harness::cluster::{NodeKind, nodes, process, real};
+use harness::testing::host::{global_sysctls, root_iptables, root_links};
 use harness::toolchain;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, LogParams, PostParams};
 use serde_json::json;
-
-/// Links in the root network namespace (read-only: `/sys/class/net` of this process's namespace).
-fn root_links() -> BTreeSet<String> {
-    std::fs::read_dir("/sys/class/net").unwrap().filter_map(|e| e.ok()?.file_name().into_string().ok()).collect()
-}
-
-/// The global sysctls kubelet would set if its node did not mask them.
-fn global_sysctls() -> Vec<(String, String)> {
-    ["vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops"]
-        .iter()
-        .map(|s| (s.to_string(), std::fs::read_to_string(format!("/proc/sys/{s}")).unwrap_or_default()))
-        .collect()
-}
-
-/// The root network namespace's iptables rules (read-only), if iptables-save can list them.
-fn root_iptables() -> Option<String> {
-    let output = std::process::Command::new("iptables-save").output().ok()?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    // Its comment lines carry the time of the listing.
-    Some(text.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n"))
-}
 
 fn pod(name: &str, node: &str, image: &str, args: serde_json::Value, restart: &str) -> Pod {
     serde_json::from_value(json!({

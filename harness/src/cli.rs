@@ -231,10 +231,10 @@ pub enum ClusterCommand {
         /// Number of nodes.
         #[arg(long, default_value_t = 3)]
         nodes: u32,
-        /// What the nodes are: `kwok` (simulated; scales to thousands) or `real` (kubelet,
-        /// containerd and runc in namespaces of their own, pods really run; needs root and
-        /// implies `--cloud local`).
-        #[arg(long, value_enum, default_value_t = cluster::NodeKind::Kwok)]
+        /// What the nodes are: `real` (kubelet, containerd and runc in namespaces of their own,
+        /// pods really run; needs root and implies `--cloud local`) or `kwok` (simulated; scales
+        /// to thousands, nothing runs in a pod).
+        #[arg(long, value_enum, default_value_t = cluster::NodeKind::Real)]
         node_kind: cluster::NodeKind,
         #[command(flatten)]
         version: VersionArg,

@@ -1,6 +1,7 @@
 //! Helpers for tests of this crate and of the end-to-end tests: not for production use.
 
 pub mod central;
+pub mod host;
 pub mod load;
 
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -12,9 +12,11 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 /// The bundled providers.yaml, with its suites list extended and more providers: `fixture` (the
-/// local one with a quick exec suite), `broken` (a CCM that exits at once), `buggy` (the reference
-/// CCM with two deliberate bugs, running cloud-e2e), `gated` (fails on Kubernetes 1.37), and `north`
-/// and `south`, two providers sharing a deliberately failing test (`shared`).
+/// local one on kwok nodes with a quick exec suite), `broken` (a CCM that exits at once), `buggy`
+/// (the reference CCM with two deliberate bugs, running cloud-e2e on real nodes like `local`),
+/// `gated` (fails on Kubernetes 1.37), `north` and `south`, two providers sharing a deliberately
+/// failing test (`shared`), and `local-kwok` (`local` on kwok nodes). Tests that only need a
+/// cluster run on kwok nodes: they come up in seconds and run nothing in a pod.
 fn providers_yaml(dir: &Path) -> PathBuf {
     let bundled = harness::config::BUNDLED;
     let broken_ccm = dir.join("broken-ccm");
@@ -34,6 +36,10 @@ suites:
   - name: hang-longer
     kind: exec
     command: [sleep, "318"]
+    timeout: 10m
+  - name: hang-real
+    kind: exec
+    command: [sleep, "319"]
     timeout: 10m
   - name: shared
     kind: exec
@@ -59,10 +65,14 @@ suites:
 "#,
     );
     let local_entry = harness::config::bundled_entry("local").expect("the bundled file has `local`");
-    let fixture = local_entry.replacen("- name: local", "- name: fixture", 1).replace(
+    let local_kwok = local_entry
+        .replacen("- name: local", "- name: local-kwok", 1)
+        .replacen("      node_kind: real\n", "      node_kind: kwok\n", 1);
+    let fixture = local_kwok.replacen("- name: local-kwok", "- name: fixture", 1).replace(
         "suites: [cloud-e2e, conformance-quick]\n    required:\n      suites: [cloud-e2e, conformance-quick]",
         "suites: [smoke]\n    required:\n      suites: [smoke]",
     );
+    assert!(local_kwok.contains("node_kind: kwok") && fixture.contains("node_kind: kwok"), "pinned to kwok nodes");
     let broken = fixture.replacen("- name: fixture", "- name: broken", 1).replace(
         "build:\n        kind: cargo\n        package: ccm\n        bin: reference-ccm",
         &format!(
@@ -100,7 +110,8 @@ suites:
     let (north, south) = (shared("north"), shared("south"));
     assert!(north.contains("suites: [smoke, shared]"), "the shared edits applied");
     let text = format!(
-        "{bundled}\n{}\n{}\n{}\n{}\n{}\n{}\n{extra}",
+        "{bundled}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{extra}",
+        indent_providers(&local_kwok),
         indent_providers(&fixture),
         indent_providers(&broken),
         indent_providers(&buggy),
@@ -322,6 +333,66 @@ fn interrupt_during_test(launch: Launch, signal: Signal, suite: &str, seconds: &
     assert!(!process_running(&sleep_cmdline), "the suite's process outlived the run");
 }
 
+/// SIGINT while a run on real nodes (the `local` provider's default) is in its Test step: the
+/// build ends ABORTED, and nothing of the real nodes is left: no process, network or mount
+/// namespace, mount, cgroup or socket dir; the root network namespace's links and iptables rules
+/// and the global sysctls are as before. The dumped logs have the containers' logs.
+#[test]
+fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
+    use harness::cluster::real;
+    if let Some(missing) = real::missing_kernel_feature() {
+        eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
+        return;
+    }
+    let env = Env::new();
+    let host = harness::testing::host::HostSnapshot::take();
+    let cluster = "run-real-sigint";
+    let mut command = env.harness(&["--provider", "local", "--suites", "hang-real", "--cluster-name", cluster]);
+    let child = command.args(["--build-id", "12"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let started = Instant::now();
+    let sleep_cmdline = b"sleep\x00319\x00".to_vec();
+    while !env.artifacts().join("artifacts/hang-real-output.txt").exists() {
+        assert!(started.elapsed() < Duration::from_secs(600), "the run never got to its Test step");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    wait_for_process(&sleep_cmdline);
+    let dir = env.root.join("state/clusters").join(cluster);
+    let state: harness::cluster::ClusterState =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    let namespaces = real::namespaces(&state);
+    assert_eq!(namespaces.len(), 3 * 2 + 1, "three real nodes' network and mount namespaces, the hub's: {namespaces:?}");
+    let running = real::leftovers(&dir);
+    assert!(running.iter().any(|l| l.starts_with("cgroup ")), "no cgroups before the signal: {running:?}");
+
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", text(&output));
+    assert_eq!(env.finished()["result"], "ABORTED");
+    let steps = env.runner_steps();
+    assert!(steps.contains(&("Down".to_owned(), Status::Passed)), "{steps:?}");
+
+    assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "processes, mounts, cgroups or sockets left");
+    assert_eq!(real::namespaces_in_use(&namespaces), Vec::<String>::new(), "namespaces left");
+    assert_eq!(host.changes_since(), Vec::<String>::new(), "the machine changed");
+    env.assert_nothing_left();
+    assert!(!process_running(&sleep_cmdline), "the suite's process outlived the run");
+
+    // CoreDNS ran in pods: its containers' logs were dumped with the cluster's.
+    let pods = env.artifacts().join("artifacts/cluster-logs/pods");
+    let coredns = std::fs::read_dir(&pods)
+        .unwrap_or_else(|e| panic!("{}: {e}", pods.display()))
+        .flatten()
+        .flat_map(|node| std::fs::read_dir(node.path()).into_iter().flatten().flatten())
+        .find(|pod| pod.file_name().to_string_lossy().starts_with("kube-system_coredns-"))
+        .unwrap_or_else(|| panic!("no CoreDNS pod's logs under {}", pods.display()));
+    let log = find_file(&coredns.path(), "0.log");
+    assert!(std::fs::metadata(&log).unwrap().len() > 0, "{} is empty", log.display());
+    for component in ["kubelet", "containerd", "kube-proxy"] {
+        let node_log = env.artifacts().join(format!("artifacts/cluster-logs/{cluster}-worker-0-{component}.log"));
+        assert!(node_log.is_file(), "{} missing", node_log.display());
+    }
+}
+
 /// The pid of the process with exactly this command line, once it runs (within 60 s).
 fn wait_for_process(cmdline: &[u8]) -> i32 {
     let started = Instant::now();
@@ -346,7 +417,7 @@ fn sigterm_during_cloud_e2e_keeps_its_results_so_far_and_the_test_steps_real_dur
     use std::io::BufRead;
     let env = Env::new();
     let mut child = env
-        .harness(&["--provider", "local", "--suites", "cloud-e2e", "--build-id", "11"])
+        .harness(&["--provider", "local-kwok", "--suites", "cloud-e2e", "--build-id", "11"])
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -406,8 +477,17 @@ fn sigterm_during_cloud_e2e_keeps_its_results_so_far_and_the_test_steps_real_dur
         };
         let unfinished = report.cases().filter(|(_, c)| not_finished(c)).count();
         assert!(unfinished > 0, "every test had ended before the signal: send it earlier");
-        if unfinished != skipped.len() {
-            wrong.push(format!("of {} skipped tests, {unfinished} are marked as cut short", skipped.len()));
+        // The others skipped said why before the signal (e.g. tests that need real pods, on kwok).
+        let says_why = |c: &junit::TestCase| {
+            c.attempts.iter().any(|a| a.detail.as_ref().and_then(|d| d.message.as_deref()).is_some_and(|m| !m.is_empty()))
+        };
+        let unexplained: Vec<&str> = report
+            .cases()
+            .filter(|(_, c)| c.status() == Status::Skipped && !says_why(c))
+            .map(|(_, c)| c.name.as_str())
+            .collect();
+        if !unexplained.is_empty() {
+            wrong.push(format!("of {} skipped tests, {unexplained:?} say neither why nor that they were cut short", skipped.len()));
         }
     } else {
         wrong.push("no junit_cloud-e2e.xml: the results cloud-e2e had before the signal were dropped".to_owned());
@@ -615,7 +695,7 @@ fn a_missing_or_hanging_hook_fails_only_the_test_that_calls_it() {
     std::fs::write(&config, format!("{bundled}\n{}\n", hooked.trim_end())).unwrap();
 
     let mut up = env.command("cluster");
-    let up = up.args(["up", "--name", "hooks", "--nodes", "2", "--cloud", "local"]).output().unwrap();
+    let up = up.args(["up", "--name", "hooks", "--nodes", "2", "--cloud", "local", "--node-kind", "kwok"]).output().unwrap();
     assert!(up.status.success(), "{}", text(&up));
     let mut suite = env.command("suite");
     suite.args([
@@ -661,7 +741,7 @@ fn a_missing_or_hanging_hook_fails_only_the_test_that_calls_it() {
 fn a_run_whose_cluster_name_is_taken_leaves_that_cluster_running() {
     let env = Env::new();
     let mut up = env.command("cluster");
-    let up = up.args(["up", "--name", "taken", "--nodes", "1"]).output().unwrap();
+    let up = up.args(["up", "--name", "taken", "--nodes", "1", "--node-kind", "kwok"]).output().unwrap();
     assert!(up.status.success(), "{}", text(&up));
 
     let output =

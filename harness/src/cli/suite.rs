@@ -77,7 +77,7 @@ pub async fn run_suite(command: SuiteCommand) -> Result<()> {
         Some(name) => {
             let state = cluster::load_state(name)?;
             vars.insert(Placeholder::Cluster, state.name.clone());
-            vars.insert(Placeholder::ClusterCidr, cluster::nodes::CLUSTER_CIDR.into());
+            vars.insert(Placeholder::ClusterCidr, state.cluster_cidr().into());
             vars.insert(Placeholder::CloudStateDir, cluster::cloud_state_dir(name).display().to_string());
             if let Some(port) = state.ccm_port {
                 vars.insert(Placeholder::SecurePort, port.to_string());

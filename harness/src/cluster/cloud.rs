@@ -164,11 +164,12 @@ pub fn instance_for(cluster: &str, index: u32) -> CreateInstance {
     }
 }
 
-/// The instance real node `index` of `cluster` runs on: its address on the cluster's hub network.
+/// The instance real node `index` of `cluster` runs on: its addresses on the cluster's hub network.
 pub fn real_instance_for(cluster: &str, index: u32) -> CreateInstance {
     let mut instance = instance_for(cluster, index);
     instance.addresses = vec![
         Address { kind: AddressType::InternalIP, address: super::real::node_ip(index).to_string() },
+        Address { kind: AddressType::InternalIP, address: super::real::node_ipv6(index).to_string() },
         Address { kind: AddressType::Hostname, address: instance.name.clone() },
     ];
     instance

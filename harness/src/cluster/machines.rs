@@ -1,14 +1,25 @@
 //! The machines of a local cluster with `--cloud local`: each is an instance of the local cloud
-//! and the simulated kubelet of its node. Shutting a machine down or terminating it stops both, as
-//! on a real cloud (where the kubelet dies with its VM); starting it brings both back. These are
-//! the `local` provider's cloud-e2e hooks (`harness cluster instance ...`).
+//! and its node. Shutting a machine down or terminating it stops both, as on a real cloud (where
+//! the kubelet dies with its VM); starting it brings both back. These are the `local` provider's
+//! cloud-e2e hooks (`harness cluster instance ...`).
+//!
+//! A kwok node's kubelet is simulated: an annotation makes kwok report it NotReady. A real node's
+//! machine really stops: its kube-proxy, kubelet and containerd are stopped, its pods killed and
+//! its `/run` cleared, as by a power-off; their command lines are kept in the cluster's state
+//! (`stopped`) and `start` runs them again, so the node comes back as after a reboot. `terminate`
+//! also stops the process holding the node's namespaces, which takes its network and mounts.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use super::{ClusterError, ClusterState, Result, aws, client_for, cloud, load_state, nodes};
+use super::process::{self, ProcessRecord};
+use super::{ClusterError, ClusterState, Result, aws, client_for, cloud, cluster_dir, load_state, nodes, real, save_state};
+use serde::{Deserialize, Serialize};
 use ccm::local_cloud::api::LoadBalancer;
 use ccm::local_cloud::client::LocalCloud;
 
@@ -75,6 +86,16 @@ pub async fn act(cluster: &str, node: &str, action: MachineAction) -> Result<Ins
             InstanceState { id: instance.id, state: format!("{:?}", instance.state) }
         }
     };
+    if real::is_real_node(&state, node) {
+        let dir = cluster_dir(cluster);
+        tokio::task::spawn_blocking({
+            let node = node.to_owned();
+            move || act_on_real_node(&dir, &node, action)
+        })
+        .await
+        .map_err(|e| ClusterError::RealNodes(format!("{} node {node}: {e}", action.verb())))??;
+        return Ok(instance);
+    }
     let kubelet = match action {
         MachineAction::Start => serde_json::Value::Null,
         MachineAction::Shutdown | MachineAction::Terminate => json!("stopped"),
@@ -86,6 +107,115 @@ pub async fn act(cluster: &str, node: &str, action: MachineAction) -> Result<Ins
         // A deleted node has no kubelet left to stop.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(instance),
         Err(source) => Err(ClusterError::Kube { cluster: cluster.to_owned(), source }),
+    }
+}
+
+/// A process of a real node stopped with its machine: how to start it again.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StoppedProcess {
+    pub node: String,
+    /// The record it had while it ran (component, log).
+    pub record: ProcessRecord,
+    /// Its command line and environment, read from `/proc` before it was stopped.
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// How long a process of a node gets to exit on SIGTERM before SIGKILL: a powered-off machine
+/// does not wait, and the hook that asked has a timeout of its own (30 s in providers.yaml).
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// How long a restarted containerd gets to serve before its kubelet starts anyway.
+const CONTAINERD_START: Duration = Duration::from_secs(10);
+
+/// The processes of node `node`'s machine, in start order, and the one holding its namespaces.
+fn machine_components(node: &str) -> ([String; 3], String) {
+    let components = ["containerd", "kubelet", "kube-proxy"].map(|c| format!("{node}-{c}"));
+    (components, format!("{node}-namespaces"))
+}
+
+fn act_on_real_node(dir: &std::path::Path, node: &str, action: MachineAction) -> Result<()> {
+    let mut state = super::load_state_at(dir)?;
+    let index = state.nodes.iter().position(|n| n == node).ok_or_else(|| {
+        ClusterError::RealNodes(format!("cluster '{}' has no node {node} (its nodes: {:?})", state.name, state.nodes))
+    })? as u32;
+    let (components, holder_component) = machine_components(node);
+    match action {
+        MachineAction::Shutdown | MachineAction::Terminate => {
+            let (stopping, kept): (Vec<ProcessRecord>, Vec<ProcessRecord>) =
+                state.processes.drain(..).partition(|p| components.contains(&p.component));
+            state.processes = kept;
+            for record in &stopping {
+                if let Some(stopped) = snapshot(node, record) {
+                    state.stopped.push(stopped);
+                }
+            }
+            // Recorded first: a harness killed half way leaves the state saying what to start again.
+            save_state(dir, &state)?;
+            process::terminate(&stopping, STOP_GRACE);
+            let holder = state.processes.iter().find(|p| p.component == holder_component).map(|p| p.pid);
+            real::kill_pods(dir, node, index, holder)?;
+            if action == MachineAction::Terminate {
+                let (holders, kept): (Vec<ProcessRecord>, Vec<ProcessRecord>) =
+                    state.processes.drain(..).partition(|p| p.component == holder_component);
+                state.processes = kept;
+                process::terminate(&holders, STOP_GRACE);
+                // Gone for good: nothing to start again.
+                state.stopped.retain(|s| s.node != node);
+            }
+            save_state(dir, &state)
+        }
+        MachineAction::Start => {
+            let (starting, kept): (Vec<StoppedProcess>, Vec<StoppedProcess>) =
+                state.stopped.drain(..).partition(|s| s.node == node);
+            state.stopped = kept;
+            if !state.processes.iter().any(|p| p.component == holder_component) {
+                return Err(ClusterError::RealNodes(format!("node {node}'s machine was terminated; it cannot start")));
+            }
+            let mut starting = starting;
+            starting.sort_by_key(|s| components.iter().position(|c| *c == s.record.component));
+            for stopped in starting {
+                let record = restart(&stopped)?;
+                state.processes.push(record);
+                save_state(dir, &state)?;
+                if stopped.record.component.ends_with("-containerd") {
+                    wait_for_containerd(&real::node_containerd_socket(dir, index));
+                }
+            }
+            save_state(dir, &state)
+        }
+    }
+}
+
+/// What it takes to start `record` again, from `/proc` (nothing when it no longer runs).
+fn snapshot(node: &str, record: &ProcessRecord) -> Option<StoppedProcess> {
+    if !record.is_running() {
+        return None;
+    }
+    let split = |bytes: Vec<u8>| -> Vec<String> {
+        bytes.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+    };
+    let argv = split(std::fs::read(format!("/proc/{}/cmdline", record.pid)).ok()?);
+    let env = split(std::fs::read(format!("/proc/{}/environ", record.pid)).ok()?)
+        .into_iter()
+        .filter_map(|pair| pair.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+        .collect();
+    (!argv.is_empty()).then(|| StoppedProcess { node: node.to_owned(), record: record.clone(), argv, env })
+}
+
+/// Starts a stopped process again with its command line, environment and log.
+fn restart(stopped: &StoppedProcess) -> Result<ProcessRecord> {
+    let (program, args) = stopped.argv.split_first().expect("a snapshot has a program");
+    let env = process::Environment { set: stopped.env.clone(), removed: Vec::new() };
+    let binary = PathBuf::from(program);
+    process::spawn_with_env(&stopped.record.component, &binary, args, &env, &stopped.record.log)
+        .map_err(super::io_err("starting", &binary))
+}
+
+/// Waits (bounded) until containerd accepts connections on `socket`; kubelet retries after that.
+fn wait_for_containerd(socket: &std::path::Path) {
+    let deadline = Instant::now() + CONTAINERD_START;
+    while std::os::unix::net::UnixStream::connect(socket).is_err() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -138,8 +138,29 @@ pub struct ClusterState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws: Option<aws::AwsState>,
     pub processes: Vec<ProcessRecord>,
+    /// Processes of real nodes whose machine is shut down ([`machines`]), to start again as they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stopped: Vec<machines::StoppedProcess>,
     /// Seconds since the Unix epoch.
     pub created: u64,
+}
+
+impl ClusterState {
+    /// What its nodes are: real ones have a hub network namespace, held by a process of its own.
+    pub fn node_kind(&self) -> NodeKind {
+        match self.processes.iter().any(|p| p.component == "hub") {
+            true => NodeKind::Real,
+            false => NodeKind::Kwok,
+        }
+    }
+
+    /// The range its nodes' pod CIDRs come from (a CCM's `--cluster-cidr`).
+    pub fn cluster_cidr(&self) -> &'static str {
+        match self.node_kind() {
+            NodeKind::Real => real::CLUSTER_CIDR,
+            NodeKind::Kwok => nodes::CLUSTER_CIDR,
+        }
+    }
 }
 
 /// How to bring a cluster up.
@@ -327,6 +348,7 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
         ccm_port: None,
         aws: None,
         processes: Vec::new(),
+        stopped: Vec::new(),
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };
     let args =
@@ -570,6 +592,10 @@ impl ComponentArgs<'_> {
                 replace(&mut args, "--enable-admission-plugins", "NodeRestriction".into());
                 // Node names resolve nowhere; their InternalIP is on the hub network.
                 replace(&mut args, "--kubelet-preferred-address-types", "InternalIP,Hostname".into());
+                // Webhooks and aggregated API servers are dialled at their pods' IPs (routed in the
+                // hub, through the egress proxy), not at Service IPs, which only kube-proxy in a node
+                // translates.
+                replace(&mut args, "--enable-aggregator-routing", "true".into());
             }
             "kube-controller-manager" => {
                 replace(&mut args, "--service-cluster-ip-range", real::SERVICE_CIDR.into());
@@ -851,15 +877,21 @@ fn save_state(dir: &Path, state: &ClusterState) -> Result<()> {
 /// The recorded state of cluster `name`.
 pub fn load_state(name: &str) -> Result<ClusterState> {
     validate_name(name)?;
-    let path = cluster_dir(name).join("cluster.json");
+    load_state_at(&cluster_dir(name))
+}
+
+/// The recorded state of the cluster in `dir`.
+fn load_state_at(dir: &Path) -> Result<ClusterState> {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let path = dir.join("cluster.json");
     let text = match fs::read_to_string(&path) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !cluster_dir(name).exists() => {
-            return Err(ClusterError::NotFound(name.to_string()));
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.exists() => {
+            return Err(ClusterError::NotFound(name));
         }
-        Err(e) => return Err(ClusterError::BadState { name: name.into(), path, reason: e.to_string() }),
+        Err(e) => return Err(ClusterError::BadState { name, path, reason: e.to_string() }),
     };
-    serde_json::from_str(&text).map_err(|e| ClusterError::BadState { name: name.into(), path, reason: e.to_string() })
+    serde_json::from_str(&text).map_err(|e| ClusterError::BadState { name, path, reason: e.to_string() })
 }
 
 /// Brings cluster `name` down: stops its processes (SIGTERM, then SIGKILL), sweeps up strays and

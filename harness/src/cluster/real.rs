@@ -25,7 +25,7 @@
 //! 107 bytes, which a state dir under a home directory and a 40-character cluster name exceed.
 
 use std::fs;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -82,6 +82,13 @@ const CGROUP_FS: &str = "/sys/fs/cgroup";
 pub fn node_ip(index: u32) -> Ipv4Addr {
     assert!(index < MAX_NODES, "node index {index} beyond {MAX_NODES}");
     Ipv4Addr::new(10, 250, 0, 10 + index as u8)
+}
+
+/// Node `index`'s IPv6 address on its link (unique-local, RFC 4193; nothing routes it anywhere):
+/// nodes are dual-stack, as kwok's are, though pods and Services are IPv4 only.
+pub fn node_ipv6(index: u32) -> Ipv6Addr {
+    assert!(index < MAX_NODES, "node index {index} beyond {MAX_NODES}");
+    Ipv6Addr::new(0xfd00, 0x250, 0, 0, 0, 0, 0, 10 + index as u16)
 }
 
 /// Checks, before anything starts, that this machine can run `count` real nodes.
@@ -346,7 +353,7 @@ pub(super) fn start_node(spec: &NodeSpec, guard: &mut Teardown, state: &mut Clus
         format!("--config={}", kubelet_config.display()),
         format!("--kubeconfig={}", kubeconfig.display()),
         format!("--hostname-override={}", spec.name),
-        format!("--node-ip={}", node_ip(spec.index)),
+        format!("--node-ip={},{}", node_ip(spec.index), node_ipv6(spec.index)),
         "--cloud-provider=external".into(),
         "--v=1".into(),
     ]);
@@ -426,6 +433,7 @@ fn wire_node(spec: &NodeSpec, holder: i32) -> Result<()> {
     let node = |args: &[&str]| run(&what, nsenter(holder, false, "ip").args(args));
     node(&["link", "set", "lo", "up"])?;
     node(&["addr", "add", &format!("{}/24", node_ip(spec.index)), "dev", "eth0"])?;
+    node(&["addr", "add", &format!("{}/64", node_ipv6(spec.index)), "dev", "eth0", "nodad"])?;
     node(&["link", "set", "eth0", "up"])?;
     node(&["route", "add", "default", "via", &HUB_IP.to_string()])?;
     // Per network namespace: the node forwards its pods' traffic.
@@ -679,6 +687,69 @@ fn write_cni_config(node_dir: &Path, pod_cidr: &str) -> Result<()> {
     fs::write(&partial, serde_json::to_vec_pretty(&config).expect("serialises"))
         .map_err(io_err("writing", &partial))?;
     fs::rename(&partial, &path).map_err(io_err("writing", &path))
+}
+
+/// Whether `state`'s node `node` is a real one (it has namespaces of its own).
+pub fn is_real_node(state: &ClusterState, node: &str) -> bool {
+    let holder = format!("{node}-namespaces");
+    state.processes.iter().chain(state.stopped.iter().map(|s| &s.record)).any(|p| p.component == holder)
+}
+
+/// Kills every pod of node `node` (index `index`) whose containerd and kubelet are already
+/// stopped, as a machine going down takes them: the runc shims (they name the node's containerd
+/// socket), whatever is left in the node's cgroups, and, while the node's namespaces are held by
+/// `holder`, its pods' mounts and network namespaces and its `/run` (a fresh tmpfs, as after a
+/// reboot). Bounded: at most about 10 s.
+pub(super) fn kill_pods(cluster_dir: &Path, node: &str, index: u32, holder: Option<i32>) -> Result<()> {
+    process::sweep(&containerd_socket(cluster_dir, index));
+    let cgroup = node_cgroup(cluster_dir, node);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for hierarchy in cgroup_hierarchies() {
+        let root = hierarchy.join(cgroup.trim_start_matches('/'));
+        while kill_cgroup_tree(&root) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let Some(holder) = holder else { return Ok(()) };
+    // Pod netns handles and volume mounts, deepest first, then /run itself.
+    let script = "awk '{print $5}' /proc/self/mountinfo | grep -E '^/(run|var/lib/kubelet/pods)/' | sort -r \
+         | xargs -r umount -l; umount -l /run && mount -t tmpfs -o mode=755 tmpfs /run";
+    run(&format!("clearing the mounts of node {node}"), nsenter(holder, true, "sh").args(["-c", script]))?;
+    Ok(())
+}
+
+/// SIGKILLs every process in the cgroup `dir` and below; returns how many there were.
+fn kill_cgroup_tree(dir: &Path) -> usize {
+    let mut killed = 0;
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+            killed += kill_cgroup_tree(&entry.path());
+        }
+    }
+    let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        killed += 1;
+    }
+    killed
+}
+
+/// Node `index`'s containerd socket, for waiting until a restarted containerd serves.
+pub(super) fn node_containerd_socket(cluster_dir: &Path, index: u32) -> PathBuf {
+    containerd_socket(cluster_dir, index)
+}
+
+/// Each real node's `/var/log/pods` as the host sees it (kubelet's container logs,
+/// `<namespace>_<pod>_<uid>/<container>/<restart>.log`), by node name.
+pub fn pod_log_dirs(cluster_dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = fs::read_dir(real_dir(cluster_dir)) else { return Vec::new() };
+    let mut dirs: Vec<(String, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path().join("var-log/pods"))))
+        .filter(|(_, pods)| pods.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
 }
 
 /// What a cluster with real nodes leaves once its processes are gone: processes still in its

@@ -437,6 +437,16 @@ pub enum LocalCloud {
 impl LocalCloud {
     pub const ALL: [LocalCloud; 2] = [LocalCloud::Local, LocalCloud::Moto];
 
+    /// The nodes a `local` deployer with this cloud has when `node_kind` is not given: real ones
+    /// with the local cloud; kwok's with moto, whose EC2 instances the nodes are named and
+    /// addressed after (no real node can be).
+    pub fn default_node_kind(self) -> crate::cluster::NodeKind {
+        match self {
+            LocalCloud::Local => crate::cluster::NodeKind::Real,
+            LocalCloud::Moto => crate::cluster::NodeKind::Kwok,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             LocalCloud::Local => "local",
@@ -448,8 +458,9 @@ impl LocalCloud {
 /// What brings the cluster up and down. The Kubernetes version comes from the matrix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Deployer {
-    /// The embedded cluster: control plane processes and kwok nodes, with a cloud of its own.
-    Local { nodes: u32, cloud: LocalCloud },
+    /// The embedded cluster: control plane processes and nodes (real kubelets, or kwok's simulated
+    /// ones), with a cloud of its own.
+    Local { nodes: u32, cloud: LocalCloud, node_kind: crate::cluster::NodeKind },
     /// A cluster that is already there; `None` means `$KUBECONFIG`, else `~/.kube/config`.
     Existing { kubeconfig: Option<PathBuf> },
     /// `kind create cluster` with the external cloud provider; a kind config and/or a node image.

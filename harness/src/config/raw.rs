@@ -126,6 +126,7 @@ pub struct RawDeployer {
     // local
     pub nodes: Option<u32>,
     pub cloud: Option<String>,
+    pub node_kind: Option<String>,
     // existing
     pub kubeconfig: Option<String>,
     // kind

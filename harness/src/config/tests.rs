@@ -68,7 +68,10 @@ fn the_repository_providers_yaml_is_valid_and_describes_the_local_reference_prov
     );
     let CcmDeploy::Process { args, .. } = &local.ccm.deploy else { panic!("{:?}", local.ccm.deploy) };
     assert!(args.contains(&"--cloud-provider=local".to_owned()), "{args:?}");
-    assert_eq!(local.deployer, Deployer::Local { nodes: 3, cloud: crate::config::LocalCloud::Local });
+    assert_eq!(
+        local.deployer,
+        Deployer::Local { nodes: 3, cloud: crate::config::LocalCloud::Local, node_kind: crate::cluster::NodeKind::Real }
+    );
     assert_eq!(local.suites, ["cloud-e2e", "conformance-quick"]);
     assert_eq!(local.required.suites, ["cloud-e2e", "conformance-quick"]);
     for capability in [Capability::Instances, Capability::LoadBalancers, Capability::Routes, Capability::NodeShutdown] {
@@ -86,7 +89,10 @@ fn the_aws_provider_runs_the_toolchains_ccm_against_moto_with_honest_capabilitie
     assert!(matches!(&aws.ccm.build, CcmBuild::Toolchain { bin, .. } if bin == "aws-cloud-controller-manager"));
     let CcmDeploy::Process { args, .. } = &aws.ccm.deploy else { panic!("{:?}", aws.ccm.deploy) };
     assert!(args.contains(&"--cloud-provider=aws".to_owned()), "{args:?}");
-    assert_eq!(aws.deployer, Deployer::Local { nodes: 3, cloud: crate::config::LocalCloud::Moto });
+    assert_eq!(
+        aws.deployer,
+        Deployer::Local { nodes: 3, cloud: crate::config::LocalCloud::Moto, node_kind: crate::cluster::NodeKind::Kwok }
+    );
     // What classic ELBs, moto and an IPv4 VPC do not give (docs/providers.md says why).
     for missing in [Capability::LoadBalancerUdp, Capability::Routes, Capability::DualStack] {
         assert!(!aws.has(missing), "{missing}");
@@ -94,6 +100,34 @@ fn the_aws_provider_runs_the_toolchains_ccm_against_moto_with_honest_capabilitie
     let local = config.provider("local").unwrap();
     let tested: Vec<String> = aws.kubernetes.iter().map(ToString::to_string).collect();
     assert_eq!(tested, local.kubernetes.iter().map(ToString::to_string).collect::<Vec<_>>());
+}
+
+#[test]
+fn node_kind_defaults_by_cloud_and_a_bad_one_is_refused_naming_the_file_and_field() {
+    use crate::cluster::NodeKind;
+    let deployer = |line: &str| load(&edit("    deployer: {kind: existing}", line)).unwrap().providers[0].deployer.clone();
+    let kind = |deployer: Deployer| match deployer {
+        Deployer::Local { node_kind, .. } => node_kind,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(kind(deployer("    deployer: {kind: local}")), NodeKind::Real);
+    assert_eq!(kind(deployer("    deployer: {kind: local, cloud: moto}")), NodeKind::Kwok);
+    assert_eq!(kind(deployer("    deployer: {kind: local, node_kind: kwok}")), NodeKind::Kwok);
+
+    let problem = only_problem(&edit("    deployer: {kind: existing}", "    deployer: {kind: local, node_kind: vm}"));
+    assert_eq!(problem.path, "providers[0].deployer.node_kind");
+    let rendered = problem.render(Path::new("/etc/providers.yaml"));
+    assert!(rendered.starts_with("/etc/providers.yaml:"), "{rendered}");
+    assert!(rendered.contains("deployer.node_kind: unknown node kind `vm`; use one of: real, kwok"), "{rendered}");
+
+    let text = edit("    deployer: {kind: existing}", "    deployer: {kind: local, cloud: moto, node_kind: real}");
+    let problem = only_problem(&text);
+    assert_eq!(problem.path, "providers[0].deployer.node_kind");
+    assert!(problem.problem.to_string().contains("use `node_kind: kwok`"), "{}", problem.problem);
+
+    let text = edit("    deployer: {kind: existing}", "    deployer: {kind: local, nodes: 300}");
+    assert_eq!(only_problem(&text).path, "providers[0].deployer.nodes", "real nodes: at most 200");
+    assert!(load(&edit("    deployer: {kind: existing}", "    deployer: {kind: local, nodes: 300, node_kind: kwok}")).is_ok());
 }
 
 #[test]

@@ -110,6 +110,11 @@ pub enum Problem {
          e.g. [..., instance, terminate, \"{{node}}\"]"
     )]
     HookWithoutNode(&'static str),
+    #[error(
+        "real nodes register as the local cloud's instances, and cloud `{0}` has none for them; \
+         use `node_kind: kwok` with it, or `cloud: local`"
+    )]
+    RealNodesNeedLocalCloud(&'static str),
     #[error("{0}")]
     Template(#[from] TemplateError),
     #[error("placeholder {placeholder} cannot be used here: {reason}")]
@@ -531,6 +536,7 @@ impl Checker<'_> {
         let options = [
             ("nodes", raw.nodes.is_some()),
             ("cloud", raw.cloud.is_some()),
+            ("node_kind", raw.node_kind.is_some()),
             ("kubeconfig", raw.kubeconfig.is_some()),
             ("config", raw.config.is_some()),
             ("image", raw.image.is_some()),
@@ -540,7 +546,7 @@ impl Checker<'_> {
         let what = |kind: &str| format!("the `{kind}` deployer");
         let deployer = match raw.kind.as_str() {
             "local" => {
-                self.only(at, &what("local"), &options, &["nodes", "cloud"]);
+                self.only(at, &what("local"), &options, &["nodes", "cloud", "node_kind"]);
                 let cloud = match raw.cloud.as_deref() {
                     None => LocalCloud::default(),
                     Some(name) => match LocalCloud::ALL.into_iter().find(|c| c.as_str() == name) {
@@ -557,14 +563,16 @@ impl Checker<'_> {
                     },
                 };
                 let nodes = raw.nodes.unwrap_or(DEFAULT_NODES);
-                let max = match cloud {
-                    LocalCloud::Local => crate::cluster::nodes::MAX_NODES,
-                    LocalCloud::Moto => crate::cluster::aws::MAX_NODES,
+                let node_kind = self.node_kind(raw.node_kind.as_deref(), cloud, at);
+                let max = match (cloud, node_kind) {
+                    (_, crate::cluster::NodeKind::Real) => crate::cluster::real::MAX_NODES,
+                    (LocalCloud::Local, _) => crate::cluster::nodes::MAX_NODES,
+                    (LocalCloud::Moto, _) => crate::cluster::aws::MAX_NODES,
                 };
                 if !(1..=max).contains(&nodes) {
                     self.report(&at.key("nodes"), Problem::NodesOutOfRange { nodes, max });
                 }
-                Deployer::Local { nodes, cloud }
+                Deployer::Local { nodes, cloud, node_kind }
             }
             "existing" => {
                 self.only(at, &what("existing"), &options, &["kubeconfig"]);
@@ -889,6 +897,22 @@ impl Checker<'_> {
 
     fn unknown_kind(&mut self, at: &YamlPath, what: &'static str, name: &str, valid: &[&str]) {
         self.unknown_value(&at.key("kind"), what, name, valid);
+    }
+
+    /// The `local` deployer's `node_kind`: `real` or `kwok`, the cloud's default when not given.
+    /// Real nodes need the local cloud (their CCM initialises them from its instances).
+    fn node_kind(&mut self, value: Option<&str>, cloud: LocalCloud, at: &YamlPath) -> crate::cluster::NodeKind {
+        use crate::cluster::NodeKind;
+        let Some(value) = value else { return cloud.default_node_kind() };
+        let kinds = [("real", NodeKind::Real), ("kwok", NodeKind::Kwok)];
+        let Some((_, kind)) = kinds.iter().find(|(name, _)| *name == value) else {
+            self.unknown_value(&at.key("node_kind"), "node kind", value, &kinds.map(|(name, _)| name));
+            return cloud.default_node_kind();
+        };
+        if *kind == NodeKind::Real && cloud != LocalCloud::Local {
+            self.report(&at.key("node_kind"), Problem::RealNodesNeedLocalCloud(cloud.as_str()));
+        }
+        *kind
     }
 
     /// `name` at `at` is none of `valid`.

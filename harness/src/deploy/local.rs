@@ -1,15 +1,17 @@
 //! `local`: the embedded cluster of this repository ([`crate::cluster`]): etcd, kube-apiserver,
-//! kube-controller-manager (`--cloud-provider=external`), kube-scheduler and kwok as supervised
-//! processes on loopback, with the local simulated cloud (one instance per node). The CCM is not
-//! started by `up`: the run deploys it as a step of its own ([`Deployer::start_ccm_process`]), so a
-//! broken CCM shows as a failed Deploy, not a failed Up.
+//! kube-controller-manager (`--cloud-provider=external`) and kube-scheduler as supervised
+//! processes on loopback, with the local simulated cloud (one instance per node), and nodes that
+//! are real (kubelet, containerd, kube-proxy in namespaces of their own, [`cluster::real`]) or
+//! simulated by kwok (`providers.yaml` `deployer.node_kind`). The CCM is not started by `up`: the
+//! run deploys it as a step of its own ([`Deployer::start_ccm_process`]), so a broken CCM shows as
+//! a failed Deploy, not a failed Up.
 
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
 use super::{DeployError, Deployer};
-use crate::cluster::{self, AwsOptions, LocalCluster, UpOptions, cloud::CloudOptions, nodes};
+use crate::cluster::{self, AwsOptions, LocalCluster, NodeKind, UpOptions, cloud::CloudOptions, nodes, real};
 use crate::config::template::{Placeholder, Vars};
 use crate::toolchain::Release;
 
@@ -25,7 +27,8 @@ pub struct LocalDeployer {
 
 impl LocalDeployer {
     /// A cluster `name` of `nodes` simulated nodes on `release`, with the local cloud served by
-    /// `cloud_binary` (`reference-ccm`, whose `local-cloud serve` is the cloud).
+    /// `cloud_binary` (`reference-ccm`, whose `local-cloud serve` is the cloud); real nodes with
+    /// [`LocalDeployer::with_node_kind`].
     pub fn new(name: &str, nodes: u32, release: Release, cloud_binary: PathBuf) -> Self {
         let mut options = UpOptions::new(name, release);
         options.nodes = nodes;
@@ -40,6 +43,20 @@ impl LocalDeployer {
         options.nodes = nodes;
         options.aws = Some(AwsOptions { moto_server });
         LocalDeployer { options, cluster: None, owns_name: false }
+    }
+
+    /// The same cluster with nodes of `kind`.
+    pub fn with_node_kind(mut self, kind: NodeKind) -> Self {
+        self.options.node_kind = kind;
+        self
+    }
+
+    /// The pod range the nodes' CIDRs come from: a CCM's `--cluster-cidr` (`{cluster_cidr}`).
+    pub fn cluster_cidr(&self) -> &'static str {
+        match self.options.node_kind {
+            NodeKind::Real => real::CLUSTER_CIDR,
+            NodeKind::Kwok => nodes::CLUSTER_CIDR,
+        }
     }
 
     /// The running cluster, after `up`.
@@ -102,15 +119,11 @@ impl Deployer for LocalDeployer {
 
     async fn dump_logs(&self, dir: &Path) -> Result<(), DeployError> {
         let Some(cluster) = &self.cluster else { return Ok(()) };
-        let logs = cluster.dir.join("logs");
-        std::fs::create_dir_all(dir).map_err(|e| Self::err(format!("cannot create {}: {e}", dir.display())))?;
-        let entries =
-            std::fs::read_dir(&logs).map_err(|e| Self::err(format!("cannot list {}: {e}", logs.display())))?;
-        for entry in entries.flatten() {
-            let target = dir.join(entry.file_name());
-            std::fs::copy(entry.path(), &target).map_err(|e| {
-                Self::err(format!("cannot copy {} to {}: {e}", entry.path().display(), target.display()))
-            })?;
+        // Every component's log, the nodes' kubelet, containerd and kube-proxy among them.
+        copy_files(&cluster.dir.join("logs"), dir)?;
+        // Real nodes: every container's log, as `pods/<node>/<namespace>_<pod>_<uid>/<container>/0.log`.
+        for (node, pods) in real::pod_log_dirs(&cluster.dir) {
+            copy_tree(&pods, &dir.join("pods").join(node))?;
         }
         Ok(())
     }
@@ -118,7 +131,7 @@ impl Deployer for LocalDeployer {
     fn vars(&self) -> Vars {
         let mut vars = Vars::new();
         vars.insert(Placeholder::Cluster, self.options.name.clone());
-        vars.insert(Placeholder::ClusterCidr, nodes::CLUSTER_CIDR.into());
+        vars.insert(Placeholder::ClusterCidr, self.cluster_cidr().into());
         if let Some(cluster) = &self.cluster {
             vars.insert(Placeholder::Kubeconfig, cluster.state.kubeconfig.display().to_string());
             vars.insert(Placeholder::CloudConfig, cluster.cloud_config().display().to_string());
@@ -134,6 +147,31 @@ impl Deployer for LocalDeployer {
         let cluster = self.cluster.as_mut().ok_or_else(|| Self::err("the cluster is not up"))?;
         cluster.start_ccm(binary, args).await.map_err(Self::err)
     }
+}
+
+/// Copies the files directly in `from` into `to`.
+fn copy_files(from: &Path, to: &Path) -> Result<(), DeployError> {
+    std::fs::create_dir_all(to).map_err(|e| LocalDeployer::err(format!("cannot create {}: {e}", to.display())))?;
+    let entries =
+        std::fs::read_dir(from).map_err(|e| LocalDeployer::err(format!("cannot list {}: {e}", from.display())))?;
+    for entry in entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_file())) {
+        let target = to.join(entry.file_name());
+        std::fs::copy(entry.path(), &target).map_err(|e| {
+            LocalDeployer::err(format!("cannot copy {} to {}: {e}", entry.path().display(), target.display()))
+        })?;
+    }
+    Ok(())
+}
+
+/// Copies the directory tree `from` into `to` (files and directories; links are left out).
+fn copy_tree(from: &Path, to: &Path) -> Result<(), DeployError> {
+    copy_files(from, to)?;
+    let entries =
+        std::fs::read_dir(from).map_err(|e| LocalDeployer::err(format!("cannot list {}: {e}", from.display())))?;
+    for entry in entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+        copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+    }
+    Ok(())
 }
 
 impl Drop for LocalDeployer {

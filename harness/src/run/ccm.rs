@@ -89,14 +89,14 @@ pub(super) fn deployer(
     vars: &Vars,
 ) -> Result<Box<dyn Deployer>, DeployError> {
     match &plan.provider.deployer {
-        DeployerConfig::Local { nodes, cloud: LocalCloud::Moto } => {
+        DeployerConfig::Local { nodes, cloud: LocalCloud::Moto, .. } => {
             let release = crate::toolchain::resolve(Some(&plan.version.to_string()))
                 .map_err(|e| DeployError::Other { deployer: "local".into(), message: e.to_string() })?;
             let moto_server = crate::toolchain::aws::install_moto(false)
                 .map_err(|e| DeployError::Other { deployer: "local".into(), message: e.to_string() })?;
             Ok(Box::new(LocalDeployer::with_aws(&opts.cluster_name, *nodes, release, moto_server)))
         }
-        DeployerConfig::Local { nodes, cloud: LocalCloud::Local } => {
+        DeployerConfig::Local { nodes, cloud: LocalCloud::Local, node_kind } => {
             let release = crate::toolchain::resolve(Some(&plan.version.to_string()))
                 .map_err(|e| DeployError::Other { deployer: "local".into(), message: e.to_string() })?;
             // The local cloud is served by the reference CCM's binary, whatever CCM is under test.
@@ -105,7 +105,7 @@ pub(super) fn deployer(
                 _ => crate::cluster::cloud::build_reference_ccm()
                     .map_err(|e| DeployError::Other { deployer: "local".into(), message: e.to_string() })?,
             };
-            Ok(Box::new(LocalDeployer::new(&opts.cluster_name, *nodes, release, reference)))
+            Ok(Box::new(LocalDeployer::new(&opts.cluster_name, *nodes, release, reference).with_node_kind(*node_kind)))
         }
         DeployerConfig::Existing { kubeconfig } => Ok(Box::new(ExistingDeployer::new(kubeconfig.as_deref())?)),
         DeployerConfig::Kind { config, image } => {

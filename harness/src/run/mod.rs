@@ -406,9 +406,11 @@ fn runner(suite: &config::Suite, provider: &Provider, opts: &RunOptions) -> Resu
             Ok(Box::new(crate::suites::exec::ExecSuite::new(&suite.name, command.clone(), dir)))
         }
         SuiteKind::Ginkgo { focus, skip, parallel, args } => {
-            // The built-in conformance suites leave out what kwok's simulated pods cannot do.
+            // The built-in conformance suites leave out what the local deployer's nodes cannot do.
             let skip = match (&provider.deployer, suite.builtin) {
-                (config::Deployer::Local { .. }, true) => crate::suites::local_skips::with_local_skips(skip.as_deref()),
+                (config::Deployer::Local { node_kind, .. }, true) => {
+                    crate::suites::local_skips::with_local_skips(skip.as_deref(), *node_kind)
+                }
                 _ => skip.clone(),
             };
             Ok(Box::new(crate::suites::ginkgo::GinkgoSuite::new(

@@ -1,17 +1,23 @@
-//! The upstream conformance tests the `local` deployer cannot pass, and why.
+//! The upstream conformance tests the `local` deployer cannot pass, and why: one list per kind of
+//! node.
 //!
-//! The `local` deployer simulates nodes and pods with kwok: there is no kubelet to exec into a
-//! container or read its logs, no container runtime to run a command, no pod network to carry
+//! On kwok nodes (`node_kind: kwok`) nodes and pods are simulated: there is no kubelet to exec into
+//! a container or read its logs, no container runtime to run a command, no pod network to carry
 //! traffic. `data/conformance-local-skips.yaml` lists the conformance tests that fail for those
-//! reasons, derived from a real run of the whole suite (its header says which run); the built-in
-//! `conformance` and `conformance-quick` suites skip them on the `local` deployer. On any other
-//! deployer nothing is skipped.
+//! reasons, derived from a real run of the whole suite (its header says which run).
+//! On real nodes (`node_kind: real`, the default) pods really run, and
+//! `data/conformance-real-skips.yaml` lists only what a run on them showed cannot pass on one
+//! machine. The built-in `conformance` and `conformance-quick` suites skip the list of the
+//! deployer's node kind; on any other deployer nothing is skipped.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-const DATA: &str = include_str!("data/conformance-local-skips.yaml");
+use crate::cluster::NodeKind;
+
+const KWOK_DATA: &str = include_str!("data/conformance-local-skips.yaml");
+const REAL_DATA: &str = include_str!("data/conformance-real-skips.yaml");
 
 /// The data file.
 #[derive(Debug, Clone, Deserialize)]
@@ -36,9 +42,13 @@ pub struct SkippedTest {
     pub seen: String,
 }
 
-/// The bundled list.
-pub fn local_skips() -> LocalSkips {
-    serde_yaml_ng::from_str(DATA).expect("data/conformance-local-skips.yaml parses (checked by a unit test)")
+/// The bundled list for nodes of `kind`.
+pub fn local_skips(kind: NodeKind) -> LocalSkips {
+    let (data, file) = match kind {
+        NodeKind::Kwok => (KWOK_DATA, "data/conformance-local-skips.yaml"),
+        NodeKind::Real => (REAL_DATA, "data/conformance-real-skips.yaml"),
+    };
+    serde_yaml_ng::from_str(data).unwrap_or_else(|e| panic!("{file} parses (checked by a unit test): {e}"))
 }
 
 impl LocalSkips {
@@ -55,9 +65,9 @@ fn spec_text(junit_name: &str) -> &str {
     junit_name.strip_prefix("[It] ").unwrap_or(junit_name)
 }
 
-/// `skip` widened by the local deployer's list.
-pub fn with_local_skips(skip: Option<&str>) -> Option<String> {
-    match (skip, local_skips().skip_regex()) {
+/// `skip` widened by the local deployer's list for nodes of `kind`.
+pub fn with_local_skips(skip: Option<&str>, kind: NodeKind) -> Option<String> {
+    match (skip, local_skips(kind).skip_regex()) {
         (Some(skip), Some(local)) => Some(format!("{skip}|{local}")),
         (skip, local) => skip.map(str::to_owned).or(local),
     }
@@ -68,8 +78,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_list_is_well_formed_sorted_and_every_reason_is_explained() {
-        let skips = local_skips();
+    fn the_lists_are_well_formed_sorted_and_every_reason_is_explained() {
+        for kind in [NodeKind::Kwok, NodeKind::Real] {
+            well_formed(&local_skips(kind));
+        }
+    }
+
+    #[test]
+    fn real_nodes_skip_far_fewer_tests_than_kwok_nodes() {
+        let (kwok, real) = (local_skips(NodeKind::Kwok).tests.len(), local_skips(NodeKind::Real).tests.len());
+        assert!(real * 5 < kwok, "{real} skipped on real nodes, {kwok} on kwok nodes");
+    }
+
+    fn well_formed(skips: &LocalSkips) {
         assert!(skips.kubernetes.starts_with("v1."), "{}", skips.kubernetes);
         let names: Vec<&str> = skips.tests.iter().map(|t| t.name.as_str()).collect();
         let mut sorted = names.clone();
@@ -85,13 +106,13 @@ mod tests {
 
     #[test]
     fn the_skip_regex_matches_each_listed_test_and_no_other() {
-        let skips = local_skips();
+        let skips = local_skips(NodeKind::Kwok);
         let regex = regex::Regex::new(&skips.skip_regex().expect("the list is not empty")).unwrap();
         for test in &skips.tests {
             assert!(regex.is_match(spec_text(&test.name)), "{}", test.name);
         }
         assert!(!regex.is_match("[sig-api-machinery] Namespaces should be created [Conformance]"));
-        let combined = with_local_skips(Some(r"\[Serial\]")).unwrap();
+        let combined = with_local_skips(Some(r"\[Serial\]"), NodeKind::Kwok).unwrap();
         assert!(combined.starts_with(r"\[Serial\]|"), "{combined}");
     }
 }
