@@ -333,10 +333,11 @@ fn interrupt_during_test(launch: Launch, signal: Signal, suite: &str, seconds: &
     assert!(!process_running(&sleep_cmdline), "the suite's process outlived the run");
 }
 
-/// SIGINT while a run on real nodes (the `local` provider's default) is in its Test step: the
-/// build ends ABORTED, and nothing of the real nodes is left: no process, network or mount
-/// namespace, mount, cgroup or socket dir; the root network namespace's links and iptables rules
-/// and the global sysctls are as before. The dumped logs have the containers' logs.
+/// SIGINT while a run on real nodes (the `local` provider's default) is in its Test step, with one
+/// node's machine shut down by the `shutdown_instance` hook's command: the run ends within a
+/// bounded time, the build ABORTED, and nothing of the real nodes is left: no process, network or
+/// mount namespace, mount, cgroup or socket dir; the root network namespace's links and iptables
+/// rules and the global sysctls are as before. The dumped logs have the containers' logs.
 #[test]
 fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
     use harness::cluster::real;
@@ -364,8 +365,20 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
     let running = real::leftovers(&dir);
     assert!(running.iter().any(|l| l.starts_with("cgroup ")), "no cgroups before the signal: {running:?}");
 
+    // A machine shut down, as cloud-e2e's NodeShutdown test leaves one while it waits.
+    let node = format!("{cluster}-worker-1");
+    let shutdown = env.command("cluster").args(["instance", "--name", cluster, "shutdown", &node]).output().unwrap();
+    assert!(shutdown.status.success(), "{}", text(&shutdown));
+    let state: harness::cluster::ClusterState =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    let stopped: Vec<&str> = state.stopped.iter().map(|s| s.record.component.as_str()).collect();
+    assert_eq!(stopped.len(), 3, "{node}'s containerd, kubelet and kube-proxy are stopped: {stopped:?}");
+    assert!(state.stopped.iter().all(|s| !s.record.is_running()), "{stopped:?} still run");
+
+    let signalled = Instant::now();
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
     let output = child.wait_with_output().unwrap();
+    assert!(signalled.elapsed() < Duration::from_secs(120), "the run took {:?} to end", signalled.elapsed());
     assert_eq!(output.status.code(), Some(130), "{}", text(&output));
     assert_eq!(env.finished()["result"], "ABORTED");
     let steps = env.runner_steps();

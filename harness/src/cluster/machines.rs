@@ -116,7 +116,8 @@ pub struct StoppedProcess {
     pub node: String,
     /// The record it had while it ran (component, log).
     pub record: ProcessRecord,
-    /// Its command line and environment, read from `/proc` before it was stopped.
+    /// Its command line and environment, read from `/proc` before it was stopped: the program's
+    /// own, run in the node's namespaces (`nsenter` exec'd it, and is no longer in its command line).
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
 }
@@ -173,8 +174,9 @@ fn act_on_real_node(dir: &std::path::Path, node: &str, action: MachineAction) ->
             }
             let mut starting = starting;
             starting.sort_by_key(|s| components.iter().position(|c| *c == s.record.component));
+            let holder = state.processes.iter().find(|p| p.component == holder_component).map_or(0, |p| p.pid);
             for stopped in starting {
-                let record = restart(&stopped)?;
+                let record = restart(&stopped, holder)?;
                 state.processes.push(record);
                 save_state(dir, &state)?;
                 if stopped.record.component.ends_with("-containerd") {
@@ -202,13 +204,15 @@ fn snapshot(node: &str, record: &ProcessRecord) -> Option<StoppedProcess> {
     (!argv.is_empty()).then(|| StoppedProcess { node: node.to_owned(), record: record.clone(), argv, env })
 }
 
-/// Starts a stopped process again with its command line, environment and log.
-fn restart(stopped: &StoppedProcess) -> Result<ProcessRecord> {
-    let (program, args) = stopped.argv.split_first().expect("a snapshot has a program");
+/// Starts a stopped process again in the namespaces `holder` holds, with its command line,
+/// environment and log.
+fn restart(stopped: &StoppedProcess, holder: i32) -> Result<ProcessRecord> {
+    let nsenter = PathBuf::from("/usr/bin/nsenter");
+    let mut args = vec![format!("--net=/proc/{holder}/ns/net"), format!("--mount=/proc/{holder}/ns/mnt"), "--".into()];
+    args.extend(stopped.argv.iter().cloned());
     let env = process::Environment { set: stopped.env.clone(), removed: Vec::new() };
-    let binary = PathBuf::from(program);
-    process::spawn_with_env(&stopped.record.component, &binary, args, &env, &stopped.record.log)
-        .map_err(super::io_err("starting", &binary))
+    process::spawn_with_env(&stopped.record.component, &nsenter, &args, &env, &stopped.record.log)
+        .map_err(super::io_err("starting", &nsenter))
 }
 
 /// Waits (bounded) until containerd accepts connections on `socket`; kubelet retries after that.
