@@ -178,3 +178,94 @@ async fn a_killed_cluster_with_real_nodes_is_swept_by_the_next_down() {
     assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "left behind after the next down");
     assert_eq!(real::namespaces_in_use(&namespaces), Vec::<String>::new());
 }
+
+/// The `local` provider's machine hooks on a real node (`harness cluster instance`): `shutdown`
+/// really stops the node's containerd, kubelet and kube-proxy and kills its pods, and the node goes
+/// NotReady; `start` runs them again and the node is Ready with its pod running again; `terminate`
+/// also takes the node's namespaces, and the CCM deletes the node. Each action stays well inside
+/// the hooks' 30 s timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_machine_really_stops_starts_again_and_is_terminated() {
+    use harness::cluster::machines::{self, MachineAction};
+    if let Some(missing) = real::missing_kernel_feature() {
+        eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
+        return;
+    }
+    let release = toolchain::default_release();
+    let ccm_binary =
+        tokio::task::spawn_blocking(cloud::build_reference_ccm).await.unwrap().expect("building reference-ccm");
+    let mut options = common::options("e2e-real-machine", release, 2);
+    options.node_kind = NodeKind::Real;
+    options.cloud = Some(CloudOptions::new(ccm_binary));
+    let cluster: TestCluster = common::bring_up(options).await;
+    let client = cluster.client().await.unwrap();
+    let node = cluster.state.nodes[1].clone();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.66.1";
+    let web = pod("web", &node, agnhost, json!(["netexec", "--http-port=8080"]), "Always");
+    pods.create(&PostParams::default(), &web).await.unwrap();
+    let running = || {
+        let pods = pods.clone();
+        async move {
+            let status = pods.get("web").await.ok()?.status?;
+            let state = status.container_statuses?.first()?.state.clone()?;
+            state.running.is_some().then_some(())
+        }
+    };
+    wait_for("the pod to run", Duration::from_secs(90), running).await;
+    let netexec = || process::find_by_marker(std::path::Path::new("--http-port=8080"));
+    assert!(!netexec().is_empty(), "the pod's process is not on the machine");
+    let nodes_api: Api<Node> = Api::all(client.clone());
+    let component = |c: &str| format!("{node}-{c}");
+
+    let started = std::time::Instant::now();
+    let instance = machines::act(&cluster.state.name, &node, MachineAction::Shutdown).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20), "shutdown took {:?}", started.elapsed());
+    assert_eq!(instance.state, "Shutdown");
+    let state = harness::cluster::load_state(&cluster.state.name).unwrap();
+    for c in ["containerd", "kubelet", "kube-proxy"] {
+        assert!(!state.processes.iter().any(|p| p.component == component(c)), "{c} still recorded as running");
+        let stopped = state.stopped.iter().find(|s| s.record.component == component(c)).expect(c);
+        assert!(!stopped.record.is_running(), "{c} still runs");
+    }
+    assert!(netexec().is_empty(), "the pod's process outlived its machine: {:?}", netexec());
+    wait_for("the node to go NotReady", Duration::from_secs(90), || {
+        let nodes_api = nodes_api.clone();
+        let node = node.clone();
+        async move { (!nodes::is_ready(&nodes_api.get(&node).await.ok()?)).then_some(()) }
+    })
+    .await;
+
+    let started = std::time::Instant::now();
+    machines::act(&cluster.state.name, &node, MachineAction::Start).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20), "start took {:?}", started.elapsed());
+    let state = harness::cluster::load_state(&cluster.state.name).unwrap();
+    assert!(state.stopped.is_empty(), "{:?}", state.stopped);
+    for c in ["containerd", "kubelet", "kube-proxy"] {
+        let record = state.processes.iter().find(|p| p.component == component(c)).expect(c);
+        assert!(record.is_running(), "{c} did not start again");
+    }
+    wait_for("the node to be Ready again", Duration::from_secs(90), || {
+        let nodes_api = nodes_api.clone();
+        let node = node.clone();
+        async move { nodes::is_ready(&nodes_api.get(&node).await.ok()?).then_some(()) }
+    })
+    .await;
+    wait_for("the pod to run again", Duration::from_secs(120), running).await;
+    assert!(!netexec().is_empty(), "the pod's process is not back on the machine");
+
+    let holder = state.processes.iter().find(|p| p.component == component("namespaces")).unwrap().clone();
+    machines::act(&cluster.state.name, &node, MachineAction::Terminate).await.unwrap();
+    assert!(!holder.is_running(), "the node's namespaces outlived its termination");
+    assert!(netexec().is_empty(), "the pod's process outlived its machine");
+    wait_for("the CCM to delete the node", Duration::from_secs(120), || {
+        let nodes_api = nodes_api.clone();
+        let node = node.clone();
+        async move { nodes_api.get_opt(&node).await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+
+    let dir = cluster.dir.clone();
+    common::assert_torn_down(cluster);
+    assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "left behind by down");
+}
