@@ -202,7 +202,7 @@ async fn a_real_machine_really_stops_starts_again_and_is_terminated() {
     let node = cluster.state.nodes[1].clone();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.66.1";
-    let web = pod("web", &node, agnhost, json!(["netexec", "--http-port=8080"]), "Always");
+    let web = pod("web", &node, agnhost, json!(["netexec", "--http-port=18089"]), "Always");
     pods.create(&PostParams::default(), &web).await.unwrap();
     let running = || {
         let pods = pods.clone();
@@ -213,7 +213,7 @@ async fn a_real_machine_really_stops_starts_again_and_is_terminated() {
         }
     };
     wait_for("the pod to run", Duration::from_secs(90), running).await;
-    let netexec = || process::find_by_marker(std::path::Path::new("--http-port=8080"));
+    let netexec = || process::find_by_marker(std::path::Path::new("--http-port=18089"));
     assert!(!netexec().is_empty(), "the pod's process is not on the machine");
     let nodes_api: Api<Node> = Api::all(client.clone());
     let component = |c: &str| format!("{node}-{c}");
