@@ -259,7 +259,9 @@ struct Cluster {
 
 impl Cluster {
     fn up(root: &Path) -> Cluster {
-        let output = harness(root, &["cluster", "up", "--node-kind", "kwok", "--name", "bisect", "--nodes", "1"]).output().unwrap();
+        let output = harness(root, &["cluster", "up", "--node-kind", "kwok", "--name", "bisect", "--nodes", "1"])
+            .output()
+            .unwrap();
         assert!(output.status.success(), "cluster up: {}", text(&output));
         let output = harness(root, &["cluster", "kubeconfig", "--name", "bisect"]).output().unwrap();
         assert!(output.status.success(), "{}", text(&output));

@@ -54,7 +54,10 @@ fn help_lists_the_commands() {
 #[test]
 fn an_unknown_kubernetes_version_names_the_pinned_ones() {
     let state = tempfile::tempdir().unwrap();
-    let output = harness(state.path()).args(["cluster", "up", "--node-kind", "kwok", "--kubernetes", "v1.99.0"]).output().unwrap();
+    let output = harness(state.path())
+        .args(["cluster", "up", "--node-kind", "kwok", "--kubernetes", "v1.99.0"])
+        .output()
+        .unwrap();
     let pinned = toolchain::default_release().version;
     assert_fails_with(output, &["'v1.99.0' is not pinned", pinned, "tools/kube/pin.sh"]);
 }
@@ -94,7 +97,11 @@ fn a_corrupt_cache_entry_is_refused_with_the_rebuild_command() {
     fs::create_dir_all(entry.join("bin")).unwrap();
 
     fs::write(entry.join("manifest.json"), "{ not json").unwrap();
-    let output = harness(state.path()).args(["cluster", "up", "--node-kind", "kwok"]).env("HARNESS_CACHE_DIR", cache.path()).output().unwrap();
+    let output = harness(state.path())
+        .args(["cluster", "up", "--node-kind", "kwok"])
+        .env("HARNESS_CACHE_DIR", cache.path())
+        .output()
+        .unwrap();
     assert_fails_with(output, &["is corrupt", "manifest.json does not parse", "--force"]);
 
     // A binary cut short (a full disk, a killed copy) is caught by its recorded size.
@@ -104,7 +111,11 @@ fn a_corrupt_cache_entry_is_refused_with_the_rebuild_command() {
         manifest["binaries"][name] = serde_json::json!({"size": 1_000_000, "sha256": "00"});
     }
     fs::write(entry.join("manifest.json"), manifest.to_string()).unwrap();
-    let output = harness(state.path()).args(["cluster", "up", "--node-kind", "kwok"]).env("HARNESS_CACHE_DIR", cache.path()).output().unwrap();
+    let output = harness(state.path())
+        .args(["cluster", "up", "--node-kind", "kwok"])
+        .env("HARNESS_CACHE_DIR", cache.path())
+        .output()
+        .unwrap();
     assert_fails_with(output, &["is corrupt", "9 bytes, the manifest says 1000000", "--force"]);
 }
 
@@ -113,14 +124,18 @@ fn a_port_in_use_is_named() {
     let state = tempfile::tempdir().unwrap();
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = holder.local_addr().unwrap().port().to_string();
-    let output = harness(state.path()).args(["cluster", "up", "--node-kind", "kwok", "--api-server-port", &port]).output().unwrap();
+    let output = harness(state.path())
+        .args(["cluster", "up", "--node-kind", "kwok", "--api-server-port", &port])
+        .output()
+        .unwrap();
     assert_fails_with(output, &[&format!("port {port} on 127.0.0.1 is already in use"), "--api-server-port"]);
 }
 
 #[test]
 fn bad_names_and_node_counts_are_refused() {
     let state = tempfile::tempdir().unwrap();
-    let output = harness(state.path()).args(["cluster", "up", "--node-kind", "kwok", "--name", "../etc"]).output().unwrap();
+    let output =
+        harness(state.path()).args(["cluster", "up", "--node-kind", "kwok", "--name", "../etc"]).output().unwrap();
     assert_fails_with(output, &["cluster name '../etc' is not valid"]);
     let output = harness(state.path()).args(["cluster", "up", "--node-kind", "kwok", "--nodes", "0"]).output().unwrap();
     assert_fails_with(output, &["--nodes 0 is out of range"]);
@@ -239,7 +254,10 @@ fn a_component_that_dies_during_up_is_reported_and_the_rest_is_stopped() {
 #[test]
 fn up_list_kubeconfig_down_round_trip() {
     let state = tempfile::tempdir().unwrap();
-    let up = harness(state.path()).args(["cluster", "up", "--node-kind", "kwok", "--name", "roundtrip", "--nodes", "2"]).output().unwrap();
+    let up = harness(state.path())
+        .args(["cluster", "up", "--node-kind", "kwok", "--name", "roundtrip", "--nodes", "2"])
+        .output()
+        .unwrap();
     assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
     assert!(String::from_utf8_lossy(&up.stdout).contains("2 nodes"));
 
@@ -247,7 +265,8 @@ fn up_list_kubeconfig_down_round_trip() {
     let list = String::from_utf8_lossy(&list.stdout).to_string();
     assert!(list.starts_with("roundtrip\trunning\t"), "{list}");
 
-    let again = harness(state.path()).args(["cluster", "up", "--node-kind", "kwok", "--name", "roundtrip"]).output().unwrap();
+    let again =
+        harness(state.path()).args(["cluster", "up", "--node-kind", "kwok", "--name", "roundtrip"]).output().unwrap();
     assert_fails_with(again, &["already exists and is running", "harness cluster down --name roundtrip"]);
 
     let kubeconfig = harness(state.path()).args(["cluster", "kubeconfig", "--name", "roundtrip"]).output().unwrap();

@@ -65,9 +65,11 @@ suites:
 "#,
     );
     let local_entry = harness::config::bundled_entry("local").expect("the bundled file has `local`");
-    let local_kwok = local_entry
-        .replacen("- name: local", "- name: local-kwok", 1)
-        .replacen("      node_kind: real\n", "      node_kind: kwok\n", 1);
+    let local_kwok = local_entry.replacen("- name: local", "- name: local-kwok", 1).replacen(
+        "      node_kind: real\n",
+        "      node_kind: kwok\n",
+        1,
+    );
     let fixture = local_kwok.replacen("- name: local-kwok", "- name: fixture", 1).replace(
         "suites: [cloud-e2e, conformance-quick]\n    required:\n      suites: [cloud-e2e, conformance-quick]",
         "suites: [smoke]\n    required:\n      suites: [smoke]",
@@ -361,7 +363,11 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
     let state: harness::cluster::ClusterState =
         serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
     let namespaces = real::namespaces(&state);
-    assert_eq!(namespaces.len(), 3 * 2 + 1, "three real nodes' network and mount namespaces, the hub's: {namespaces:?}");
+    assert_eq!(
+        namespaces.len(),
+        3 * 2 + 1,
+        "three real nodes' network and mount namespaces, the hub's: {namespaces:?}"
+    );
     let running = real::leftovers(&dir);
     assert!(running.iter().any(|l| l.starts_with("cgroup ")), "no cgroups before the signal: {running:?}");
 
@@ -492,7 +498,9 @@ fn sigterm_during_cloud_e2e_keeps_its_results_so_far_and_the_test_steps_real_dur
         assert!(unfinished > 0, "every test had ended before the signal: send it earlier");
         // The others skipped said why before the signal (e.g. tests that need real pods, on kwok).
         let says_why = |c: &junit::TestCase| {
-            c.attempts.iter().any(|a| a.detail.as_ref().and_then(|d| d.message.as_deref()).is_some_and(|m| !m.is_empty()))
+            c.attempts
+                .iter()
+                .any(|a| a.detail.as_ref().and_then(|d| d.message.as_deref()).is_some_and(|m| !m.is_empty()))
         };
         let unexplained: Vec<&str> = report
             .cases()
@@ -500,7 +508,10 @@ fn sigterm_during_cloud_e2e_keeps_its_results_so_far_and_the_test_steps_real_dur
             .map(|(_, c)| c.name.as_str())
             .collect();
         if !unexplained.is_empty() {
-            wrong.push(format!("of {} skipped tests, {unexplained:?} say neither why nor that they were cut short", skipped.len()));
+            wrong.push(format!(
+                "of {} skipped tests, {unexplained:?} say neither why nor that they were cut short",
+                skipped.len()
+            ));
         }
     } else {
         wrong.push("no junit_cloud-e2e.xml: the results cloud-e2e had before the signal were dropped".to_owned());
@@ -708,7 +719,8 @@ fn a_missing_or_hanging_hook_fails_only_the_test_that_calls_it() {
     std::fs::write(&config, format!("{bundled}\n{}\n", hooked.trim_end())).unwrap();
 
     let mut up = env.command("cluster");
-    let up = up.args(["up", "--name", "hooks", "--nodes", "2", "--cloud", "local", "--node-kind", "kwok"]).output().unwrap();
+    let up =
+        up.args(["up", "--name", "hooks", "--nodes", "2", "--cloud", "local", "--node-kind", "kwok"]).output().unwrap();
     assert!(up.status.success(), "{}", text(&up));
     let mut suite = env.command("suite");
     suite.args([

@@ -18,10 +18,12 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use super::process::{self, ProcessRecord};
-use super::{ClusterError, ClusterState, Result, aws, client_for, cloud, cluster_dir, load_state, nodes, real, save_state};
-use serde::{Deserialize, Serialize};
+use super::{
+    ClusterError, ClusterState, Result, aws, client_for, cloud, cluster_dir, load_state, nodes, real, save_state,
+};
 use ccm::local_cloud::api::LoadBalancer;
 use ccm::local_cloud::client::LocalCloud;
+use serde::{Deserialize, Serialize};
 
 /// What happens to a machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -70,7 +70,11 @@ fn the_repository_providers_yaml_is_valid_and_describes_the_local_reference_prov
     assert!(args.contains(&"--cloud-provider=local".to_owned()), "{args:?}");
     assert_eq!(
         local.deployer,
-        Deployer::Local { nodes: 3, cloud: crate::config::LocalCloud::Local, node_kind: crate::cluster::NodeKind::Real }
+        Deployer::Local {
+            nodes: 3,
+            cloud: crate::config::LocalCloud::Local,
+            node_kind: crate::cluster::NodeKind::Real
+        }
     );
     assert_eq!(local.suites, ["cloud-e2e", "conformance-quick"]);
     assert_eq!(local.required.suites, ["cloud-e2e", "conformance-quick"]);
@@ -105,7 +109,8 @@ fn the_aws_provider_runs_the_toolchains_ccm_against_moto_with_honest_capabilitie
 #[test]
 fn node_kind_defaults_by_cloud_and_a_bad_one_is_refused_naming_the_file_and_field() {
     use crate::cluster::NodeKind;
-    let deployer = |line: &str| load(&edit("    deployer: {kind: existing}", line)).unwrap().providers[0].deployer.clone();
+    let deployer =
+        |line: &str| load(&edit("    deployer: {kind: existing}", line)).unwrap().providers[0].deployer.clone();
     let kind = |deployer: Deployer| match deployer {
         Deployer::Local { node_kind, .. } => node_kind,
         other => panic!("{other:?}"),
@@ -127,7 +132,10 @@ fn node_kind_defaults_by_cloud_and_a_bad_one_is_refused_naming_the_file_and_fiel
 
     let text = edit("    deployer: {kind: existing}", "    deployer: {kind: local, nodes: 300}");
     assert_eq!(only_problem(&text).path, "providers[0].deployer.nodes", "real nodes: at most 200");
-    assert!(load(&edit("    deployer: {kind: existing}", "    deployer: {kind: local, nodes: 300, node_kind: kwok}")).is_ok());
+    assert!(
+        load(&edit("    deployer: {kind: existing}", "    deployer: {kind: local, nodes: 300, node_kind: kwok}"))
+            .is_ok()
+    );
 }
 
 #[test]
