@@ -371,6 +371,19 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
     let running = real::leftovers(&dir);
     assert!(running.iter().any(|l| l.starts_with("cgroup ")), "no cgroups before the signal: {running:?}");
 
+    // CoreDNS runs in pods once the CCM initialised the nodes: wait for a container log of it.
+    let coredns_log = || {
+        let logs =
+            std::fs::read_dir(dir.join("real")).into_iter().flatten().flatten().map(|n| n.path().join("var-log/pods"));
+        logs.flat_map(|pods| std::fs::read_dir(pods).into_iter().flatten().flatten())
+            .filter(|pod| pod.file_name().to_string_lossy().starts_with("kube-system_coredns-"))
+            .any(|pod| pod.path().join("coredns/0.log").is_file())
+    };
+    while !coredns_log() {
+        assert!(started.elapsed() < Duration::from_secs(900), "no CoreDNS container ever logged");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
     // A machine shut down, as cloud-e2e's NodeShutdown test leaves one while it waits.
     let node = format!("{cluster}-worker-1");
     let shutdown = env.command("cluster").args(["instance", "--name", cluster, "shutdown", &node]).output().unwrap();
@@ -398,14 +411,13 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
 
     // CoreDNS ran in pods: its containers' logs were dumped with the cluster's.
     let pods = env.artifacts().join("artifacts/cluster-logs/pods");
-    let coredns = std::fs::read_dir(&pods)
+    let dumped = std::fs::read_dir(&pods)
         .unwrap_or_else(|e| panic!("{}: {e}", pods.display()))
         .flatten()
         .flat_map(|node| std::fs::read_dir(node.path()).into_iter().flatten().flatten())
-        .find(|pod| pod.file_name().to_string_lossy().starts_with("kube-system_coredns-"))
-        .unwrap_or_else(|| panic!("no CoreDNS pod's logs under {}", pods.display()));
-    let log = find_file(&coredns.path(), "0.log");
-    assert!(std::fs::metadata(&log).unwrap().len() > 0, "{} is empty", log.display());
+        .filter(|pod| pod.file_name().to_string_lossy().starts_with("kube-system_coredns-"))
+        .any(|pod| std::fs::metadata(pod.path().join("coredns/0.log")).is_ok_and(|m| m.len() > 0));
+    assert!(dumped, "no CoreDNS container's log under {}", pods.display());
     for component in ["kubelet", "containerd", "kube-proxy"] {
         let node_log = env.artifacts().join(format!("artifacts/cluster-logs/{cluster}-worker-0-{component}.log"));
         assert!(node_log.is_file(), "{} missing", node_log.display());
