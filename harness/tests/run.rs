@@ -377,7 +377,7 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
             std::fs::read_dir(dir.join("real")).into_iter().flatten().flatten().map(|n| n.path().join("var-log/pods"));
         logs.flat_map(|pods| std::fs::read_dir(pods).into_iter().flatten().flatten())
             .filter(|pod| pod.file_name().to_string_lossy().starts_with("kube-system_coredns-"))
-            .any(|pod| pod.path().join("coredns/0.log").is_file())
+            .any(|pod| std::fs::metadata(pod.path().join("coredns/0.log")).is_ok_and(|m| m.len() > 0))
     };
     while !coredns_log() {
         assert!(started.elapsed() < Duration::from_secs(900), "no CoreDNS container ever logged");
