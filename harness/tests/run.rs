@@ -11,9 +11,10 @@ use harness::results::junit::{self, ReadOptions, Status};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-/// The bundled providers.yaml, with its suites list extended and more providers: `fixture` (the
+/// The bundled providers.yaml, with its suites list extended and more providers: `local-real`
+/// (`local` on real nodes), `fixture` (the
 /// local one on kwok nodes with a quick exec suite), `broken` (a CCM that exits at once), `buggy`
-/// (the reference CCM with two deliberate bugs, running cloud-e2e on real nodes like `local`),
+/// (the reference CCM with two deliberate bugs, running cloud-e2e on the nodes `local` has),
 /// `gated` (fails on Kubernetes 1.37), `north` and `south`, two providers sharing a deliberately
 /// failing test (`shared`), and `local-kwok` (`local` on kwok nodes). Tests that only need a
 /// cluster run on kwok nodes: they come up in seconds and run nothing in a pod.
@@ -70,6 +71,13 @@ suites:
         "      node_kind: kwok\n",
         1,
     );
+    // `local` on real nodes (kubelet, containerd, pods), whatever the bundled entry says.
+    let local_real = local_entry.replacen("- name: local", "- name: local-real", 1).replacen(
+        "      node_kind: kwok\n",
+        "      node_kind: real\n",
+        1,
+    );
+    assert!(local_real.contains("node_kind: real"), "local-real is on real nodes");
     let fixture = local_kwok.replacen("- name: local-kwok", "- name: fixture", 1).replace(
         "suites: [cloud-e2e, conformance-quick]\n    required:\n      suites: [cloud-e2e, conformance-quick]",
         "suites: [smoke]\n    required:\n      suites: [smoke]",
@@ -112,8 +120,9 @@ suites:
     let (north, south) = (shared("north"), shared("south"));
     assert!(north.contains("suites: [smoke, shared]"), "the shared edits applied");
     let text = format!(
-        "{bundled}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{extra}",
+        "{bundled}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{extra}",
         indent_providers(&local_kwok),
+        indent_providers(&local_real),
         indent_providers(&fixture),
         indent_providers(&broken),
         indent_providers(&buggy),
@@ -335,7 +344,7 @@ fn interrupt_during_test(launch: Launch, signal: Signal, suite: &str, seconds: &
     assert!(!process_running(&sleep_cmdline), "the suite's process outlived the run");
 }
 
-/// SIGINT while a run on real nodes (the `local` provider's default) is in its Test step, with one
+/// SIGINT while a run on real nodes (`local-real`) is in its Test step, with one
 /// node's machine shut down by the `shutdown_instance` hook's command: the run ends within a
 /// bounded time, the build ABORTED, and nothing of the real nodes is left: no process, network or
 /// mount namespace, mount, cgroup or socket dir; the root network namespace's links and iptables
@@ -350,7 +359,7 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
     let env = Env::new();
     let host = harness::testing::host::HostSnapshot::take();
     let cluster = "run-real-sigint";
-    let mut command = env.harness(&["--provider", "local", "--suites", "hang-real", "--cluster-name", cluster]);
+    let mut command = env.harness(&["--provider", "local-real", "--suites", "hang-real", "--cluster-name", cluster]);
     let child = command.args(["--build-id", "12"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let started = Instant::now();
     let sleep_cmdline = b"sleep\x00319\x00".to_vec();
@@ -611,8 +620,10 @@ fn cloud_e2e_results(env: &Env) -> (Vec<String>, Vec<(String, String)>, Vec<Stri
 
 #[test]
 fn cloud_e2e_passes_every_test_against_the_reference_ccm_and_skips_none() {
+    // On real nodes: the machine hooks stop and start a node's kubelet, containerd and pods.
     let env = Env::new();
-    let output = env.harness(&["--provider", "local", "--suites", "cloud-e2e", "--build-id", "201"]).output().unwrap();
+    let output =
+        env.harness(&["--provider", "local-real", "--suites", "cloud-e2e", "--build-id", "201"]).output().unwrap();
     assert!(output.status.success(), "{}", text(&output));
     let (passed, failed, skipped) = cloud_e2e_results(&env);
     assert!(failed.is_empty(), "{failed:#?}");
