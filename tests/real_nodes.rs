@@ -11,6 +11,7 @@ use std::time::Duration;
 
 mod common;
 
+use common::real::{pod, real_cluster};
 use common::{TestCluster, wait_for};
 use harness::cluster::cloud::{self, CloudOptions};
 use harness::cluster::{NodeKind, nodes, process, real};
@@ -20,35 +21,15 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, LogParams, PostParams};
 use serde_json::json;
 
-fn pod(name: &str, node: &str, image: &str, args: serde_json::Value, restart: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {
-            "nodeName": node,
-            "restartPolicy": restart,
-            "containers": [{"name": name, "image": image, "args": args}],
-        },
-    }))
-    .unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_real_nodes_run_pods_that_talk_across_nodes_and_leave_nothing_behind() {
-    if let Some(missing) = real::missing_kernel_feature() {
-        eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
-        return;
-    }
     let release = toolchain::default_release();
     let links_before = root_links();
     let sysctls_before = global_sysctls();
     let iptables_before = root_iptables();
 
-    let ccm_binary =
-        tokio::task::spawn_blocking(cloud::build_reference_ccm).await.unwrap().expect("building reference-ccm");
-    let mut options = common::options("e2e-real", release, 2);
-    options.node_kind = NodeKind::Real;
-    options.cloud = Some(CloudOptions::new(ccm_binary));
-    let cluster: TestCluster = common::bring_up(options).await;
+    let Some(cluster) = real_cluster("e2e-real", release, 2).await else { return };
     let namespaces = real::namespaces(&cluster.state);
     assert_eq!(
         namespaces.len(),
@@ -142,17 +123,8 @@ async fn two_real_nodes_run_pods_that_talk_across_nodes_and_leave_nothing_behind
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_cluster_with_real_nodes_is_swept_by_the_next_down() {
-    if let Some(missing) = real::missing_kernel_feature() {
-        eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
-        return;
-    }
     let release = toolchain::default_release();
-    let ccm_binary =
-        tokio::task::spawn_blocking(cloud::build_reference_ccm).await.unwrap().expect("building reference-ccm");
-    let mut options = common::options("e2e-real-killed", release, 1);
-    options.node_kind = NodeKind::Real;
-    options.cloud = Some(CloudOptions::new(ccm_binary));
-    let mut cluster: TestCluster = common::bring_up(options).await;
+    let Some(mut cluster) = real_cluster("e2e-real-killed", release, 1).await else { return };
     let client = cluster.client().await.unwrap();
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.66.1";

@@ -8,6 +8,7 @@ pub mod emulator;
 pub mod fake_gcs;
 pub mod fake_s3;
 pub mod go_tools;
+pub mod real;
 pub mod testgrid;
 
 use std::future::Future;

@@ -445,6 +445,7 @@ async fn start_real_nodes(
 ) -> Result<()> {
     let step = progress::step(format!("starting {} real nodes (containerd, kubelet, kube-proxy)", options.nodes));
     let hub = real::start_hub(toolchain, api_port, guard, state)?;
+    real::start_registry(toolchain, hub, &images::registry_index(&options.release), guard, state)?;
     let mut holders = Vec::new();
     for index in 0..options.nodes {
         let name = nodes::node_name(&options.name, index);

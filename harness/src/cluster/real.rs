@@ -64,6 +64,9 @@ const HOST_TOOLS: &[(&str, &str)] = &[
     ("/usr/sbin/iptables", "iptables"),
     ("/usr/bin/gcc", "gcc"),
     (super::images::BUSYBOX, "busybox-static"),
+    // The Debian-based images (nginx, glibc-dns-testing) are unpacked from downloaded packages.
+    ("/usr/bin/apt-get", "apt"),
+    ("/usr/bin/dpkg-deb", "dpkg"),
 ];
 
 /// Sysctls outside the network namespace that kubelet sets; each node binds a file over them.
@@ -499,6 +502,9 @@ state = "/run/containerd"
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = "{pause}"
 
+[plugins.'io.containerd.cri.v1.images'.registry]
+  config_path = "{certs}"
+
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
   enable_selinux = false
@@ -517,10 +523,82 @@ state = "/run/containerd"
         root = dir.join("var-lib/containerd").display(),
         socket = socket.display(),
         cni = dir.join("cni").display(),
+        certs = write_registry_hosts(dir)?.display(),
     );
     let path = dir.join("containerd.toml");
     fs::write(&path, text).map_err(io_err("writing", &path))?;
     Ok(path)
+}
+
+/// containerd's registry hosts (`config_path`): the cluster's registry in the hub is the mirror
+/// of registry.k8s.io, over plain HTTP, so pulls (`imagePullPolicy: Always`) get the images built
+/// here. The hub has no route out: what the mirror lacks fails, as it would offline.
+fn write_registry_hosts(dir: &Path) -> Result<PathBuf> {
+    let certs = dir.join("certs.d");
+    let host_dir = certs.join(super::images::oci::MIRRORED_REGISTRY);
+    fs::create_dir_all(&host_dir).map_err(io_err("creating", &host_dir))?;
+    let text = format!(
+        "server = \"https://{}\"\n\n[host.\"{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+        super::images::oci::MIRRORED_REGISTRY,
+        registry_url()
+    );
+    let path = host_dir.join("hosts.toml");
+    fs::write(&path, text).map_err(io_err("writing", &path))?;
+    Ok(certs)
+}
+
+/// The port of the cluster's registry on the hub's address.
+pub const REGISTRY_PORT: u16 = 5000;
+
+/// The cluster's registry, as nodes and pods reach it.
+pub fn registry_url() -> String {
+    format!("http://{HUB_IP}:{REGISTRY_PORT}")
+}
+
+/// Starts the registry (`tools/kube/registry`) in the hub, serving the images indexed by `index`,
+/// and waits until it answers.
+pub(super) fn start_registry(
+    toolchain: &Toolchain,
+    hub: i32,
+    index: &Path,
+    guard: &mut Teardown,
+    state: &mut ClusterState,
+) -> Result<()> {
+    // A copy in the cluster's dir, naming the archives by absolute path: the command line then names
+    // the state dir, as every process of the cluster's does (the sweep after a SIGKILL finds it).
+    let text = fs::read(index).map_err(io_err("reading", index))?;
+    let mut copy: super::images::oci::RegistryIndex = serde_json::from_slice(&text)
+        .map_err(|e| ClusterError::RealNodes(format!("{} does not parse: {e}", index.display())))?;
+    let images_dir = index.parent().unwrap_or(Path::new("/"));
+    for blob in copy.blobs.values_mut() {
+        blob.file = images_dir.join(&blob.file).display().to_string();
+    }
+    let own = real_dir(&guard.dir).join("registry.json");
+    fs::write(&own, serde_json::to_vec(&copy).expect("serialises")).map_err(io_err("writing", &own))?;
+    let args = vec![
+        format!("--net=/proc/{hub}/ns/net"),
+        "--".into(),
+        toolchain.binary("registry").display().to_string(),
+        format!("-index={}", own.display()),
+        format!("-listen={HUB_IP}:{REGISTRY_PORT}"),
+    ];
+    super::start(Path::new("/usr/bin/nsenter"), "registry", args, guard, state)?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let url = format!("{}/healthz", registry_url());
+    loop {
+        // The toolchain's wget, from inside the hub: the root namespace cannot reach it.
+        let probe = nsenter(hub, false, &toolchain.binary("wget").display().to_string())
+            .args(["-q", "-T", "1", "-O", "/dev/null", &url])
+            .output();
+        if probe.is_ok_and(|o| o.status.success()) {
+            return Ok(());
+        }
+        super::check_alive(state)?;
+        if Instant::now() > deadline {
+            return Err(ClusterError::RealNodes(format!("the registry did not answer {url} in 10 s")));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn wait_for_socket(socket: &Path, state: &ClusterState) -> Result<()> {

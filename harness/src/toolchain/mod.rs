@@ -48,13 +48,30 @@ pub const BINARIES: &[&str] = &[
     "ctr",
     "coredns",
     "netproxy",
+    "wget",
+    "registry",
+    "sample-apiserver",
+    "nonewprivs",
 ];
 
 /// What real nodes run (`harness cluster up --node-kind real`), built with every toolchain:
-/// kubelet and kube-proxy of the release, containerd v2 with its runc shim and `ctr`, CoreDNS, and
-/// agnhost, the conformance tests' image (packed into an OCI image by [`crate::cluster::images`]).
-pub const NODE_BINARIES: &[&str] =
-    &["kubelet", "kube-proxy", "agnhost", "containerd", "containerd-shim-runc-v2", "ctr", "coredns", "netproxy"];
+/// kubelet and kube-proxy of the release, containerd v2 with its runc shim and `ctr`, CoreDNS, the
+/// image registry, and the programs of the conformance tests' images (packed into OCI images by
+/// [`crate::cluster::images`]): agnhost, sample-apiserver and nonewprivs of the release, and wget.
+pub const NODE_BINARIES: &[&str] = &[
+    "kubelet",
+    "kube-proxy",
+    "agnhost",
+    "containerd",
+    "containerd-shim-runc-v2",
+    "ctr",
+    "coredns",
+    "netproxy",
+    "wget",
+    "registry",
+    "sample-apiserver",
+    "nonewprivs",
+];
 
 /// Upstream's cloud-controller-manager (`k8s.io/cloud-provider` of the release) with the local
 /// cloud plugged in: `tools/local-upstream-ccm/`, the CCM of the `local-upstream` provider.
@@ -90,6 +107,11 @@ const GINKGO_PACKAGE: &str = "github.com/onsi/ginkgo/v2/ginkgo";
 
 /// agnhost, the image most conformance tests run, from the release's own sources.
 const AGNHOST_PACKAGE: &str = "k8s.io/kubernetes/test/images/agnhost";
+
+/// The programs of two more conformance images, from the release's own module: the aggregated API
+/// server of the aggregator tests (`k8s.io/sample-apiserver`, replaced there by the release's
+/// staging version) and `nonewprivs` (`test/images/nonewprivs`).
+const IMAGE_PACKAGES: &[&str] = &["k8s.io/sample-apiserver", "k8s.io/kubernetes/test/images/nonewprivs"];
 
 /// containerd's commands, as `tools/kube/containerd/go.mod` names them.
 const CONTAINERD_PACKAGES: &[&str] = &[
@@ -505,6 +527,15 @@ fn plan(release: &Release) -> Vec<Build> {
             label: format!("agnhost of Kubernetes {version} (the conformance tests' image)"),
         },
         Build {
+            module: release.module,
+            command: GoCommand::Build,
+            packages: IMAGE_PACKAGES.to_vec(),
+            outputs: vec!["sample-apiserver", "nonewprivs"],
+            stamped: true,
+            version_vars: vec![],
+            label: format!("sample-apiserver and nonewprivs of Kubernetes {version} (conformance images)"),
+        },
+        Build {
             module: &pins::CONTAINERD,
             command: GoCommand::Build,
             packages: CONTAINERD_PACKAGES.to_vec(),
@@ -533,6 +564,24 @@ fn plan(release: &Release) -> Vec<Build> {
             stamped: false,
             version_vars: vec![],
             label: "netproxy (the harness's root-to-hub namespace forwarder)".into(),
+        },
+        Build {
+            module: &pins::WGET,
+            command: GoCommand::Build,
+            packages: vec!["."],
+            outputs: vec!["wget"],
+            stamped: false,
+            version_vars: vec![],
+            label: "wget (the busybox images' wget)".into(),
+        },
+        Build {
+            module: &pins::REGISTRY,
+            command: GoCommand::Build,
+            packages: vec!["."],
+            outputs: vec!["registry"],
+            stamped: false,
+            version_vars: vec![],
+            label: "registry (real nodes' read-only image registry)".into(),
         },
         Build {
             module: &pins::KWOK,
@@ -845,7 +894,19 @@ mod tests {
         let labels: Vec<&str> = needed(&plan, &manifest.binaries).iter().map(|b| b.outputs[0]).collect();
         assert_eq!(
             labels,
-            ["e2e.test", "ginkgo", UPSTREAM_CCM, "kubelet", "agnhost", "containerd", "coredns", "netproxy"]
+            [
+                "e2e.test",
+                "ginkgo",
+                UPSTREAM_CCM,
+                "kubelet",
+                "agnhost",
+                "sample-apiserver",
+                "containerd",
+                "coredns",
+                "netproxy",
+                "wget",
+                "registry"
+            ]
         );
         assert_eq!(needed(&plan, &std::collections::BTreeMap::<String, ()>::new()).len(), plan.len());
     }

@@ -74,6 +74,14 @@ pub const COREDNS: GoModule = module!("coredns", "main.go");
 /// hub namespace through Unix sockets ([`crate::cluster::real`]).
 pub const NETPROXY: GoModule = module!("netproxy", "main.go");
 
+/// `wget` (stdlib only): the busybox-based images' wget, in place of Debian's busybox 1.35 applet,
+/// which crashes on `-T` ([`crate::cluster::images`]).
+pub const WGET: GoModule = module!("wget", "main.go");
+
+/// `registry` (stdlib only): a read-only OCI registry over the built image archives, real nodes'
+/// mirror of registry.k8s.io ([`crate::cluster::images`]).
+pub const REGISTRY: GoModule = module!("registry", "main.go");
+
 /// The version a module requires of `path`, read from its go.mod (`require path vX` or `path vX`).
 pub fn required_version(module: &GoModule, path: &str) -> Option<&'static str> {
     module.go_mod.lines().find_map(|line| {
@@ -120,7 +128,15 @@ mod tests {
     fn every_required_module_is_in_go_sum() {
         // What `go test -c` and `go build` need under -mod=readonly (GOFLAGS unset): go.sum holds
         // the go.mod hash of every module go.mod requires (replaced ones under their replacement).
-        for pin in KUBERNETES.iter().chain(UPSTREAM_CCM).chain([&ETCD, &KWOK, &CONTAINERD, &COREDNS, &NETPROXY]) {
+        for pin in KUBERNETES.iter().chain(UPSTREAM_CCM).chain([
+            &ETCD,
+            &KWOK,
+            &CONTAINERD,
+            &COREDNS,
+            &NETPROXY,
+            &WGET,
+            &REGISTRY,
+        ]) {
             let replaced: std::collections::BTreeMap<&str, &str> = pin
                 .go_mod
                 .lines()

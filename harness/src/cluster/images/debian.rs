@@ -1,0 +1,206 @@
+//! Debian packages as image layers: `apt-get download` of the packages and of what they depend on
+//! (cached in `<cache>/debs/`), unpacked with `dpkg-deb -x` (no maintainer scripts run, nothing is
+//! installed on the machine), documentation dropped.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::oci::Layer;
+use super::{ImageError, Result, io_err};
+
+/// Packages an image never needs although packages depend on them: they serve maintainer scripts
+/// (debconf, dpkg, install-info, tar), init scripts (iproute2, libcap2-bin) or documentation.
+const SKIPPED: &[&str] =
+    &["debconf", "cdebconf", "dpkg", "install-info", "tar", "iproute2", "libcap2-bin", "perl-base", "gcc-12-base"];
+
+/// What an image's rootfs does not need of a package: documentation, translations.
+const PRUNED: &[&str] = &["usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "usr/share/lintian"];
+
+/// The dependencies `apt-cache depends` lists for each package (`Depends` and `PreDepends`): of an
+/// alternative group (`|Depends: a` then `Depends: b`) the first real package, and no group any of
+/// whose alternatives is [`SKIPPED`].
+pub fn parse_depends(output: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut group: Vec<String> = Vec::new();
+    for line in output.lines() {
+        let Some(rest) = line.strip_prefix("  ").or_else(|| line.strip_prefix(" |")) else { continue };
+        let Some(name) = rest.strip_prefix("Depends: ").or_else(|| rest.strip_prefix("PreDepends: ")) else {
+            continue;
+        };
+        group.push(name.trim().to_string());
+        // A `|` marks an alternative that continues on the next line.
+        if line.starts_with(" |") {
+            continue;
+        }
+        let skipped = group.iter().any(|p| SKIPPED.contains(&p.as_str()));
+        if !skipped && let Some(real) = group.iter().find(|p| !p.starts_with('<')) {
+            found.push(real.clone());
+        }
+        group.clear();
+    }
+    found
+}
+
+fn apt_missing(image: &str) -> impl Fn(std::io::Error) -> ImageError + '_ {
+    move |e| ImageError::Missing {
+        image: image.into(),
+        what: format!("apt-cache and apt-get ({e})"),
+        hint: "build on Debian or Ubuntu with apt; `apt-get update` if the package lists are empty".into(),
+    }
+}
+
+/// `packages` and everything they depend on, minus [`SKIPPED`].
+pub fn closure(image: &str, packages: &[&str]) -> Result<BTreeSet<String>> {
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut queue: VecDeque<String> = packages.iter().map(|p| p.to_string()).collect();
+    while !queue.is_empty() {
+        let batch: Vec<String> = queue.drain(..).filter(|p| !seen.contains(p)).collect();
+        if batch.is_empty() {
+            break;
+        }
+        let output = Command::new("apt-cache")
+            .args(["depends", "--no-recommends", "--no-suggests", "--no-conflicts", "--no-breaks"])
+            .args(["--no-replaces", "--no-enhances"])
+            .args(&batch)
+            .output()
+            .map_err(apt_missing(image))?;
+        if !output.status.success() {
+            return Err(ImageError::Build {
+                image: image.into(),
+                detail: format!(
+                    "apt-cache depends {}: {}; check the names, or run `apt-get update`",
+                    batch.join(" "),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ),
+            });
+        }
+        seen.extend(batch);
+        for dependency in parse_depends(&String::from_utf8_lossy(&output.stdout)) {
+            if !seen.contains(&dependency) {
+                queue.push_back(dependency);
+            }
+        }
+    }
+    Ok(seen)
+}
+
+/// The cached .deb of `package` in `debs`, if any (`<name>_<version>_<arch>.deb`).
+fn cached(debs: &Path, package: &str) -> Option<PathBuf> {
+    let prefix = format!("{package}_");
+    fs::read_dir(debs).ok()?.flatten().map(|e| e.path()).find(|p| {
+        p.extension().is_some_and(|x| x == "deb")
+            && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix))
+    })
+}
+
+/// The .debs of `packages` (downloaded into `debs` unless there).
+pub fn download(image: &str, debs: &Path, packages: &BTreeSet<String>) -> Result<Vec<PathBuf>> {
+    fs::create_dir_all(debs).map_err(io_err("creating", debs))?;
+    let missing: Vec<&String> = packages.iter().filter(|p| cached(debs, p).is_none()).collect();
+    if !missing.is_empty() {
+        tracing::info!("downloading {} Debian packages for the {image} image", missing.len());
+        let output = Command::new("apt-get")
+            .arg("download")
+            .args(&missing)
+            .current_dir(debs)
+            .output()
+            .map_err(apt_missing(image))?;
+        if !output.status.success() {
+            return Err(ImageError::Build {
+                image: image.into(),
+                detail: format!(
+                    "apt-get download of Debian packages {}: {}",
+                    missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ),
+            });
+        }
+    }
+    packages
+        .iter()
+        .map(|p| {
+            cached(debs, p).ok_or_else(|| ImageError::Build {
+                image: image.into(),
+                detail: format!("apt-get download left no .deb of {p} in {}", debs.display()),
+            })
+        })
+        .collect()
+}
+
+/// A layer of the unpacked `debs`, plus `extra` files (path, contents, mode) written over them.
+pub fn layer(image: &str, debs: &[PathBuf], work: &Path, extra: &[(&str, &[u8], u32)]) -> Result<Vec<u8>> {
+    let root = work.join(format!("{image}-rootfs"));
+    let _ = fs::remove_dir_all(&root);
+    fs::create_dir_all(&root).map_err(io_err("creating", &root))?;
+    for deb in debs {
+        let output =
+            Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root).output().map_err(|e| ImageError::Missing {
+                image: image.into(),
+                what: format!("dpkg-deb ({e})"),
+                hint: "install dpkg (Debian's package tool)".into(),
+            })?;
+        if !output.status.success() {
+            return Err(ImageError::Build {
+                image: image.into(),
+                detail: format!("dpkg-deb -x {}: {}", deb.display(), String::from_utf8_lossy(&output.stderr).trim()),
+            });
+        }
+    }
+    for pruned in PRUNED {
+        let _ = fs::remove_dir_all(root.join(pruned));
+    }
+    for (path, contents, mode) in extra {
+        let target = root.join(path);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
+        }
+        let _ = fs::remove_file(&target);
+        fs::write(&target, contents).map_err(io_err("writing", &target))?;
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&target, fs::Permissions::from_mode(*mode)).map_err(io_err("writing", &target))?;
+    }
+    let mut layer = Layer::new();
+    layer.tree(&root)?;
+    let _ = fs::remove_dir_all(&root);
+    layer.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // What `apt-cache depends --no-recommends ... nginx-common bind9-dnsutils libc6` prints on bookworm.
+    const DEPENDS: &str = "nginx-common
+ |Depends: debconf
+  Depends: <debconf-2.0>
+    cdebconf
+    debconf
+bind9-dnsutils
+ |Depends: bind9-host
+  Depends: <host>
+    bind9-host
+  Depends: bind9-libs
+  Depends: libc6
+libc6
+  Depends: libgcc-s1
+  Breaks: aide
+  PreDepends: libzstd1
+";
+
+    #[test]
+    fn dependencies_take_the_first_real_alternative_and_skip_maintainer_script_tools() {
+        assert_eq!(parse_depends(DEPENDS), ["bind9-host", "bind9-libs", "libc6", "libgcc-s1", "libzstd1"]);
+    }
+
+    #[test]
+    fn a_layer_of_debs_drops_documentation_and_keeps_extra_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = layer("test", &[], dir.path(), &[("etc/nginx/nginx.conf", b"daemon off;", 0o644)]).unwrap();
+        let mut archive = tar::Archive::new(&bytes[..]);
+        let names: Vec<String> =
+            archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().display().to_string()).collect();
+        assert_eq!(names, ["etc/", "etc/nginx/", "etc/nginx/nginx.conf"]);
+    }
+}
