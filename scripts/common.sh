@@ -36,6 +36,14 @@ require_node_packages() {
   for package in "${node_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
   done
+  # The Debian-based node images (nginx, glibc-dns-testing) are made of packages `apt-get download`
+  # fetches (never installed): that needs the package lists.
+  if ! apt-cache show nginx bind9-dnsutils >/dev/null 2>&1; then
+    say "updating Debian's package lists (node images are made of downloaded packages)"
+    local sudo=()
+    [[ "$(id -u)" == 0 ]] || sudo=(sudo)
+    "${sudo[@]}" apt-get update >&2 || die "apt-get update failed: the node images need Debian's package lists"
+  fi
   [[ ${#missing[@]} -eq 0 ]] && return
   say "installing what real nodes need from Debian's packages: ${missing[*]}"
   local sudo=()

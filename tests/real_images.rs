@@ -48,6 +48,77 @@ fn every_pinned_release_has_every_image_and_the_registry_serves_each() {
     }
 }
 
+/// `method path` over HTTP/1.1 to `address`: the status, the headers (lower-cased names), the body.
+fn http(address: &str, method: &str, path: &str) -> (u16, BTreeMap<String, String>, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(stream, "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("a header block");
+    let head = String::from_utf8_lossy(&response[..split]).into_owned();
+    let mut lines = head.lines();
+    let status = lines.next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    let headers =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_string())).collect();
+    (status, headers, response[split + 4..].to_vec())
+}
+
+#[test]
+fn the_registry_serves_manifests_and_blobs_by_the_registry_api_and_nothing_else() {
+    let release = toolchain::default_release();
+    let refs = references(&release);
+    let registry = toolchain::install(&release, false).unwrap().binary("registry");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let address = format!("127.0.0.1:{port}");
+    let mut child = std::process::Command::new(registry)
+        .arg(format!("-index={}", images::registry_index(&release).display()))
+        .arg(format!("-listen={address}"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(&address).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "the registry did not listen on {address}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let result = std::panic::catch_unwind(|| {
+        let (status, headers, _) = http(&address, "GET", "/v2/");
+        assert_eq!((status, headers["docker-distribution-api-version"].as_str()), (200, "registry/2.0"));
+
+        let (repository, tag) = images::oci::split_reference(&refs["Kitten"]).unwrap();
+        let (status, headers, body) = http(&address, "GET", &format!("/v2/{repository}/manifests/{tag}"));
+        assert_eq!((status, headers["content-type"].as_str()), (200, images::oci::MANIFEST_MEDIA_TYPE));
+        let digest = headers["docker-content-digest"].clone();
+        assert_eq!(images::oci::digest(&body), digest, "the manifest's bytes are its digest");
+        let manifest: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let by_digest = http(&address, "GET", &format!("/v2/{repository}/manifests/{digest}"));
+        assert_eq!((by_digest.0, by_digest.2), (200, body.clone()));
+
+        for blob in manifest["layers"].as_array().unwrap().iter().chain([&manifest["config"]]) {
+            let blob_digest = blob["digest"].as_str().unwrap();
+            let path = format!("/v2/{repository}/blobs/{blob_digest}");
+            let (status, headers, bytes) = http(&address, "HEAD", &path);
+            assert_eq!((status, bytes.len()), (200, 0), "HEAD {path}");
+            assert_eq!(headers["content-length"], blob["size"].to_string());
+            let (status, _, bytes) = http(&address, "GET", &path);
+            assert_eq!((status, images::oci::digest(&bytes)), (200, blob_digest.to_string()), "GET {path}");
+        }
+
+        let (status, _, body) = http(&address, "GET", &format!("/v2/{repository}/manifests/0.0-not-built"));
+        assert_eq!(status, 404);
+        assert!(String::from_utf8_lossy(&body).contains("MANIFEST_UNKNOWN"));
+        assert_eq!(http(&address, "GET", "/v2/no/such/manifests/1").0, 404);
+        assert_eq!(http(&address, "GET", &format!("/v2/{repository}/blobs/sha256:{}", "0".repeat(64))).0, 404);
+        assert_eq!(http(&address, "DELETE", &format!("/v2/{repository}/manifests/{tag}")).0, 405);
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_from_the_registry() {
     let release = toolchain::default_release();

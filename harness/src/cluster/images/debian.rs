@@ -201,6 +201,6 @@ libc6
         let mut archive = tar::Archive::new(&bytes[..]);
         let names: Vec<String> =
             archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().display().to_string()).collect();
-        assert_eq!(names, ["etc/", "etc/nginx/", "etc/nginx/nginx.conf"]);
+        assert_eq!(names, ["etc", "etc/nginx", "etc/nginx/nginx.conf"]);
     }
 }

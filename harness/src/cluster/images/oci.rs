@@ -28,6 +28,12 @@ pub(super) fn tar_err(what: &str) -> impl FnOnce(std::io::Error) -> ImageError {
 /// A layer being written: entries owned by root, dated the epoch, so equal inputs make equal digests.
 pub struct Layer(tar::Builder<Vec<u8>>);
 
+impl Default for Layer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Layer {
     pub fn new() -> Self {
         Layer(tar::Builder::new(Vec::new()))
@@ -326,8 +332,8 @@ mod tests {
         assert_eq!(
             entries,
             [
-                ("usr/".into(), 0o755, None),
-                ("usr/bin/".into(), 0o755, None),
+                ("usr".into(), 0o755, None),
+                ("usr/bin".into(), 0o755, None),
                 ("usr/bin/a".into(), 0o4755, None),
                 ("usr/bin/b".into(), 0o644, None),
                 ("usr/bin/c".into(), 0o777, Some("/usr/bin/a".into())),
