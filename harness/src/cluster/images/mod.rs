@@ -257,7 +257,8 @@ pub fn install(release: &Release, toolchain: &Toolchain) -> Result<Vec<Image>> {
     let parent = dir.parent().expect("images/<version>");
     fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
     // Two `up`s at once (parallel tests) take turns; the second finds the first's images.
-    let lock_path = dir.with_extension("lock");
+    // (Not `with_extension`: a version's dots are not an extension.)
+    let lock_path = parent.join(format!("{}.lock", release.version));
     let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
     lock.lock().map_err(io_err("locking", &lock_path))?;
     if let Some(images) = cached(&dir) {
@@ -283,7 +284,7 @@ impl Builder<'_> {
         let manifest_path = self.source.join("test/utils/image/manifest.go");
         let manifest_go = fs::read_to_string(&manifest_path).map_err(io_err("reading", &manifest_path))?;
         let names = references(&manifest_go);
-        let partial = dir.with_extension("partial");
+        let partial = dir.parent().expect("images/<version>").join(format!("{}.partial", self.release.version));
         let _ = fs::remove_dir_all(&partial);
         fs::create_dir_all(&partial).map_err(io_err("creating", &partial))?;
 
