@@ -7,6 +7,7 @@
 //! Needs root, the node packages (`scripts/test` installs them) and the toolchain; it skips, saying
 //! why, only when the kernel lacks a feature real nodes cannot do without.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 mod common;
@@ -246,4 +247,159 @@ async fn a_real_machine_really_stops_starts_again_and_is_terminated() {
     let dir = cluster.dir.clone();
     common::assert_torn_down(cluster);
     assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "left behind by down");
+}
+
+/// Runs the harness binary and returns (success, stdout, stderr).
+fn harness_cli(binary: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let output = std::process::Command::new(binary).args(args).output().expect("running harness");
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.success(), text(&output.stdout), text(&output.stderr))
+}
+
+/// `(destination, via)` routes of the namespace `holder` holds, inside the pod range.
+fn pod_routes(holder: i32) -> BTreeSet<String> {
+    let output = std::process::Command::new("nsenter")
+        .arg(format!("--net=/proc/{holder}/ns/net"))
+        .args(["--", "ip", "-o", "-4", "route", "show", "root", real::CLUSTER_CIDR])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| l.contains(" via "))
+        .map(|l| l.split(" dev ").next().unwrap_or_default().trim().to_owned())
+        .collect()
+}
+
+/// The local cloud's data plane on two real nodes: the cloud-e2e data-path tests pass through
+/// `harness cluster lb-probe`; two clients on either side of a source range are admitted and
+/// refused; a deleted load balancer refuses at once; the CCM's routes are in the namespaces and a
+/// route deleted from the cloud leaves them; nothing stays behind and the root namespace is
+/// untouched.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_cloud_carries_load_balancer_traffic_and_routes_on_real_nodes() {
+    if let Some(missing) = real::missing_kernel_feature() {
+        eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
+        return;
+    }
+    let release = toolchain::default_release();
+    let links_before = root_links();
+    let iptables_before = root_iptables();
+    let (ccm_binary, harness_binary) = tokio::task::spawn_blocking(|| {
+        (cloud::build_reference_ccm().expect("reference-ccm"), cloud::build_workspace_binary("harness", "harness"))
+    })
+    .await
+    .unwrap();
+    let harness_binary = harness_binary.expect("building harness");
+    let mut options = common::options("e2e-real-dp", release, 2);
+    options.node_kind = NodeKind::Real;
+    options.cloud = Some(CloudOptions::new(ccm_binary.clone()));
+    let mut cluster: TestCluster = common::bring_up(options).await;
+    let name = cluster.state.name.clone();
+    assert!(cluster.state.processes.iter().any(|p| p.component == "data-plane" && p.is_running()));
+    let namespaces = real::namespaces(&cluster.state);
+    let holders: Vec<i32> =
+        cluster.state.processes.iter().filter(|p| p.component.ends_with("-namespaces")).map(|p| p.pid).collect();
+
+    // The route controller's routes, programmed by the data plane: each node routes to the other's
+    // pod CIDR (and never to its own).
+    let cloud = cloud::client(cluster.state.cloud_url.as_deref().unwrap()).unwrap();
+    let routes = wait_for("the CCM's two routes in the cloud", Duration::from_secs(60), || async {
+        let routes = cloud.list_all_routes().await.ok()?;
+        (routes.iter().filter(|r| r.cluster == name).count() == 2).then_some(routes)
+    })
+    .await;
+    wait_for("a route to the other node's pod CIDR in each node", Duration::from_secs(30), || async {
+        holders.iter().all(|h| pod_routes(*h).len() == 1).then_some(())
+    })
+    .await;
+
+    // The four data-path tests of cloud-e2e, dialling through the `local` provider's lb-probe hook.
+    let artifacts = tempfile::tempdir().unwrap();
+    let artifacts_arg = artifacts.path().display().to_string();
+    let suite = ["suite", "cloud-e2e", "--cluster", &name, "--focus", "DataPath", "--artifacts", &artifacts_arg];
+    let (passed, stdout, stderr) = harness_cli(&harness_binary, &suite);
+    assert!(passed, "cloud-e2e data path failed:\n{stdout}\n{stderr}");
+    let junit = std::fs::read_to_string(artifacts.path().join("junit_cloud-e2e.xml")).unwrap();
+    assert_eq!(junit.matches("<testcase").count(), 4, "{junit}");
+    assert!(!junit.contains("<skipped") && !junit.contains("<failure"), "{junit}");
+    assert!(stdout.contains("4 passed, 0 failed, 0 skipped"), "{stdout}");
+
+    // Two clients on either side of a source range.
+    let client = cluster.client().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.66.1";
+    let web = pod("lb-web", &cluster.state.nodes[1], agnhost, json!(["netexec", "--http-port=8080"]), "Always");
+    pods.create(&PostParams::default(), &web).await.unwrap();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "lb-web"},
+        "spec": {
+            "type": "LoadBalancer",
+            "selector": {"app": "lb-web"},
+            "ports": [{"port": 80, "targetPort": 8080}],
+            "loadBalancerSourceRanges": ["10.250.0.240/28"],
+        },
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &service).await.unwrap();
+    let ip = wait_for("an ingress IP", Duration::from_secs(60), || async {
+        let status = services.get("lb-web").await.ok()?.status?.load_balancer?.ingress?;
+        status.first()?.ip.clone()
+    })
+    .await;
+    assert!(ip.starts_with("10.250.1."), "the ingress IP is from the hub's pool: {ip}");
+    let probe = |source: &'static str| {
+        let (binary, name, ip) = (harness_binary.clone(), name.clone(), ip.clone());
+        let args = ["cluster", "lb-probe", "--name", &name, "--ip", &ip, "--port", "80", "--source", source];
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.push("--send=GET /hostname HTTP/1.0\r\n\r\n".into());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        harness_cli(&binary, &args)
+    };
+    wait_for("the allowed client (10.250.0.250) to reach the pod", Duration::from_secs(90), || async {
+        let (ok, stdout, _) = probe("10.250.0.250");
+        (ok && stdout.ends_with("lb-web")).then_some(())
+    })
+    .await;
+    let (ok, stdout, stderr) = probe("10.250.0.230");
+    assert!(!ok && stderr.contains("refused"), "a client outside the source range: {stdout} {stderr}");
+
+    // Deleted: the cloud lets the load balancer go, and the next request is refused.
+    services.delete("lb-web", &Default::default()).await.unwrap();
+    wait_for("the cloud to drop the load balancer", Duration::from_secs(60), || async {
+        let balancers = cloud.list_load_balancers().await.ok()?;
+        balancers.iter().all(|b| b.cluster != name).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (ok, stdout, stderr) = probe("10.250.0.250");
+    assert!(!ok && stderr.contains("refused"), "a deleted load balancer: {stdout} {stderr}");
+
+    // A route deleted from the cloud (with the CCM stopped, so it is not made again) leaves the nodes.
+    cluster.0.as_mut().unwrap().stop_ccm(&ccm_binary).unwrap();
+    use ccm::cloud::Routes;
+    let gone = routes.iter().find(|r| r.cluster == name).unwrap();
+    let route = ccm::cloud::Route {
+        name: gone.name.clone(),
+        target_node: gone.target_node.clone(),
+        destination_cidr: gone.destination_cidr.clone(),
+        blackhole: false,
+    };
+    cloud.delete_route(&name, &route).await.unwrap();
+    wait_for("the deleted route to leave the nodes", Duration::from_secs(30), || async {
+        let left: Vec<BTreeSet<String>> = holders.iter().map(|h| pod_routes(*h)).collect();
+        (!left.iter().flatten().any(|r| r.starts_with(&format!("{} ", route.destination_cidr)))).then_some(())
+    })
+    .await;
+    assert_eq!(holders.iter().map(|h| pod_routes(*h).len()).sum::<usize>(), 1, "the other route stays");
+
+    assert_eq!(root_links(), links_before, "the root network namespace gained or lost links");
+    assert_eq!(root_iptables(), iptables_before, "the root network namespace's iptables rules changed");
+    let dir = cluster.dir.clone();
+    common::assert_torn_down(cluster);
+    // The hub (and its rules), the nodes and every probe's client namespace are gone.
+    assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "left behind by down");
+    assert_eq!(real::namespaces_in_use(&namespaces), Vec::<String>::new(), "namespaces left behind by down");
+    let probes = std::process::Command::new("pgrep").args(["-f", "probe-.*holder"]).output().unwrap();
+    assert!(probes.stdout.is_empty(), "probe clients left: {}", String::from_utf8_lossy(&probes.stdout));
 }

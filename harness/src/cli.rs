@@ -277,6 +277,50 @@ pub enum ClusterCommand {
         #[command(flatten)]
         name: NameArg,
     },
+    /// Dial a load balancer's ingress IP of a cluster with real nodes from a client on the cloud's
+    /// network (a namespace of its own on the hub) and print what came back; exit non-zero with
+    /// the reason when nothing did (the `local` provider's `probe_load_balancer` hook).
+    LbProbe {
+        #[command(flatten)]
+        name: NameArg,
+        #[command(flatten)]
+        dial: DialArgs,
+        /// The client's address: 10.250.0.210 to 10.250.0.254.
+        #[arg(long, default_value_t = cluster::probe::DEFAULT_SOURCE)]
+        source: std::net::Ipv4Addr,
+    },
+    /// Dial from this process's network namespace (what lb-probe runs inside its client namespace).
+    #[command(hide = true)]
+    LbDial {
+        #[command(flatten)]
+        dial: DialArgs,
+    },
+}
+
+/// What lb-probe dials.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DialArgs {
+    /// The ingress IP.
+    #[arg(long)]
+    pub ip: std::net::Ipv4Addr,
+    /// The load balancer's port.
+    #[arg(long)]
+    pub port: u16,
+    /// UDP instead of TCP (needs --send).
+    #[arg(long)]
+    pub udp: bool,
+    /// Text to send once connected (TCP: then the sending side is closed).
+    #[arg(long)]
+    pub send: Option<String>,
+    /// How long to wait for the connection and for the answer.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub timeout: std::time::Duration,
+}
+
+impl DialArgs {
+    fn dial(self) -> cluster::probe::Dial {
+        cluster::probe::Dial { ip: self.ip, port: self.port, udp: self.udp, send: self.send, timeout: self.timeout }
+    }
 }
 
 /// Runs a parsed command line.
@@ -463,6 +507,17 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
         ClusterCommand::LoadBalancers { name } => {
             let balancers = cluster::machines::load_balancers(&name.name).await?;
             println!("{}", serde_json::to_string_pretty(&balancers)?);
+        }
+        ClusterCommand::LbProbe { name, dial, source } => {
+            let dial = dial.dial();
+            let answer =
+                tokio::task::spawn_blocking(move || cluster::probe::probe(&name.name, source, &dial)).await??;
+            print!("{}", answer.map_err(anyhow::Error::msg)?);
+        }
+        ClusterCommand::LbDial { dial } => {
+            let dial = dial.dial();
+            let answer = tokio::task::spawn_blocking(move || cluster::probe::dial(&dial)).await?;
+            print!("{}", answer.map_err(anyhow::Error::msg)?);
         }
     }
     Ok(())

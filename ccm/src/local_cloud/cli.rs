@@ -12,8 +12,10 @@ use serde::Serialize;
 
 use super::api::{Address, AddressType, CreateInstance, FaultMode, FaultSpec, Instance, LoadBalancer, Route};
 use super::client::{ClientConfig, LocalCloud};
+use super::data_plane::{DataPlane, DataPlaneConfig, NodeNamespace};
 use super::pool::{DEFAULT_IP_POOL, IpPool};
 use super::server::{LocalCloudServer, ServerConfig, url_from_state_dir};
+use ipnet::Ipv4Net;
 
 /// The local simulated cloud: serve it, or drive a running one.
 #[derive(Debug, Clone, Args)]
@@ -49,6 +51,29 @@ pub enum LocalCloudAction {
     /// Make cloud API calls fail or slow down.
     #[command(subcommand)]
     Fault(FaultAction),
+    /// Program a cluster's load balancers and routes into its hub network namespace, following the
+    /// state in --state-dir until interrupted (run it inside the hub: `nsenter --net=...`).
+    DataPlane(DataPlaneArgs),
+}
+
+/// `data-plane` options.
+#[derive(Debug, Clone, Args)]
+pub struct DataPlaneArgs {
+    /// The cluster whose load balancers and routes are programmed.
+    #[arg(long)]
+    pub cluster: String,
+    /// The pool the cloud hands ingress IPs out of (its `serve --private-ip-pool`).
+    #[arg(long)]
+    pub ingress_pool: Ipv4Net,
+    /// The cluster's pod range: routes inside it are the cloud's.
+    #[arg(long)]
+    pub cluster_cidr: Ipv4Net,
+    /// A node's network namespace, NAME=PATH (e.g. node-0=/proc/1234/ns/net); repeatable.
+    #[arg(long = "node")]
+    pub nodes: Vec<NodeNamespace>,
+    /// How often the state is read, e.g. 300ms.
+    #[arg(long, default_value = "300ms", value_parser = humantime::parse_duration)]
+    pub poll: std::time::Duration,
 }
 
 /// `serve` options.
@@ -60,6 +85,10 @@ pub struct ServeArgs {
     /// Where load balancer IPs come from: a CIDR or FIRST-LAST, inside 127.0.0.0/8.
     #[arg(long, default_value = DEFAULT_IP_POOL)]
     pub ip_pool: IpPool,
+    /// Instead of --ip-pool: a pool inside 10/8, 172.16/12 or 192.168/16, for a cluster whose
+    /// load balancers a `data-plane` programs in the cluster's own network (real nodes).
+    #[arg(long, conflicts_with = "ip_pool", value_parser = |text: &str| IpPool::private(text))]
+    pub private_ip_pool: Option<IpPool>,
 }
 
 /// `instance` verbs.
@@ -181,12 +210,30 @@ pub async fn run(command: LocalCloudCommand) -> anyhow::Result<()> {
             print_list(command.json, &routes, route_row)
         }
         LocalCloudAction::Fault(action) => fault(&command, action).await,
+        LocalCloudAction::DataPlane(args) => data_plane(&command, args).await,
     }
+}
+
+async fn data_plane(command: &LocalCloudCommand, args: &DataPlaneArgs) -> anyhow::Result<()> {
+    let Some(state_dir) = command.state_dir.clone() else { bail!("data-plane needs --state-dir") };
+    let config = DataPlaneConfig {
+        state_dir,
+        cluster: args.cluster.clone(),
+        ingress_pool: args.ingress_pool,
+        cluster_cidr: args.cluster_cidr,
+        nodes: args.nodes.clone(),
+        poll: args.poll,
+    };
+    let plane = DataPlane::start(config).context("cannot start the data plane")?;
+    tracing::info!(cluster = %args.cluster, pool = %args.ingress_pool, "data plane running");
+    plane.run_until(async { shutdown_signal().await.unwrap_or_default() }).await;
+    Ok(())
 }
 
 async fn serve(command: &LocalCloudCommand, args: &ServeArgs) -> anyhow::Result<()> {
     let Some(state_dir) = command.state_dir.clone() else { bail!("serve needs --state-dir") };
-    let config = ServerConfig { state_dir, listen: args.listen, ip_pool: args.ip_pool };
+    let ip_pool = args.private_ip_pool.unwrap_or(args.ip_pool);
+    let config = ServerConfig { state_dir, listen: args.listen, ip_pool };
     let server = LocalCloudServer::start(config).await.context("cannot start the local cloud")?;
     println!("{}", server.url());
     shutdown_signal().await?;
@@ -335,6 +382,42 @@ mod tests {
         let args = ["local-cloud", "serve", "--state-dir", "/tmp/x", "--ip-pool", "192.168.0.0/24"];
 
         assert!(Cli::try_parse_from(args).unwrap_err().to_string().contains("127.0.0.0/8"));
+    }
+
+    #[test]
+    fn serve_takes_a_private_pool_instead_of_a_loopback_one() {
+        let command = parse(&["serve", "--state-dir", "/tmp/x", "--private-ip-pool", "10.250.1.0/24"]);
+        let LocalCloudAction::Serve(args) = command.action else { panic!("not serve: {command:?}") };
+        assert_eq!(args.private_ip_pool.map(|p| p.to_string()), Some("10.250.1.1-10.250.1.254".into()));
+
+        let public = ["local-cloud", "serve", "--state-dir", "/x", "--private-ip-pool", "8.8.8.0/24"];
+        assert!(Cli::try_parse_from(public).unwrap_err().to_string().contains("192.168.0.0/16"));
+        let both = ["local-cloud", "serve", "--ip-pool", "127.9.0.0/24", "--private-ip-pool", "10.250.1.0/24"];
+        assert!(Cli::try_parse_from(both).is_err(), "one pool or the other");
+    }
+
+    #[test]
+    fn data_plane_takes_its_cluster_pool_and_nodes() {
+        let command = parse(&[
+            "--state-dir",
+            "/s",
+            "data-plane",
+            "--cluster",
+            "c",
+            "--ingress-pool",
+            "10.250.1.0/24",
+            "--cluster-cidr",
+            "10.244.0.0/16",
+            "--node",
+            "c-0=/proc/5/ns/net",
+            "--node",
+            "c-1=/proc/6/ns/net",
+        ]);
+        let LocalCloudAction::DataPlane(args) = command.action else { panic!("{command:?}") };
+        assert_eq!(args.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["c-0", "c-1"]);
+        assert_eq!(args.poll, std::time::Duration::from_millis(300));
+        let bad = ["local-cloud", "data-plane", "--cluster", "c", "--ingress-pool", "10.250.1.0/24"];
+        assert!(Cli::try_parse_from(bad.iter().chain(&["--cluster-cidr", "10.244.0.0/16", "--node", "x"])).is_err());
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The local simulated cloud: an HTTP service holding instances, load balancers and routes, with
 //! fault injection, and the `local` cloud provider ([`client::LocalCloud`]) that talks to it.
+//! With real nodes, [`data_plane`] makes its load balancers and routes carry traffic inside the
+//! cluster's own network namespaces (`serve --private-ip-pool` hands out that network's addresses).
 //!
 //! The cloud keeps its state in `<state-dir>/state.json`, rewritten (temporary file + rename) on
 //! every change and loaded at start, so it survives a restart. A corrupt file stops the start with an
@@ -56,6 +58,7 @@
 pub mod api;
 pub mod cli;
 pub mod client;
+pub mod data_plane;
 pub mod faults;
 pub mod metrics;
 pub mod pool;

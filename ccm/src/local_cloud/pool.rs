@@ -23,6 +23,11 @@ pub enum IpPoolError {
     /// The range's last address is before its first.
     #[error("IP pool {0:?} is empty")]
     Empty(String),
+    /// A private pool lies (partly) outside the private ranges.
+    #[error(
+        "private IP pool {0:?} is not inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16; a private pool serves a cluster's own network (real nodes' hub)"
+    )]
+    NotPrivate(String),
 }
 
 /// An inclusive range of IPv4 addresses inside `127.0.0.0/8`.
@@ -44,6 +49,35 @@ impl IpPool {
     }
 }
 
+impl IpPool {
+    /// A pool inside the private ranges (RFC 1918), for a cluster whose load balancers live in a
+    /// network of its own that the data plane programs (real nodes' hub); never loopback.
+    pub fn private(text: &str) -> Result<Self, IpPoolError> {
+        let (first, last) = bounds(text)?;
+        if !first.is_private() || !last.is_private() || private_block(first) != private_block(last) {
+            return Err(IpPoolError::NotPrivate(text.to_owned()));
+        }
+        Ok(IpPool { first, last })
+    }
+}
+
+/// The first octets that tell the RFC 1918 block of a private address.
+fn private_block(ip: Ipv4Addr) -> (u8, u8) {
+    let [a, b, ..] = ip.octets();
+    if a == 10 { (10, 0) } else { (a, b & 0xf0) }
+}
+
+fn bounds(text: &str) -> Result<(Ipv4Addr, Ipv4Addr), IpPoolError> {
+    let (first, last) = match text.split_once('-') {
+        Some((first, last)) => (parse_ip(first, text)?, parse_ip(last, text)?),
+        None => cidr_hosts(text)?,
+    };
+    if last < first {
+        return Err(IpPoolError::Empty(text.to_owned()));
+    }
+    Ok((first, last))
+}
+
 impl Default for IpPool {
     fn default() -> Self {
         DEFAULT_IP_POOL.parse().expect("the default pool parses")
@@ -60,13 +94,7 @@ impl FromStr for IpPool {
     type Err = IpPoolError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let (first, last) = match text.split_once('-') {
-            Some((first, last)) => (parse_ip(first, text)?, parse_ip(last, text)?),
-            None => cidr_hosts(text)?,
-        };
-        if last < first {
-            return Err(IpPoolError::Empty(text.to_owned()));
-        }
+        let (first, last) = bounds(text)?;
         if !first.is_loopback() || !last.is_loopback() {
             return Err(IpPoolError::NotLoopback(text.to_owned()));
         }
@@ -131,6 +159,15 @@ mod tests {
         assert!(matches!("127.0.0.0/33".parse::<IpPool>(), Err(IpPoolError::Invalid(_))));
         assert!(matches!("banana".parse::<IpPool>(), Err(IpPoolError::Invalid(_))));
         assert!(matches!("127.0.0.9-127.0.0.1".parse::<IpPool>(), Err(IpPoolError::Empty(_))));
+    }
+
+    #[test]
+    fn private_pools_take_rfc1918_ranges_only() {
+        assert_eq!(IpPool::private("10.250.1.0/24").unwrap().to_string(), "10.250.1.1-10.250.1.254");
+        for refused in ["127.200.0.0/16", "8.8.8.0/24", "172.15.255.250-172.16.0.5", "10.255.255.250-11.0.0.2"] {
+            assert_eq!(IpPool::private(refused), Err(IpPoolError::NotPrivate(refused.into())), "{refused}");
+        }
+        assert!(matches!(IpPool::private("10.0.0.9-10.0.0.1"), Err(IpPoolError::Empty(_))));
     }
 
     #[test]

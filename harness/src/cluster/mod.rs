@@ -17,6 +17,7 @@ pub mod images;
 pub mod machines;
 pub mod nodes;
 pub mod pki;
+pub mod probe;
 pub mod process;
 pub mod real;
 
@@ -373,7 +374,11 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
     if let Some(cloud_options) = &options.cloud {
         let step = progress::step(format!("starting the local cloud with {} instances", options.nodes));
         let cloud_dir = dir.join("cloud");
-        let cloud_args = cloud::cloud_args(&cloud_dir, ports.cloud);
+        let mut cloud_args = cloud::cloud_args(&cloud_dir, ports.cloud);
+        if real_nodes {
+            // Ingress IPs on the cluster's own network, where the data plane makes them carry traffic.
+            cloud_args.push(format!("--private-ip-pool={}", real::LB_POOL));
+        }
         start(&cloud_options.ccm_binary, "local-cloud", cloud_args, &mut guard, &mut state)?;
         state.cloud_url = Some(cloud::create_instances(&cloud_dir, &options.name, options.nodes, real_nodes).await?);
         cloud::write_cloud_config(&dir.join(CLOUD_CONFIG), &cloud_dir)?;
@@ -470,7 +475,10 @@ async fn start_real_nodes(
         state.nodes.push(name);
     }
     save_state(&guard.dir, state)?;
-    real::configure_pod_network(client, state, &holders, hub, &guard.dir).await?;
+    if let Some(cloud) = &options.cloud {
+        real::start_data_plane(&cloud.ccm_binary, hub, &holders, guard, state)?;
+    }
+    real::configure_pod_network(client, state, &holders, &guard.dir).await?;
     wait_for_ready_nodes(client, state, guard).await?;
     step.done();
     Ok(())

@@ -6,7 +6,10 @@
 //! - a *hub* network namespace holding bridge `br0` ([`HUB_IP`]/24): the cluster's own network.
 //!   Each node has a veth pair, `eth0` in the node at [`node_ip`] and its peer on the bridge; the
 //!   node's default route leads to the hub, which has no route out, so nothing leaves the cluster.
-//!   Routes between the nodes' pod CIDRs are set in every node and in the hub.
+//!   Routes between the nodes' pod CIDRs are the local cloud's: its data plane
+//!   (`reference-ccm local-cloud data-plane`, run inside the hub) programs the route controller's
+//!   routes into every node and the hub, and its load balancers' ingress IPs ([`LB_POOL`]) into
+//!   the hub (DNAT to the backends' NodePorts).
 //! - the control plane stays on loopback in the root namespace. `netproxy` carries traffic across
 //!   through Unix sockets (which cross network namespaces): in the hub it forwards
 //!   `HUB_IP:<api port>` (the address kube-apiserver advertises) to the API server, and serves
@@ -46,6 +49,9 @@ pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
 /// The service range of a cluster with real nodes (only ever routed inside its namespaces).
 pub const SERVICE_CIDR: &str = "10.96.0.0/16";
 pub const SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
+/// Where the local cloud hands load balancer ingress IPs out of for a cluster with real nodes:
+/// routed to the hub, which the data plane programs (`reference-ccm local-cloud data-plane`).
+pub const LB_POOL: &str = "10.250.1.0/24";
 /// The most real nodes a cluster has: addresses `.10` to `.209` of the hub network.
 pub const MAX_NODES: u32 = 200;
 /// What one real node needs of memory (containerd, kubelet and a few pods), for the up-front check.
@@ -215,7 +221,7 @@ pub fn write_egress_config(cluster_dir: &Path) -> Result<PathBuf> {
 }
 
 /// Runs a command to its end; a failure is an error naming what it was for.
-fn run(what: &str, command: &mut Command) -> Result<String> {
+pub(super) fn run(what: &str, command: &mut Command) -> Result<String> {
     let output = command.output().map_err(|e| ClusterError::RealNodes(format!("{what}: running {command:?}: {e}")))?;
     if !output.status.success() {
         return Err(ClusterError::RealNodes(format!(
@@ -683,12 +689,12 @@ fn write_node_kubeconfig(dir: &Path, spec: &NodeSpec) -> Result<PathBuf> {
 }
 
 /// Waits until every node has registered and got its pod CIDR, then gives each its CNI
-/// configuration and every node and the hub a route to each pod CIDR.
+/// configuration. Routes between the pod CIDRs are not set here: the CCM's route controller
+/// creates them in the local cloud and its data plane ([`start_data_plane`]) programs them.
 pub async fn configure_pod_network(
     client: &kube::Client,
     state: &ClusterState,
     holders: &[(String, i32)],
-    hub: i32,
     dir: &Path,
 ) -> Result<()> {
     let api: Api<Node> = Api::all(client.clone());
@@ -718,23 +724,35 @@ pub async fn configure_pod_network(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    for (index, (name, holder)) in holders.iter().enumerate() {
-        let cidr = &cidrs[index].1;
+    for (name, cidr) in &cidrs {
         write_cni_config(&node_dir(dir, name), cidr)?;
-        for (other, (other_name, other_cidr)) in cidrs.iter().enumerate() {
-            if other_name == name {
-                continue;
-            }
-            let via = node_ip(other as u32).to_string();
-            run(
-                "routing pod CIDRs",
-                nsenter(*holder, false, "ip").args(["route", "replace", other_cidr, "via", &via]),
-            )?;
-        }
-        let via = node_ip(index as u32).to_string();
-        run("routing pod CIDRs", nsenter(hub, false, "ip").args(["route", "replace", cidr, "via", &via]))?;
     }
     Ok(())
+}
+
+/// Starts the local cloud's data plane inside the hub (`nsenter --net`): it programs the cloud's
+/// load balancers (ingress IPs from [`LB_POOL`]) into the hub and its routes into the hub and
+/// every node of `holders` (node name, PID holding its namespaces).
+pub(super) fn start_data_plane(
+    ccm_binary: &Path,
+    hub: i32,
+    holders: &[(String, i32)],
+    guard: &mut Teardown,
+    state: &mut ClusterState,
+) -> Result<()> {
+    let mut args = vec![
+        format!("--net=/proc/{hub}/ns/net"),
+        "--".into(),
+        ccm_binary.display().to_string(),
+        "local-cloud".into(),
+        format!("--state-dir={}", guard.dir.join("cloud").display()),
+        "data-plane".into(),
+        format!("--cluster={}", state.name),
+        format!("--ingress-pool={LB_POOL}"),
+        format!("--cluster-cidr={CLUSTER_CIDR}"),
+    ];
+    args.extend(holders.iter().map(|(name, holder)| format!("--node={name}=/proc/{holder}/ns/net")));
+    super::start(Path::new("/usr/bin/nsenter"), "data-plane", args, guard, state)
 }
 
 /// The node's CNI configuration: a bridge with host-local addresses from its pod CIDR (state in the

@@ -522,12 +522,15 @@ pub enum Capability {
     LoadBalancerUdp,
     /// Pod routes for `spec.podCIDRs`.
     Routes,
+    /// Load balancers carry traffic: TCP and UDP through the ingress IP reach pods, source ranges
+    /// and node exclusion hold for real (needs nodes that run pods).
+    LoadBalancerDataPath,
     /// IPv4 and IPv6 node addresses and services.
     DualStack,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 10] = [
+    pub const ALL: [Capability; 11] = [
         Capability::Instances,
         Capability::Zones,
         Capability::NodeShutdown,
@@ -538,6 +541,7 @@ impl Capability {
         Capability::LoadBalancerUdp,
         Capability::Routes,
         Capability::DualStack,
+        Capability::LoadBalancerDataPath,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -552,6 +556,7 @@ impl Capability {
             Capability::LoadBalancerUdp => "load-balancer-udp",
             Capability::Routes => "routes",
             Capability::DualStack => "dual-stack",
+            Capability::LoadBalancerDataPath => "load-balancer-data-path",
         }
     }
 
@@ -618,6 +623,10 @@ pub struct Hooks {
     pub start_instance: Option<Hook>,
     /// Prints the cloud's load balancers (to check none leaked).
     pub list_load_balancers: Option<Hook>,
+    /// Dials a load balancer's ingress IP from a client of the cloud's network and prints the
+    /// answer; called with `--ip IP --port P [--udp] [--send TEXT]` appended. Without it, the
+    /// data-path tests dial from the test runner itself.
+    pub probe_load_balancer: Option<Hook>,
 }
 
 /// A hook: argv with placeholders (`{node}` in the instance hooks) and how long it may take.

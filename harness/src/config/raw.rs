@@ -160,6 +160,7 @@ pub struct RawHooks {
     pub shutdown_instance: Option<RawHook>,
     pub start_instance: Option<RawHook>,
     pub list_load_balancers: Option<RawHook>,
+    pub probe_load_balancer: Option<RawHook>,
 }
 
 #[derive(Debug, Deserialize)]

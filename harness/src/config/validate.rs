@@ -756,6 +756,7 @@ impl Checker<'_> {
             shutdown_instance: hook("shutdown_instance", raw.shutdown_instance, true),
             start_instance: hook("start_instance", raw.start_instance, true),
             list_load_balancers: hook("list_load_balancers", raw.list_load_balancers, false),
+            probe_load_balancer: hook("probe_load_balancer", raw.probe_load_balancer, false),
         }
     }
 

@@ -1,5 +1,6 @@
 //! The provider's test hooks: commands cloud-e2e runs to act on the cloud behind Kubernetes' back
-//! (terminate, shut down or start the instance of a node; list the cloud's load balancers).
+//! (terminate, shut down or start the instance of a node; list the cloud's load balancers; dial a
+//! load balancer from a client of the cloud's network).
 //!
 //! A hook that cannot start, exits non-zero or outlives its timeout fails the test that called it,
 //! and only that test: its process group is killed at the deadline.
@@ -27,6 +28,7 @@ pub enum HookKind {
     ShutdownInstance,
     StartInstance,
     ListLoadBalancers,
+    ProbeLoadBalancer,
 }
 
 impl HookKind {
@@ -36,6 +38,7 @@ impl HookKind {
             HookKind::ShutdownInstance => "shutdown_instance",
             HookKind::StartInstance => "start_instance",
             HookKind::ListLoadBalancers => "list_load_balancers",
+            HookKind::ProbeLoadBalancer => "probe_load_balancer",
         }
     }
 
@@ -45,6 +48,7 @@ impl HookKind {
             HookKind::ShutdownInstance => hooks.shutdown_instance.as_ref(),
             HookKind::StartInstance => hooks.start_instance.as_ref(),
             HookKind::ListLoadBalancers => hooks.list_load_balancers.as_ref(),
+            HookKind::ProbeLoadBalancer => hooks.probe_load_balancer.as_ref(),
         }
     }
 }
@@ -68,12 +72,18 @@ impl HookRunner {
     /// Runs hook `kind` (for `node`, in the instance hooks) and returns its stdout; the error
     /// says which hook, its command line, and how it failed.
     pub async fn run(&self, kind: HookKind, node: Option<&str>) -> Result<String, String> {
+        self.run_with(kind, node, &[]).await
+    }
+
+    /// [`HookRunner::run`] with `extra` arguments appended to the hook's command line.
+    pub async fn run_with(&self, kind: HookKind, node: Option<&str>, extra: &[String]) -> Result<String, String> {
         let hook = kind.of(&self.hooks).ok_or_else(|| format!("the provider declares no `{}` hook", kind.as_str()))?;
         let mut vars = self.vars.clone();
         if let Some(node) = node {
             vars.insert(Placeholder::Node, node.to_owned());
         }
-        let (argv, env) = hook.command.render(&vars).map_err(|e| format!("hook {}: {e}", kind.as_str()))?;
+        let (mut argv, env) = hook.command.render(&vars).map_err(|e| format!("hook {}: {e}", kind.as_str()))?;
+        argv.extend_from_slice(extra);
         run_command(kind.as_str(), &argv, &env, hook.timeout).await
     }
 }
@@ -177,8 +187,17 @@ mod tests {
             HookKind::ShutdownInstance => hooks.shutdown_instance = Some(hook),
             HookKind::StartInstance => hooks.start_instance = Some(hook),
             HookKind::ListLoadBalancers => hooks.list_load_balancers = Some(hook),
+            HookKind::ProbeLoadBalancer => hooks.probe_load_balancer = Some(hook),
         }
         HookRunner::new(hooks, Vars::new())
+    }
+
+    #[tokio::test]
+    async fn a_probe_hook_gets_the_dial_appended() {
+        let runner = runner(HookKind::ProbeLoadBalancer, hook(&["echo", "probe"], Duration::from_secs(5)));
+        let extra = ["--ip".to_owned(), "10.250.1.1".to_owned()];
+        let answer = runner.run_with(HookKind::ProbeLoadBalancer, None, &extra).await.unwrap();
+        assert_eq!(answer, "probe --ip 10.250.1.1\n");
     }
 
     #[tokio::test]

@@ -2,7 +2,8 @@
 //!
 //! Black-box: the tests talk only to the Kubernetes API, to the CCM's `/healthz`, and to the
 //! provider's test hooks (`providers.yaml` `hooks`: terminate / shut down / start the instance of a
-//! node, list the cloud's load balancers). The provider's `capabilities` decide what runs; a test
+//! node, list the cloud's load balancers, dial a load balancer), and in the data-path tests to the
+//! load balancers' ingress IPs. The provider's `capabilities` decide what runs; a test
 //! whose capability or hook is missing is reported as skipped with the reason. Each test cleans up
 //! what it made, and every wait is bounded and says what it awaited.
 //!
@@ -13,6 +14,7 @@
 //! nodes run after them, one at a time; the node-deletion test, which destroys an instance for
 //! good, is the very last.
 
+mod data_path;
 mod health;
 pub mod hooks;
 mod lifecycle;
@@ -105,6 +107,7 @@ pub fn tests() -> Vec<Test> {
     all.extend(nodes::tests());
     all.extend(routes::tests());
     all.extend(load_balancers::tests());
+    all.extend(data_path::tests());
     all.extend(lifecycle::tests());
     all
 }
