@@ -141,7 +141,10 @@ pub fn probe(name: &str, source: Ipv4Addr, dial: &Dial) -> Result<std::result::R
     let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
     match output.status.success() {
         true => Ok(Ok(stdout)),
-        false => Ok(Err(format!("from {source}: {}", stderr.lines().last().unwrap_or("the dial failed")))),
+        false => {
+            let reason = stderr.lines().last().unwrap_or("the dial failed").trim_start_matches("error: ");
+            Ok(Err(format!("from {source}: {reason}")))
+        }
     }
 }
 

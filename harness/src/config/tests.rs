@@ -228,7 +228,7 @@ fn the_local_hooks_are_real_harness_commands() {
         let (argv, _) = hook.as_ref().unwrap().command.render(&vars).unwrap();
         let cli = crate::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
         assert!(matches!(cli.command, crate::cli::Command::Cluster(_)), "{argv:?}");
-    }    // The probe hook, with what cloud-e2e appends.
+    } // The probe hook, with what cloud-e2e appends.
     let (mut argv, _) = hooks.probe_load_balancer.as_ref().unwrap().command.render(&vars).unwrap();
     argv.extend(["--ip=10.250.1.1", "--port=80", "--udp", "--send=echo x"].map(String::from));
     let cli = crate::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
