@@ -87,7 +87,7 @@ pub struct ServeArgs {
     pub ip_pool: IpPool,
     /// Instead of --ip-pool: a pool inside 10/8, 172.16/12 or 192.168/16, for a cluster whose
     /// load balancers a `data-plane` programs in the cluster's own network (real nodes).
-    #[arg(long, conflicts_with = "ip_pool", value_parser = |text: &str| IpPool::private(text))]
+    #[arg(long, conflicts_with = "ip_pool", value_parser = IpPool::private)]
     pub private_ip_pool: Option<IpPool>,
 }
 
