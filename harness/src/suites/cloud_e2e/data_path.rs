@@ -100,7 +100,7 @@ async fn start_pods(w: &World, name: &str, nodes: &[Node]) -> Result<Vec<String>
                     "image": image,
                     "imagePullPolicy": "IfNotPresent",
                     "args": ["netexec", format!("--http-port={HTTP_PORT}"), format!("--udp-port={UDP_PORT}")],
-                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": HTTP_PORT}, "periodSeconds": 1},
+                    "readinessProbe": {"tcpSocket": {"port": HTTP_PORT}, "periodSeconds": 1},
                 }],
             },
         }))
