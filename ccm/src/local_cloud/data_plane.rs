@@ -255,12 +255,22 @@ impl DataPlane {
         if in_root_namespace() {
             return Err(DataPlaneError::RootNamespace);
         }
-        // Per network namespace: the hub forwards what it DNATs.
-        std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").map_err(|e| DataPlaneError::Command {
-            what: "turning forwarding on in the hub".into(),
-            command: "write /proc/sys/net/ipv4/ip_forward".into(),
-            detail: e.to_string(),
-        })?;
+        // Per network namespace: the hub forwards what it DNATs. It forwards out of the bridge it
+        // came in by, to an address the sender could reach itself: an ICMP redirect would send the
+        // client (or a node's reply) around the hub's NAT, so it sends none.
+        for (file, value) in [
+            ("ipv4/ip_forward", "1"),
+            ("ipv4/conf/all/send_redirects", "0"),
+            ("ipv4/conf/default/send_redirects", "0"),
+            ("ipv4/conf/br0/send_redirects", "0"),
+        ] {
+            let path = format!("/proc/sys/net/{file}");
+            std::fs::write(&path, value).map_err(|e| DataPlaneError::Command {
+                what: "setting up forwarding in the hub".into(),
+                command: format!("write {value} to {path}"),
+                detail: e.to_string(),
+            })?;
+        }
         let pool = config.ingress_pool.to_string();
         run("routing the ingress pool", ip(None).args(["route", "replace", "local", &pool, "dev", "lo"]), None)?;
         let plane = DataPlane { config, applied: None };

@@ -201,7 +201,16 @@ impl Client {
         in_ns(&pid, &["link", "set", "lo", "up"])?;
         in_ns(&pid, &["addr", "add", &format!("{}/24", self.source), "dev", "eth0"])?;
         in_ns(&pid, &["link", "set", "eth0", "up"])?;
-        in_ns(&pid, &["route", "add", "default", "via", &real::HUB_IP.to_string()])
+        in_ns(&pid, &["route", "add", "default", "via", &real::HUB_IP.to_string()])?;
+        // As a client on a cloud's network: it reaches load balancers through the hub only.
+        let mut command = Command::new("nsenter");
+        command.arg(format!("--net=/proc/{pid}/ns/net")).args([
+            "--",
+            "sh",
+            "-c",
+            "echo 0 > /proc/sys/net/ipv4/conf/all/accept_redirects",
+        ]);
+        real::run("wiring the probe's client namespace", &mut command).map(|_| ())
     }
 }
 
