@@ -2,11 +2,12 @@
 //! upstream's does (agnhost serves, nginx answers on :80, busybox's `wget -T 2 -O-` fetches a page,
 //! glibc-dns-testing resolves `kubernetes.default` with dig and glibc, kitten serves its files,
 //! etcd answers, nonewprivs reports the effective uid the security context allows, nonroot runs as
-//! its user), and a pod whose image volume pulls with `Always` gets it from the cluster's registry.
+//! its user, agnhost's `nc -v -t -z`, curl and dig work, a ConfigMap's `data-1` reaches `sh -c env`),
+//! and a pod whose image volume pulls with `Always` gets it from the cluster's registry.
 //!
 //! Needs root, the node packages (`scripts/test` installs them), the toolchain and apt (for the
-//! Debian packages of nginx and glibc-dns-testing); it skips, saying why, only when the kernel
-//! lacks a feature real nodes cannot do without.
+//! Debian packages of nginx, glibc-dns-testing, agnhost's tools and bash); it skips, saying why,
+//! only when the kernel lacks a feature real nodes cannot do without.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use common::real::{pod, real_cluster, run_to_end, running_ip};
 use common::wait_for;
 use harness::cluster::{images, real};
 use harness::toolchain;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, LogParams, PostParams};
 use serde_json::json;
 
@@ -212,6 +213,47 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
     let (phase, logs) = run_to_end(&pods, &dns).await;
     let service_ip = real::SERVICE_IP.to_string();
     assert_eq!((phase.as_str(), logs.trim()), ("Succeeded", format!("{service_ip}\n{service_ip}").as_str()));
+
+    // Agnhost carries the tools tests exec in upstream's (Alpine) image: OpenBSD's nc with the
+    // Services tests' flags, curl, dig.
+    let tools_script = format!(
+        "nc -v -t -z -w 2 {ip} 8080 2>&1 | grep -c succeeded; curl -s --max-time 2 http://{ip}:8080/hostname; echo; \
+         if nc -z -w 2 {ip} 1 2>/dev/null; then echo open; else echo refused; fi; \
+         dig +short +search kubernetes.default A",
+        ip = ips["agnhost"],
+    );
+    let tools: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "agnhost-tools"},
+        "spec": {"nodeName": node, "restartPolicy": "Never", "containers": [{
+            "name": "tools", "image": image("Agnhost"), "command": ["sh", "-c", tools_script],
+        }]},
+    }))
+    .unwrap();
+    let (phase, logs) = run_to_end(&pods, &tools).await;
+    assert_eq!((phase.as_str(), logs.trim()), ("Succeeded", format!("1\nagnhost\nrefused\n{service_ip}").as_str()));
+
+    // A ConfigMap as environment variables whose names are not shell identifiers (`data-1`), as the
+    // ConfigMap/Secret env conformance tests print them with busybox's `sh -c env`.
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let data: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "env-data"},
+        "data": {"data-1": "value-1", "data_2": "value-2"},
+    }))
+    .unwrap();
+    config_maps.create(&PostParams::default(), &data).await.unwrap();
+    let env: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "env"},
+        "spec": {"nodeName": node, "restartPolicy": "Never", "containers": [{
+            "name": "env", "image": image("BusyBox"), "command": ["sh", "-c", "env"],
+            "envFrom": [{"configMapRef": {"name": "env-data"}}, {"prefix": "p-", "configMapRef": {"name": "env-data"}}],
+        }]},
+    }))
+    .unwrap();
+    let (phase, logs) = run_to_end(&pods, &env).await;
+    assert_eq!(phase, "Succeeded", "{logs}");
+    for line in ["data-1=value-1", "data_2=value-2", "p-data-1=value-1", "p-data_2=value-2"] {
+        assert!(logs.lines().any(|l| l == line), "{line} missing from the container's environment:\n{logs}");
+    }
 
     // nonewprivs: setuid root unless the security context forbids escalation (the conformance
     // test's check); nonroot runs as its image's user.

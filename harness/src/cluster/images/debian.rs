@@ -129,14 +129,20 @@ pub fn download(image: &str, debs: &Path, packages: &BTreeSet<String>) -> Result
         .collect()
 }
 
-/// A layer of the unpacked `debs`, plus `extra` files (path, contents, mode) written over them.
-pub fn layer(image: &str, debs: &[PathBuf], work: &Path, extra: &[(&str, &[u8], u32)]) -> Result<Vec<u8>> {
-    let root = work.join(format!("{image}-rootfs"));
-    let _ = fs::remove_dir_all(&root);
-    fs::create_dir_all(&root).map_err(io_err("creating", &root))?;
+/// What an image adds over its unpacked packages: files (path, contents, mode) and symlinks (path,
+/// target), such as the links `update-alternatives` would have made at install time.
+#[derive(Default)]
+pub struct Extra<'a> {
+    pub files: &'a [(&'a str, &'a [u8], u32)],
+    pub links: &'a [(&'a str, &'a str)],
+}
+
+/// Unpacks `debs` into `root` (`dpkg-deb -x`: no maintainer scripts).
+fn unpack(image: &str, debs: &[PathBuf], root: &Path) -> Result<()> {
+    fs::create_dir_all(root).map_err(io_err("creating", root))?;
     for deb in debs {
         let output =
-            Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root).output().map_err(|e| ImageError::Missing {
+            Command::new("dpkg-deb").arg("-x").arg(deb).arg(root).output().map_err(|e| ImageError::Missing {
                 image: image.into(),
                 what: format!("dpkg-deb ({e})"),
                 hint: "install dpkg (Debian's package tool)".into(),
@@ -148,10 +154,42 @@ pub fn layer(image: &str, debs: &[PathBuf], work: &Path, extra: &[(&str, &[u8], 
             });
         }
     }
+    Ok(())
+}
+
+/// The file at `path` inside Debian package `package` (downloaded into `debs` unless there).
+pub fn file_of(image: &str, debs: &Path, package: &str, path: &str, work: &Path) -> Result<Vec<u8>> {
+    let wanted = BTreeSet::from([package.to_string()]);
+    let deb = download(image, debs, &wanted)?;
+    let root = work.join(format!("{image}-{package}"));
+    let _ = fs::remove_dir_all(&root);
+    unpack(image, &deb, &root)?;
+    let file = root.join(path);
+    let contents = fs::read(&file).map_err(|e| ImageError::Build {
+        image: image.into(),
+        detail: format!("Debian package {package} has no {path} ({e})"),
+    });
+    let _ = fs::remove_dir_all(&root);
+    contents
+}
+
+/// A layer of the unpacked `debs`, with `extra` written over them.
+pub fn layer(image: &str, debs: &[PathBuf], work: &Path, extra: &Extra) -> Result<Vec<u8>> {
+    let root = work.join(format!("{image}-rootfs"));
+    let _ = fs::remove_dir_all(&root);
+    unpack(image, debs, &root)?;
     for pruned in PRUNED {
         let _ = fs::remove_dir_all(root.join(pruned));
     }
-    for (path, contents, mode) in extra {
+    for (path, target) in extra.links {
+        let link = root.join(path);
+        if let Some(parent) = link.parent() {
+            fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
+        }
+        let _ = fs::remove_file(&link);
+        std::os::unix::fs::symlink(target, &link).map_err(io_err("linking", &link))?;
+    }
+    for (path, contents, mode) in extra.files {
         let target = root.join(path);
         if let Some(parent) = target.parent() {
             fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
@@ -197,7 +235,8 @@ libc6
     #[test]
     fn a_layer_of_debs_drops_documentation_and_keeps_extra_files() {
         let dir = tempfile::tempdir().unwrap();
-        let bytes = layer("test", &[], dir.path(), &[("etc/nginx/nginx.conf", b"daemon off;", 0o644)]).unwrap();
+        let extra = Extra { files: &[("etc/nginx/nginx.conf", b"daemon off;", 0o644)], links: &[("bin/nc", "/bin/nc.openbsd")] };
+        let bytes = layer("test", &[], dir.path(), &extra).unwrap();
         let mut archive = tar::Archive::new(&bytes[..]);
         let names: Vec<String> =
             archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().display().to_string()).collect();

@@ -6,7 +6,8 @@
 //! `docs/real-nodes.md` has the table with the tests that use each.
 //!
 //! Layers: busybox (Debian's static busybox, a link per applet, the toolchain's `wget` in place of
-//! the applet, which crashes on `-T`), the toolchain's Go programs (agnhost, sample-apiserver,
+//! the applet, which crashes on `-T`, Debian's static bash as `sh`), agnhost's tools (Debian's
+//! OpenBSD netcat, curl, dig: what tests exec in upstream's Alpine-based agnhost), the toolchain's Go programs (agnhost, sample-apiserver,
 //! nonewprivs, etcd, CoreDNS), `pause` (`gcc -static` of the module's `build/pause/linux/pause.c`),
 //! the module's `test/images/*/html` files, and Debian packages unpacked with `dpkg-deb -x`
 //! ([`debian`]).
@@ -78,6 +79,9 @@ struct Recipe {
 enum Part {
     Pause,
     Busybox,
+    /// What upstream's agnhost image (Alpine) carries and tests exec in it: `nc` (OpenBSD's, with
+    /// `-v -t -z -w`), `curl`, `dig`.
+    AgnhostTools,
     Agnhost,
     /// A file naming the previous tag: `AgnhostPrev` differs from `Agnhost` by a layer, as upstream's.
     AgnhostPrevMark,
@@ -99,12 +103,12 @@ const RECIPES: &[Recipe] = &[
     Recipe { id: "BusyBox", layers: &[Part::Busybox], config: || json!({"Cmd": ["sh"], "Env": [PATH_ENV]}) },
     Recipe {
         id: "Agnhost",
-        layers: &[Part::Busybox, Part::Agnhost],
+        layers: &[Part::Busybox, Part::AgnhostTools, Part::Agnhost],
         config: || json!({"Entrypoint": ["/agnhost"], "Cmd": ["pause"], "Env": [PATH_ENV], "WorkingDir": "/"}),
     },
     Recipe {
         id: "AgnhostPrev",
-        layers: &[Part::Busybox, Part::Agnhost, Part::AgnhostPrevMark],
+        layers: &[Part::Busybox, Part::AgnhostTools, Part::Agnhost, Part::AgnhostPrevMark],
         config: || json!({"Entrypoint": ["/agnhost"], "Cmd": ["pause"], "Env": [PATH_ENV], "WorkingDir": "/"}),
     },
     Recipe {
@@ -124,12 +128,12 @@ const RECIPES: &[Recipe] = &[
     },
     Recipe {
         id: "Kitten",
-        layers: &[Part::Busybox, Part::Agnhost, Part::Kitten],
+        layers: &[Part::Busybox, Part::AgnhostTools, Part::Agnhost, Part::Kitten],
         config: || json!({"Entrypoint": ["/agnhost"], "Cmd": ["test-webserver"], "Env": [PATH_ENV], "WorkingDir": "/"}),
     },
     Recipe {
         id: "Nautilus",
-        layers: &[Part::Busybox, Part::Agnhost, Part::Nautilus],
+        layers: &[Part::Busybox, Part::AgnhostTools, Part::Agnhost, Part::Nautilus],
         config: || json!({"Entrypoint": ["/agnhost"], "Cmd": ["test-webserver"], "Env": [PATH_ENV], "WorkingDir": "/"}),
     },
     Recipe {
@@ -182,7 +186,7 @@ pub const NOT_BUILT: &[(&str, &str)] = &[
 ];
 
 /// Bumped when a recipe changes, so that cached images of an older harness are rebuilt.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 
 /// The name the CoreDNS image is imported under (kubeadm's repository, the pinned version).
 pub fn coredns_reference() -> String {
@@ -360,7 +364,17 @@ impl Builder<'_> {
         };
         match part {
             Part::Pause => pause_layer(self.source, work),
-            Part::Busybox => busybox_layer(&self.binary("wget")?),
+            Part::Busybox => {
+                let debs = toolchain::cache_root().join("debs");
+                let bash = debian::file_of("busybox", &debs, "bash-static", "bin/bash-static", work)?;
+                busybox_layer(&self.binary("wget")?, &bash)
+            }
+            Part::AgnhostTools => {
+                // The links update-alternatives makes on install; busybox's nc applet is usr/bin/nc.
+                let links = [("usr/bin/nc", "/bin/nc.openbsd"), ("bin/nc", "/bin/nc.openbsd")];
+                let extra = debian::Extra { files: &[], links: &links };
+                self.debian("agnhost", &["netcat-openbsd", "curl", "bind9-dnsutils"], &extra, work)
+            }
             Part::Agnhost => agnhost_layer(&self.binary("agnhost")?),
             Part::AgnhostPrevMark => {
                 let mark = format!(
@@ -378,15 +392,16 @@ impl Builder<'_> {
             Part::Nonewprivs => oci::files_layer(&[("usr/local/bin/nnp", &self.binary("nonewprivs")?, 0o4755)]),
             Part::Kitten => html("kitten", &["kitten.jpg", "data.json"]),
             Part::Nautilus => html("nautilus", &["nautilus.jpg", "data.json"]),
-            Part::Nginx => self.debian("nginx", &["nginx"], &nginx_files(), work),
+            Part::Nginx => self.debian("nginx", &["nginx"], &debian::Extra { files: &nginx_files(), links: &[] }, work),
             Part::GlibcDns => {
                 let files: [(&str, &[u8], u32); 1] = [("etc/nsswitch.conf", b"hosts: files dns\n", 0o644)];
-                self.debian("glibc-dns-testing", &["bind9-dnsutils", "libc-bin"], &files, work)
+                let extra = debian::Extra { files: &files, links: &[] };
+                self.debian("glibc-dns-testing", &["bind9-dnsutils", "libc-bin"], &extra, work)
             }
         }
     }
 
-    fn debian(&self, image: &str, packages: &[&str], extra: &[(&str, &[u8], u32)], work: &Path) -> Result<Vec<u8>> {
+    fn debian(&self, image: &str, packages: &[&str], extra: &debian::Extra, work: &Path) -> Result<Vec<u8>> {
         let wanted = debian::closure(image, packages)?;
         let debs = debian::download(image, &toolchain::cache_root().join("debs"), &wanted)?;
         debian::layer(image, &debs, work, extra)
@@ -444,9 +459,11 @@ fn pause_layer(source: &Path, work: &Path) -> Result<Vec<u8>> {
 }
 
 /// Debian's static busybox at `/bin/busybox`, a symlink per applet in the directories upstream's
-/// busybox image has them (but `wget`: the toolchain's, see `tools/kube/wget`), `/etc/passwd`,
+/// busybox image has them (but `wget`: the toolchain's, see `tools/kube/wget`; and `sh`: Debian's
+/// static bash, as busybox 1.35's ash drops environment variables whose names are not identifiers,
+/// such as a ConfigMap's `data-1`, which the env conformance tests print), `/etc/passwd`,
 /// `/etc/group` and `/tmp`.
-fn busybox_layer(wget: &[u8]) -> Result<Vec<u8>> {
+fn busybox_layer(wget: &[u8], bash: &[u8]) -> Result<Vec<u8>> {
     let missing = || ImageError::Missing {
         image: "busybox".into(),
         what: format!("a static busybox at {BUSYBOX}"),
@@ -464,9 +481,12 @@ fn busybox_layer(wget: &[u8]) -> Result<Vec<u8>> {
     }
     layer.file("bin/busybox", &binary, 0o755)?;
     let wget_path = applets.iter().find(|a| a.ends_with("/wget")).cloned().unwrap_or_else(|| "usr/bin/wget".into());
-    for applet in applets.iter().filter(|a| a.as_str() != "bin/busybox" && **a != wget_path) {
+    let replaced = ["bin/busybox", "bin/sh", wget_path.as_str()];
+    for applet in applets.iter().filter(|a| !replaced.contains(&a.as_str())) {
         layer.symlink(applet, "/bin/busybox")?;
     }
+    layer.file("bin/bash", bash, 0o755)?;
+    layer.symlink("bin/sh", "bash")?;
     layer.file(&wget_path, wget, 0o755)?;
     layer.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n", 0o644)?;
     layer.file("etc/group", b"root:x:0:\nnogroup:x:65534:\n", 0o644)?;
@@ -526,7 +546,7 @@ mod tests {
         let ids: Vec<&str> = RECIPES.iter().map(|r| r.id).collect();
         assert_eq!(ids, BUILT);
         let layers = |id: &str| RECIPES.iter().find(|r| r.id == id).unwrap().layers;
-        assert_eq!(&layers("AgnhostPrev")[..2], layers("Agnhost"));
+        assert_eq!(&layers("AgnhostPrev")[..layers("Agnhost").len()], layers("Agnhost"));
         assert!(layers("AgnhostPrev").len() > layers("Agnhost").len());
         for (id, _) in NOT_BUILT {
             assert!(!BUILT.contains(id), "{id}");
