@@ -80,7 +80,7 @@ enum Part {
     Pause,
     Busybox,
     /// What upstream's agnhost image (Alpine) carries and tests exec in it: `nc` (OpenBSD's, with
-    /// `-v -t -z -w`), `curl`, `dig`.
+    /// `-v -t -z -w`), `curl`, `dig`, `ss` (iproute2).
     AgnhostTools,
     Agnhost,
     /// A file naming the previous tag: `AgnhostPrev` differs from `Agnhost` by a layer, as upstream's.
@@ -373,9 +373,14 @@ impl Builder<'_> {
                 // The links update-alternatives makes on install; busybox's nc applet is usr/bin/nc.
                 let links = [("usr/bin/nc", "/bin/nc.openbsd"), ("bin/nc", "/bin/nc.openbsd")];
                 let extra = debian::Extra { files: &[], links: &links };
-                self.debian("agnhost", &["netcat-openbsd", "curl", "bind9-dnsutils"], &extra, work)
+                self.debian("agnhost", &["netcat-openbsd", "curl", "bind9-dnsutils", "iproute2"], &extra, work)
             }
-            Part::Agnhost => agnhost_layer(&self.binary("agnhost")?),
+            Part::Agnhost => {
+                let porter = self.source.join("test/images/agnhost/porter");
+                let read = |name: &str| fs::read(porter.join(name)).map_err(io_err("reading", &porter.join(name)));
+                let tls = (read("localhost.crt")?, read("localhost.key")?);
+                agnhost_layer(&self.binary("agnhost")?, &self.binary("coredns")?, &tls)
+            }
             Part::AgnhostPrevMark => {
                 let mark = format!(
                     "agnhost of Kubernetes {}'s test/images/agnhost, tagged as the previous agnhost by cloud-provider-harness\n",
@@ -493,9 +498,11 @@ fn busybox_layer(wget: &[u8], bash: &[u8]) -> Result<Vec<u8>> {
     layer.finish()
 }
 
-/// agnhost at `/agnhost` (and `/agnhost-2`, a link some tests exec), `/uploads`, and the user and
-/// group upstream's image defines (tests run as them by name).
-fn agnhost_layer(agnhost: &[u8]) -> Result<Vec<u8>> {
+/// agnhost at `/agnhost` (and `/agnhost-2`, a link some tests exec), `/uploads`, porter's TLS
+/// certificate and key in `/` (its `SERVE_TLS_PORT_*` ports read them from the working directory),
+/// CoreDNS at `/coredns` (DNS tests run it), and the user and group upstream's image defines
+/// (tests run as them by name), as upstream's Dockerfile.
+fn agnhost_layer(agnhost: &[u8], coredns: &[u8], (crt, key): &(Vec<u8>, Vec<u8>)) -> Result<Vec<u8>> {
     let mut layer = oci::Layer::new();
     layer.dir("etc", 0o755)?;
     layer.file(
@@ -509,6 +516,9 @@ fn agnhost_layer(agnhost: &[u8]) -> Result<Vec<u8>> {
         0o644,
     )?;
     layer.dir("uploads", 0o755)?;
+    layer.file("localhost.crt", crt, 0o644)?;
+    layer.file("localhost.key", key, 0o644)?;
+    layer.file("coredns", coredns, 0o755)?;
     layer.file("agnhost", agnhost, 0o755)?;
     layer.symlink("agnhost-2", "agnhost")?;
     layer.finish()
