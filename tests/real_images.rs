@@ -215,11 +215,13 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
     assert_eq!((phase.as_str(), logs.trim()), ("Succeeded", format!("{service_ip}\n{service_ip}").as_str()));
 
     // Agnhost carries the tools tests exec in upstream's (Alpine) image: OpenBSD's nc with the
-    // Services tests' flags, curl, dig.
+    // Services tests' flags, curl, dig; and porter's certificate, which its TLS ports serve with.
     let tools_script = format!(
         "nc -v -t -z -w 2 {ip} 8080 2>&1 | grep -c succeeded; curl -s --max-time 2 http://{ip}:8080/hostname; echo; \
          if nc -z -w 2 {ip} 1 2>/dev/null; then echo open; else echo refused; fi; \
-         dig +short +search kubernetes.default A",
+         dig +short +search kubernetes.default A; \
+         SERVE_TLS_PORT_8443=tls-served /agnhost porter >/dev/null 2>&1 & \
+         for i in 1 2 3 4 5 6 7 8 9 10; do curl -sk --max-time 2 https://127.0.0.1:8443/ && break; sleep 0.5; done",
         ip = ips["agnhost"],
     );
     let tools: Pod = serde_json::from_value(json!({
@@ -230,7 +232,7 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
     }))
     .unwrap();
     let (phase, logs) = run_to_end(&pods, &tools).await;
-    assert_eq!((phase.as_str(), logs.trim()), ("Succeeded", format!("1\nagnhost\nrefused\n{service_ip}").as_str()));
+    assert_eq!((phase.as_str(), logs.trim()), ("Succeeded", format!("1\nagnhost\nrefused\n{service_ip}\ntls-served").as_str()));
 
     // A ConfigMap as environment variables whose names are not shell identifiers (`data-1`), as the
     // ConfigMap/Secret env conformance tests print them with busybox's `sh -c env`.
