@@ -232,7 +232,10 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
     }))
     .unwrap();
     let (phase, logs) = run_to_end(&pods, &tools).await;
-    assert_eq!((phase.as_str(), logs.trim()), ("Succeeded", format!("1\nagnhost\nrefused\n{service_ip}\ntls-served").as_str()));
+    assert_eq!(
+        (phase.as_str(), logs.trim()),
+        ("Succeeded", format!("1\nagnhost\nrefused\n{service_ip}\ntls-served").as_str())
+    );
 
     // A ConfigMap as environment variables whose names are not shell identifiers (`data-1`), as the
     // ConfigMap/Secret env conformance tests print them with busybox's `sh -c env`.

@@ -22,7 +22,6 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, LogParams, PostParams};
 use serde_json::json;
 
-
 #[tokio::test(flavor = "multi_thread")]
 async fn two_real_nodes_run_pods_that_talk_across_nodes_and_leave_nothing_behind() {
     let release = toolchain::default_release();

@@ -235,11 +235,15 @@ libc6
     #[test]
     fn a_layer_of_debs_drops_documentation_and_keeps_extra_files() {
         let dir = tempfile::tempdir().unwrap();
-        let extra = Extra { files: &[("etc/nginx/nginx.conf", b"daemon off;", 0o644)], links: &[("bin/nc", "/bin/nc.openbsd")] };
+        let extra = Extra {
+            files: &[("etc/nginx/nginx.conf", b"daemon off;", 0o644)],
+            links: &[("bin/nc", "/bin/nc.openbsd")],
+        };
         let bytes = layer("test", &[], dir.path(), &extra).unwrap();
         let mut archive = tar::Archive::new(&bytes[..]);
         let names: Vec<String> =
             archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().display().to_string()).collect();
-        assert_eq!(names, ["etc", "etc/nginx", "etc/nginx/nginx.conf"]);
+        // Directories as tar writes them, with a trailing slash.
+        assert_eq!(names, ["bin/", "bin/nc", "etc/", "etc/nginx/", "etc/nginx/nginx.conf"]);
     }
 }

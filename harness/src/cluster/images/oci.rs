@@ -332,8 +332,8 @@ mod tests {
         assert_eq!(
             entries,
             [
-                ("usr".into(), 0o755, None),
-                ("usr/bin".into(), 0o755, None),
+                ("usr/".into(), 0o755, None),
+                ("usr/bin/".into(), 0o755, None),
                 ("usr/bin/a".into(), 0o4755, None),
                 ("usr/bin/b".into(), 0o644, None),
                 ("usr/bin/c".into(), 0o777, Some("/usr/bin/a".into())),
