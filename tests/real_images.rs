@@ -140,7 +140,7 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
         ("agnhost-prev", "AgnhostPrev", json!(null)),
     ];
     for (name, id, args) in &servers {
-        let mut server = pod(name, &node, &image(*id), args.clone(), "Always");
+        let mut server = pod(name, &node, &image(id), args.clone(), "Always");
         if args.is_null() {
             server.spec.as_mut().unwrap().containers[0].args = None;
         }

@@ -194,14 +194,17 @@ pub fn parse_routes(text: &str, cluster_cidr: Ipv4Net) -> BTreeSet<(Ipv4Net, Ipv
         .collect()
 }
 
+/// A kernel route: destination via gateway.
+pub type IpRoute = (Ipv4Net, Ipv4Addr);
+
 /// What a namespace's routes should become: `(to delete, to set)`. A namespace never routes to
 /// its own address (`own`, a node's; the hub has none among the targets).
 pub fn route_changes(
-    present: &BTreeSet<(Ipv4Net, Ipv4Addr)>,
+    present: &BTreeSet<IpRoute>,
     desired: &BTreeMap<Ipv4Net, Ipv4Addr>,
     own: Option<Ipv4Addr>,
-) -> (Vec<(Ipv4Net, Ipv4Addr)>, Vec<(Ipv4Net, Ipv4Addr)>) {
-    let wanted: BTreeSet<(Ipv4Net, Ipv4Addr)> =
+) -> (Vec<IpRoute>, Vec<IpRoute>) {
+    let wanted: BTreeSet<IpRoute> =
         desired.iter().filter(|(_, via)| Some(**via) != own).map(|(d, v)| (*d, *v)).collect();
     let delete = present.difference(&wanted).copied().collect();
     let set = wanted.difference(present).copied().collect();
