@@ -89,8 +89,11 @@ async fn two_real_nodes_run_pods_that_talk_across_nodes_and_leave_nothing_behind
     // Service by name (CoreDNS, kube-proxy); its output read through the API server
     // (kube-apiserver -> egress proxy in the hub -> the kubelet of node 0).
     let busybox = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2";
+    // kube-proxy programs a new Service's endpoints a moment after they are ready (until then the
+    // Service IP refuses): the client retries the Service for up to 30 s, as upstream's tests poll.
     let script = format!(
-        "wget -q -O - http://{}:8080/hostname && echo && wget -q -O - http://web-1.default.svc.cluster.local/hostname",
+        "wget -q -O - http://{}:8080/hostname && echo && for i in $(seq 30); do \
+         wget -q -O - http://web-1.default.svc.cluster.local/hostname 2>/dev/null && exit 0; sleep 1; done; exit 1",
         ips[1]
     );
     let client_pod = pod("client", &cluster.state.nodes[0], busybox, json!(["sh", "-c", script]), "Never");

@@ -12,9 +12,9 @@
 //! the module's `test/images/*/html` files, and Debian packages unpacked with `dpkg-deb -x`
 //! ([`debian`]).
 //!
-//! Archives are cached in `<cache>/images/<version>/` with `registry.json`, the index the cluster's
-//! registry serves them by ([`oci::RegistryIndex`]); a build happens in `<version>.partial` and is
-//! renamed into place, so an entry is whole or absent, and two builds take turns through a lock.
+//! Archives are cached in `<cache>/images/format-<FORMAT>/<version>/` with `registry.json`, the
+//! index the cluster's registry serves them by ([`oci::RegistryIndex`]); a build happens in
+//! `<version>.partial` and is renamed into place, so an entry is whole or absent, and two builds take turns through a lock.
 //! An image that cannot be built fails the whole build, naming the image and the conformance tests
 //! that need it ([`catalog`]), before any cluster process starts.
 
@@ -231,7 +231,9 @@ pub fn references(manifest_go: &str) -> BTreeMap<String, String> {
 
 /// The cache directory of `release`'s images.
 pub fn dir(release: &Release) -> PathBuf {
-    toolchain::cache_root().join("images").join(release.version)
+    // Under the recipes' format: harnesses of other formats on the machine (an older checkout's
+    // CI run beside this one) build and read caches of their own, never each other's.
+    toolchain::cache_root().join("images").join(format!("format-{FORMAT}")).join(release.version)
 }
 
 /// The index the cluster's registry serves `release`'s images by.
