@@ -286,10 +286,11 @@ async fn excluded_node(w: &World) -> TestResult {
     if nodes.len() < 2 {
         return Err(Verdict::Skipped(format!("needs two nodes that run pods; the cluster has {}", nodes.len())));
     }
-    let nodes = &nodes[..2];
+    let nodes = &nodes[..];
     let excluded = nodes[0].metadata.name.clone().unwrap_or_default();
     // Local: a node's NodePort only reaches the pod on that node, so who answers tells which
-    // node the load balancer sent the request to.
+    // node the load balancer sent the request to. A pod on every node: the local cloud does not
+    // health-check `healthCheckNodePort`, so a node without one would drop its share.
     let service = service(NAME, false, json!({"externalTrafficPolicy": "Local"}));
     with_backend(w, NAME, service, nodes, |pods, ip| async move {
         let result = exclude(w, ip, &pods, &excluded).await;
@@ -302,7 +303,7 @@ async fn excluded_node(w: &World) -> TestResult {
 
 async fn exclude(w: &World, ip: Ipv4Addr, pods: &[String], node: &str) -> TestResult {
     let seen = std::sync::Mutex::new(BTreeSet::new());
-    let what = format!("requests through {ip}:80 to reach the pods on both nodes, {pods:?}");
+    let what = format!("requests through {ip}:80 to reach the pods on every node, {pods:?}");
     wait::until(&what, TIMEOUT, || async {
         let answer = hostname(w, ip).await;
         let mut seen = seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -313,14 +314,14 @@ async fn exclude(w: &World, ip: Ipv4Addr, pods: &[String], node: &str) -> TestRe
     })
     .await?;
     set_excluded(w, node, true).await?;
-    let (gone, kept) = (&pods[0], &pods[1]);
+    let (gone, kept) = (&pods[0], &pods[1..]);
     let what = format!(
-        "{IN_A_ROW} requests in a row through {ip}:80 to be answered by {kept} only, after node {node} (pod {gone}) was labelled {EXCLUDE_LABEL}"
+        "{IN_A_ROW} requests in a row through {ip}:80 to be answered by {kept:?} only, after node {node} (pod {gone}) was labelled {EXCLUDE_LABEL}"
     );
     wait::until(&what, TIMEOUT, || async {
         for _ in 0..IN_A_ROW {
             match hostname(w, ip).await {
-                Ok(name) if &name == kept => {}
+                Ok(name) if kept.contains(&name) => {}
                 Ok(name) => return Err(format!("answered by {name}")),
                 Err(error) => return Err(error),
             }
