@@ -162,9 +162,11 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
         ips.insert(name, running_ip(&pods, name).await);
     }
 
-    // From busybox, with the `wget -T` Debian's busybox crashes on.
+    // From busybox, with the `wget -T` Debian's busybox crashes on, and the `--post-data` of the
+    // PreStop conformance test's hook.
     let script = format!(
         "set -e; wget -T 2 -O- http://{agnhost}:8080/hostname 2>/dev/null; echo; \
+         wget -q -O- --post-data='{{\"Source\": \"prestop\"}}' 'http://{agnhost}:8080/echo?msg=posted'; echo; \
          wget -T 2 -qO- http://{nginx}/ | grep -c '<h1>Welcome to nginx'; \
          wget -T 2 -q -O - http://{nginx_new}:80/ | grep -c '<h1>Welcome to nginx'; \
          wget -T 2 -qO- http://{kitten}/data.json | grep -o kitten.jpg; \
@@ -182,7 +184,7 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
     let (phase, logs) = run_to_end(&pods, &client_pod).await;
     assert_eq!(
         (phase.as_str(), logs.trim()),
-        ("Succeeded", "agnhost\n1\n1\nkitten.jpg\nnautilus.jpg\netcdserver\nrefused"),
+        ("Succeeded", "agnhost\nposted\n1\n1\nkitten.jpg\nnautilus.jpg\netcdserver\nrefused"),
         "the busybox client's output"
     );
     let nginx_logs = pods.logs("nginx", &LogParams::default()).await.unwrap();
@@ -318,10 +320,9 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
     let (busybox_repository, busybox_tag) = images::oci::split_reference(&image("BusyBox")).unwrap();
     // containerd resolves each tag through the registry (`HEAD` of the manifest, `GET` when the
     // digest it answers is not in the node's content store: here both still are).
-    for path in [
-        format!(" /v2/{repository}/manifests/{tag}"),
-        format!(" /v2/{busybox_repository}/manifests/{busybox_tag}"),
-    ] {
+    for path in
+        [format!(" /v2/{repository}/manifests/{tag}"), format!(" /v2/{busybox_repository}/manifests/{busybox_tag}")]
+    {
         assert!(registry_log.contains(&path), "the registry did not resolve{path}:\n{registry_log}");
     }
     // A pull the registry cannot serve fails rather than reaching out of the cluster.

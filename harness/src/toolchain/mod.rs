@@ -280,6 +280,36 @@ struct Manifest {
 struct BinaryRecord {
     size: u64,
     sha256: String,
+    /// The digest of the module sources it was built from ([`source_digest`]): a binary built from
+    /// other sources (a harness whose `tools/kube/` changed since) is rebuilt. Absent in records of
+    /// harnesses before it, which are kept as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+}
+
+/// The digest of what `module` is built from: its go.mod, go.sum and source files.
+fn source_digest(module: &GoModule) -> String {
+    let mut hasher = Sha256::new();
+    for (name, text) in [("go.mod", module.go_mod), ("go.sum", module.go_sum)].iter().chain(module.files) {
+        hasher.update(format!("{name} {}\n", text.len()));
+        hasher.update(text);
+    }
+    format!("{:x}", hasher.finalize())
+}
+
+/// The binaries of `manifest` built from sources other than `release`'s plan has now.
+fn stale(release: &Release, manifest: &Manifest) -> Vec<&'static str> {
+    let mut stale = Vec::new();
+    for build in plan(release) {
+        let digest = source_digest(build.module);
+        for name in &build.outputs {
+            let recorded = manifest.binaries.get(*name).and_then(|r| r.source.as_deref());
+            if recorded.is_some_and(|r| r != digest) {
+                stale.push(*name);
+            }
+        }
+    }
+    stale
 }
 
 fn toolchain_dir(release: &Release) -> PathBuf {
@@ -289,7 +319,8 @@ fn toolchain_dir(release: &Release) -> PathBuf {
 /// The installed toolchain for `release`, checked against its manifest (sizes only: fast).
 pub fn installed(release: &Release) -> Result<Toolchain> {
     let dir = toolchain_dir(release);
-    let (_, missing) = inspect(release.version, &dir)?;
+    let (manifest, mut missing) = inspect(release.version, &dir)?;
+    missing.extend(stale(release, &manifest));
     if !missing.is_empty() {
         return Err(ToolchainError::Incomplete { version: release.version.into(), dir, missing });
     }
@@ -369,8 +400,15 @@ pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
     let dir = toolchain_dir(release);
     // What an older harness left (checked by size), kept with its manifest records.
     let (mut kept, kept_go) = match inspect(release.version, &dir) {
-        Ok((_, missing)) if !force && missing.is_empty() => return installed(release),
-        Ok((manifest, _)) if !force => (manifest.binaries, Some(manifest.go_version)),
+        Ok((manifest, missing)) if !force && missing.is_empty() && stale(release, &manifest).is_empty() => {
+            return installed(release);
+        }
+        Ok((manifest, _)) if !force => {
+            let stale = stale(release, &manifest);
+            let mut binaries = manifest.binaries;
+            binaries.retain(|name, _| !stale.contains(&name.as_str()));
+            (binaries, Some(manifest.go_version))
+        }
         _ => (Default::default(), None),
     };
     kept.retain(|name, _| BINARIES.contains(&name.as_str()));
@@ -403,12 +441,14 @@ pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
     }
 
     let mut binaries = std::collections::BTreeMap::new();
+    let sources: std::collections::BTreeMap<&str, String> =
+        plan.iter().flat_map(|b| b.outputs.iter().map(|name| (*name, source_digest(b.module)))).collect();
     for name in BINARIES {
         let path = bin.join(name);
         let size = fs::metadata(&path).map_err(io_err("reading", &path))?.len();
         let record = match kept.remove(*name) {
             Some(record) => record,
-            None => BinaryRecord { size, sha256: sha256_file(&path)? },
+            None => BinaryRecord { size, sha256: sha256_file(&path)?, source: sources.get(name).cloned() },
         };
         binaries.insert((*name).to_string(), record);
     }
@@ -852,6 +892,26 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_binary_built_from_other_sources_is_stale_and_one_without_a_record_of_them_is_kept() {
+        let release = default_release();
+        let record =
+            |source: Option<&str>| BinaryRecord { size: 1, sha256: "00".into(), source: source.map(Into::into) };
+        let current = source_digest(&pins::REGISTRY);
+        let manifest = Manifest {
+            kubernetes_version: release.version.into(),
+            go_version: "go".into(),
+            binaries: [
+                ("wget".to_string(), record(Some("an older wget's sources"))),
+                ("registry".to_string(), record(Some(&current))),
+                ("netproxy".to_string(), record(None)),
+            ]
+            .into(),
+        };
+        assert_eq!(stale(&release, &manifest), ["wget"]);
+        assert_ne!(source_digest(&pins::WGET), source_digest(&pins::REGISTRY));
+    }
+
     /// A cache entry in `dir` holding `names`, each a file of `size` bytes, with a manifest saying
     /// each is `recorded` bytes.
     fn entry(dir: &Path, version: &str, names: &[&str], size: usize, recorded: u64) {
@@ -859,7 +919,7 @@ mod tests {
         let mut binaries = std::collections::BTreeMap::new();
         for name in names {
             fs::write(dir.join("bin").join(name), vec![b'x'; size]).unwrap();
-            binaries.insert(name.to_string(), BinaryRecord { size: recorded, sha256: "00".into() });
+            binaries.insert(name.to_string(), BinaryRecord { size: recorded, sha256: "00".into(), source: None });
         }
         let manifest = Manifest { kubernetes_version: version.into(), go_version: "go1.26.0".into(), binaries };
         fs::write(dir.join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();

@@ -5,7 +5,8 @@
 // URL's last path element), nothing else on stdout, `wget: ...` on stderr and exit status 1 on any
 // failure (an HTTP status >= 400 included).
 //
-//	wget [-cqsS] [--spider] [-T SEC] [-O FILE] [-U AGENT] [--header 'H: V'] [-Y on/off] URL...
+//	wget [-cqsS] [--spider] [-T SEC] [-O FILE] [-U AGENT] [--header 'H: V'] [-Y on/off]
+//	     [--post-data STR | --post-file FILE] URL...
 package main
 
 import (
@@ -28,6 +29,7 @@ type options struct {
 	timeout   time.Duration
 	output    string
 	userAgent string
+	postData  *string // --post-data, or --post-file's contents: a POST, as busybox's
 	extra     http.Header
 	urls      []string
 }
@@ -69,6 +71,18 @@ func parse(args []string) options {
 			o.output = longValue(args, &i, "--output-document")
 		case strings.HasPrefix(arg, "--user-agent"):
 			o.userAgent = longValue(args, &i, "--user-agent")
+		case strings.HasPrefix(arg, "--post-data"):
+			data := longValue(args, &i, "--post-data")
+			o.postData = &data
+		case strings.HasPrefix(arg, "--post-file"):
+			file := longValue(args, &i, "--post-file")
+			contents, err := os.ReadFile(file)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "wget: can't open '%s': %v\n", file, err)
+				os.Exit(1)
+			}
+			data := string(contents)
+			o.postData = &data
 		case strings.HasPrefix(arg, "--header"):
 			addHeader(&o, longValue(args, &i, "--header"))
 		case strings.HasPrefix(arg, "--proxy"), strings.HasPrefix(arg, "--no-check-certificate"),
@@ -173,12 +187,19 @@ func fetch(o options, raw string) {
 		},
 	}
 	method := http.MethodGet
+	var body io.Reader
 	if o.spider {
 		method = http.MethodHead
+	} else if o.postData != nil {
+		method = http.MethodPost
+		body = strings.NewReader(*o.postData)
 	}
-	req, err := http.NewRequest(method, u.String(), nil)
+	req, err := http.NewRequest(method, u.String(), body)
 	if err != nil {
 		fail("bad address '%s'", raw)
+	}
+	if o.postData != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	req.Header = o.extra.Clone()
 	req.Header.Set("User-Agent", o.userAgent)
