@@ -186,7 +186,7 @@ pub const NOT_BUILT: &[(&str, &str)] = &[
 ];
 
 /// Bumped when a recipe changes, so that cached images of an older harness are rebuilt.
-const FORMAT: u32 = 3;
+const FORMAT: u32 = 4;
 
 /// The name the CoreDNS image is imported under (kubeadm's repository, the pinned version).
 pub fn coredns_reference() -> String {
