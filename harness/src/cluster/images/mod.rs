@@ -80,7 +80,7 @@ enum Part {
     Pause,
     Busybox,
     /// What upstream's agnhost image (Alpine) carries and tests exec in it: `nc` (OpenBSD's, with
-    /// `-v -t -z -w`), `curl`, `dig`, `ss` (iproute2).
+    /// `-v -t -z -w`), `curl`, `dig`, `ss` (iproute2), `getent` (the DNS tests' `/etc/hosts` probes).
     AgnhostTools,
     Agnhost,
     /// A file naming the previous tag: `AgnhostPrev` differs from `Agnhost` by a layer, as upstream's.
@@ -375,7 +375,12 @@ impl Builder<'_> {
                 // The links update-alternatives makes on install; busybox's nc applet is usr/bin/nc.
                 let links = [("usr/bin/nc", "/bin/nc.openbsd"), ("bin/nc", "/bin/nc.openbsd")];
                 let extra = debian::Extra { files: &[], links: &links };
-                self.debian("agnhost", &["netcat-openbsd", "curl", "bind9-dnsutils", "iproute2"], &extra, work)
+                self.debian(
+                    "agnhost",
+                    &["netcat-openbsd", "curl", "bind9-dnsutils", "iproute2", "libc-bin"],
+                    &extra,
+                    work,
+                )
             }
             Part::Agnhost => {
                 let porter = self.source.join("test/images/agnhost/porter");
