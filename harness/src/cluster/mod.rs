@@ -665,6 +665,16 @@ impl ComponentArgs<'_> {
                 format!("--service-account-signing-key-file={}", path(&self.pki.service_account_key)),
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
                 format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+                // The front proxy (kubeadm's flags): aggregated API servers, such as the
+                // aggregator conformance test's sample-apiserver, authenticate the API server by
+                // this certificate and take the user from its headers.
+                format!("--requestheader-client-ca-file={}", path(&self.pki.front_proxy_ca_cert)),
+                format!("--requestheader-allowed-names={}", pki::FRONT_PROXY_CLIENT),
+                "--requestheader-username-headers=X-Remote-User".into(),
+                "--requestheader-group-headers=X-Remote-Group".into(),
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+                format!("--proxy-client-cert-file={}", path(&self.pki.front_proxy_client_cert)),
+                format!("--proxy-client-key-file={}", path(&self.pki.front_proxy_client_key)),
                 "--authorization-mode=RBAC".into(),
                 "--allow-privileged=true".into(),
                 "--profiling=false".into(),

@@ -1,6 +1,8 @@
 //! The local cluster's certificates, made fresh for each cluster: a CA, the kube-apiserver's
-//! serving certificate, an admin client certificate (group `system:masters`), and the service
-//! account signing key. ECDSA P-256 throughout; every component accepts it.
+//! serving certificate, an admin client certificate (group `system:masters`), the service account
+//! signing key, and, as kubeadm makes them, a front-proxy CA with the client certificate the API
+//! server presents to aggregated API servers (which trust its `X-Remote-User` headers by it).
+//! ECDSA P-256 throughout; every component accepts it.
 
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr};
@@ -21,6 +23,9 @@ pub struct Pki {
     pub admin_key: PathBuf,
     pub service_account_key: PathBuf,
     pub service_account_pub: PathBuf,
+    pub front_proxy_ca_cert: PathBuf,
+    pub front_proxy_client_cert: PathBuf,
+    pub front_proxy_client_key: PathBuf,
 }
 
 impl Pki {
@@ -33,9 +38,15 @@ impl Pki {
             admin_key: dir.join("admin.key"),
             service_account_key: dir.join("sa.key"),
             service_account_pub: dir.join("sa.pub"),
+            front_proxy_ca_cert: dir.join("front-proxy-ca.crt"),
+            front_proxy_client_cert: dir.join("front-proxy-client.crt"),
+            front_proxy_client_key: dir.join("front-proxy-client.key"),
         }
     }
 }
+
+/// The common name of the API server's front-proxy client certificate (kubeadm's).
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
@@ -115,6 +126,22 @@ pub fn generate(dir: &Path, service_ip: Ipv4Addr, extra_ips: &[Ipv4Addr], nodes:
         write(&cert_path, client.signed_by(&key, &ca)?.pem())?;
         write(&key_path, key.serialize_pem())?;
     }
+
+    // The front proxy's own CA, as kubeadm's: a client certificate of the cluster CA must not be
+    // able to pass as the proxy and assert any user in headers.
+    let mut front_ca_params = CertificateParams::new(Vec::<String>::new())?;
+    front_ca_params.distinguished_name.push(DnType::CommonName, "cloud-provider-harness-front-proxy-ca");
+    front_ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    front_ca_params.key_usages =
+        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::CrlSign];
+    let front_ca = CertifiedIssuer::self_signed(front_ca_params, KeyPair::generate()?)?;
+    write(&pki.front_proxy_ca_cert, front_ca.pem())?;
+    let mut front_client = CertificateParams::new(Vec::<String>::new())?;
+    front_client.distinguished_name.push(DnType::CommonName, FRONT_PROXY_CLIENT);
+    front_client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let front_key = KeyPair::generate()?;
+    write(&pki.front_proxy_client_cert, front_client.signed_by(&front_key, &front_ca)?.pem())?;
+    write(&pki.front_proxy_client_key, front_key.serialize_pem())?;
 
     let service_account = KeyPair::generate()?;
     write(&pki.service_account_key, service_account.serialize_pem())?;
