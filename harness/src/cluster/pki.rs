@@ -78,12 +78,7 @@ pub fn generate(dir: &Path, service_ip: Ipv4Addr, extra_ips: &[Ipv4Addr], nodes:
     };
     fs::create_dir_all(dir).map_err(|source| PkiError::Write { path: dir.to_path_buf(), source })?;
 
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.distinguished_name.push(DnType::CommonName, "cloud-provider-harness-ca");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages =
-        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::CrlSign];
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+    let ca = self_signed_ca("cloud-provider-harness-ca")?;
     write(&pki.ca_cert, ca.pem())?;
 
     let mut serving = CertificateParams::new(vec![
@@ -129,12 +124,7 @@ pub fn generate(dir: &Path, service_ip: Ipv4Addr, extra_ips: &[Ipv4Addr], nodes:
 
     // The front proxy's own CA, as kubeadm's: a client certificate of the cluster CA must not be
     // able to pass as the proxy and assert any user in headers.
-    let mut front_ca_params = CertificateParams::new(Vec::<String>::new())?;
-    front_ca_params.distinguished_name.push(DnType::CommonName, "cloud-provider-harness-front-proxy-ca");
-    front_ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    front_ca_params.key_usages =
-        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::CrlSign];
-    let front_ca = CertifiedIssuer::self_signed(front_ca_params, KeyPair::generate()?)?;
+    let front_ca = self_signed_ca("cloud-provider-harness-front-proxy-ca")?;
     write(&pki.front_proxy_ca_cert, front_ca.pem())?;
     let mut front_client = CertificateParams::new(Vec::<String>::new())?;
     front_client.distinguished_name.push(DnType::CommonName, FRONT_PROXY_CLIENT);
@@ -147,4 +137,13 @@ pub fn generate(dir: &Path, service_ip: Ipv4Addr, extra_ips: &[Ipv4Addr], nodes:
     write(&pki.service_account_key, service_account.serialize_pem())?;
     write(&pki.service_account_pub, service_account.public_key_pem())?;
     Ok(pki)
+}
+
+/// A fresh self-signed CA named `name`.
+fn self_signed_ca(name: &str) -> Result<CertifiedIssuer<'static, KeyPair>, PkiError> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::CrlSign];
+    Ok(CertifiedIssuer::self_signed(params, KeyPair::generate()?)?)
 }
