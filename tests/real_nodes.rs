@@ -22,6 +22,16 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, LogParams, PostParams};
 use serde_json::json;
 
+/// Brings `cluster` down and checks that nothing of its real nodes is left: no process, mount,
+/// cgroup or veth of its state dir (returned) and none of its `namespaces`.
+fn assert_real_torn_down(cluster: TestCluster, namespaces: &[String]) -> std::path::PathBuf {
+    let dir = cluster.dir.clone();
+    common::assert_torn_down(cluster);
+    assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "left behind by down");
+    assert_eq!(real::namespaces_in_use(namespaces), Vec::<String>::new(), "namespaces left behind by down");
+    dir
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn two_real_nodes_run_pods_that_talk_across_nodes_and_leave_nothing_behind() {
     let release = toolchain::default_release();
@@ -116,10 +126,7 @@ async fn two_real_nodes_run_pods_that_talk_across_nodes_and_leave_nothing_behind
     assert_eq!(root_links(), links_before, "the root network namespace gained or lost links");
     assert_eq!(root_iptables(), iptables_before, "the root network namespace's iptables rules changed");
 
-    let dir = cluster.dir.clone();
-    common::assert_torn_down(cluster);
-    assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "left behind by down");
-    assert_eq!(real::namespaces_in_use(&namespaces), Vec::<String>::new(), "namespaces left behind by down");
+    let dir = assert_real_torn_down(cluster, &namespaces);
     assert!(process::find_by_marker(&dir).is_empty());
     assert_eq!(root_links(), links_before);
 }
@@ -401,11 +408,8 @@ async fn the_local_cloud_carries_load_balancer_traffic_and_routes_on_real_nodes(
 
     assert_eq!(root_links(), links_before, "the root network namespace gained or lost links");
     assert_eq!(root_iptables(), iptables_before, "the root network namespace's iptables rules changed");
-    let dir = cluster.dir.clone();
-    common::assert_torn_down(cluster);
     // The hub (and its rules), the nodes and every probe's client namespace are gone.
-    assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "left behind by down");
-    assert_eq!(real::namespaces_in_use(&namespaces), Vec::<String>::new(), "namespaces left behind by down");
+    assert_real_torn_down(cluster, &namespaces);
     let probes = std::process::Command::new("pgrep").args(["-f", "probe-.*holder"]).output().unwrap();
     assert!(probes.stdout.is_empty(), "probe clients left: {}", String::from_utf8_lossy(&probes.stdout));
 }

@@ -51,6 +51,17 @@ fn apt_missing(image: &str) -> impl Fn(std::io::Error) -> ImageError + '_ {
     }
 }
 
+/// Runs an apt command for `image`'s build; its output, or an error naming `what` failed, with
+/// apt's own message and `hint`.
+fn apt(image: &str, command: &mut Command, what: &str, hint: &str) -> Result<Vec<u8>> {
+    let output = command.output().map_err(apt_missing(image))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(ImageError::Build { image: image.into(), detail: format!("{what}: {}{hint}", stderr.trim()) });
+    }
+    Ok(output.stdout)
+}
+
 /// `packages` and everything they depend on, minus [`SKIPPED`].
 pub fn closure(image: &str, packages: &[&str]) -> Result<BTreeSet<String>> {
     let mut seen: BTreeSet<String> = BTreeSet::new();
@@ -60,24 +71,15 @@ pub fn closure(image: &str, packages: &[&str]) -> Result<BTreeSet<String>> {
         if batch.is_empty() {
             break;
         }
-        let output = Command::new("apt-cache")
+        let mut command = Command::new("apt-cache");
+        command
             .args(["depends", "--no-recommends", "--no-suggests", "--no-conflicts", "--no-breaks"])
             .args(["--no-replaces", "--no-enhances"])
-            .args(&batch)
-            .output()
-            .map_err(apt_missing(image))?;
-        if !output.status.success() {
-            return Err(ImageError::Build {
-                image: image.into(),
-                detail: format!(
-                    "apt-cache depends {}: {}; check the names, or run `apt-get update`",
-                    batch.join(" "),
-                    String::from_utf8_lossy(&output.stderr).trim()
-                ),
-            });
-        }
+            .args(&batch);
+        let what = format!("apt-cache depends {}", batch.join(" "));
+        let stdout = apt(image, &mut command, &what, "; check the names, or run `apt-get update`")?;
         seen.extend(batch);
-        for dependency in parse_depends(&String::from_utf8_lossy(&output.stdout)) {
+        for dependency in parse_depends(&String::from_utf8_lossy(&stdout)) {
             if !seen.contains(&dependency) {
                 queue.push_back(dependency);
             }
@@ -101,22 +103,11 @@ pub fn download(image: &str, debs: &Path, packages: &BTreeSet<String>) -> Result
     let missing: Vec<&String> = packages.iter().filter(|p| cached(debs, p).is_none()).collect();
     if !missing.is_empty() {
         tracing::info!("downloading {} Debian packages for the {image} image", missing.len());
-        let output = Command::new("apt-get")
-            .arg("download")
-            .args(&missing)
-            .current_dir(debs)
-            .output()
-            .map_err(apt_missing(image))?;
-        if !output.status.success() {
-            return Err(ImageError::Build {
-                image: image.into(),
-                detail: format!(
-                    "apt-get download of Debian packages {}: {}",
-                    missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
-                    String::from_utf8_lossy(&output.stderr).trim()
-                ),
-            });
-        }
+        let mut command = Command::new("apt-get");
+        command.arg("download").args(&missing).current_dir(debs);
+        let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+        let what = format!("apt-get download of Debian packages {}", names.join(", "));
+        apt(image, &mut command, &what, "")?;
     }
     packages
         .iter()
