@@ -703,8 +703,10 @@ fn cloud_e2e_fails_exactly_the_tests_of_the_bugs_a_ccm_has() {
     let env = Env::new();
     let output = env.harness(&["--provider", "buggy", "--build-id", "202"]).output().unwrap();
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
-    let (passed, failed, skipped) = cloud_e2e_results(&env);
-    assert!(skipped.is_empty(), "{skipped:#?}");
+    let (passed, failed, _) = cloud_e2e_results(&env);
+    // `buggy` runs on kwok nodes: only the data-path tests skip there, saying why.
+    let unexpected = unexpected_skips(&env);
+    assert!(unexpected.is_empty(), "{unexpected:#?}");
     let failed_names: Vec<&str> = failed.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         failed_names,
