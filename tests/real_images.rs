@@ -2,7 +2,7 @@
 //! upstream's does (agnhost serves, nginx answers on :80, busybox's `wget -T 2 -O-` fetches a page,
 //! glibc-dns-testing resolves `kubernetes.default` with dig and glibc, kitten serves its files,
 //! etcd answers, nonewprivs reports the effective uid the security context allows, nonroot runs as
-//! its user, agnhost's `nc -v -t -z`, curl and dig work, a ConfigMap's `data-1` reaches `sh -c env`),
+//! its user, agnhost's `nc -v -t -z`, curl, dig and getent (the kubelet's /etc/hosts first) work, a ConfigMap's `data-1` reaches `sh -c env`),
 //! and a pod whose image volume pulls with `Always` gets it from the cluster's registry.
 //!
 //! Needs root, the node packages (`scripts/test` installs them), the toolchain and apt (for the
@@ -217,11 +217,13 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
     assert_eq!((phase.as_str(), logs.trim()), ("Succeeded", format!("{service_ip}\n{service_ip}").as_str()));
 
     // Agnhost carries the tools tests exec in upstream's (Alpine) image: OpenBSD's nc with the
-    // Services tests' flags, curl, dig; and porter's certificate, which its TLS ports serve with.
+    // Services tests' flags, curl, dig, getent (which reads the kubelet's /etc/hosts, as the DNS
+    // hosts tests need); and porter's certificate, which its TLS ports serve with.
     let tools_script = format!(
         "nc -v -t -z -w 2 {ip} 8080 2>&1 | grep -c succeeded; curl -s --max-time 2 http://{ip}:8080/hostname; echo; \
          if nc -z -w 2 {ip} 1 2>/dev/null; then echo open; else echo refused; fi; \
          dig +short +search kubernetes.default A; \
+         getent hosts agnhost-tools >/dev/null && echo hosts-file; \
          SERVE_TLS_PORT_8443=tls-served /agnhost porter >/dev/null 2>&1 & \
          for i in 1 2 3 4 5 6 7 8 9 10; do curl -sk --max-time 2 https://127.0.0.1:8443/ && break; sleep 0.5; done",
         ip = ips["agnhost"],
@@ -236,7 +238,7 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
     let (phase, logs) = run_to_end(&pods, &tools).await;
     assert_eq!(
         (phase.as_str(), logs.trim()),
-        ("Succeeded", format!("1\nagnhost\nrefused\n{service_ip}\ntls-served").as_str())
+        ("Succeeded", format!("1\nagnhost\nrefused\n{service_ip}\nhosts-file\ntls-served").as_str())
     );
 
     // A ConfigMap as environment variables whose names are not shell identifiers (`data-1`), as the

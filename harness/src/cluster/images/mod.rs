@@ -186,7 +186,7 @@ pub const NOT_BUILT: &[(&str, &str)] = &[
 ];
 
 /// Bumped when a recipe changes, so that cached images of an older harness are rebuilt.
-const FORMAT: u32 = 4;
+const FORMAT: u32 = 5;
 
 /// The name the CoreDNS image is imported under (kubeadm's repository, the pinned version).
 pub fn coredns_reference() -> String {
@@ -374,7 +374,10 @@ impl Builder<'_> {
             Part::AgnhostTools => {
                 // The links update-alternatives makes on install; busybox's nc applet is usr/bin/nc.
                 let links = [("usr/bin/nc", "/bin/nc.openbsd"), ("bin/nc", "/bin/nc.openbsd")];
-                let extra = debian::Extra { files: &[], links: &links };
+                // Without it glibc's getent asks DNS alone and never reads the kubelet's /etc/hosts
+                // (Alpine's musl, upstream's base, reads the file first): the DNS hosts tests use getent.
+                let files: [(&str, &[u8], u32); 1] = [("etc/nsswitch.conf", NSSWITCH, 0o644)];
+                let extra = debian::Extra { files: &files, links: &links };
                 self.debian(
                     "agnhost",
                     &["netcat-openbsd", "curl", "bind9-dnsutils", "iproute2", "libc-bin"],
@@ -406,7 +409,7 @@ impl Builder<'_> {
             Part::Nautilus => html("nautilus", &["nautilus.jpg", "data.json"]),
             Part::Nginx => self.debian("nginx", &["nginx"], &debian::Extra { files: &nginx_files(), links: &[] }, work),
             Part::GlibcDns => {
-                let files: [(&str, &[u8], u32); 1] = [("etc/nsswitch.conf", b"hosts: files dns\n", 0o644)];
+                let files: [(&str, &[u8], u32); 1] = [("etc/nsswitch.conf", NSSWITCH, 0o644)];
                 let extra = debian::Extra { files: &files, links: &[] };
                 self.debian("glibc-dns-testing", &["bind9-dnsutils", "libc-bin"], &extra, work)
             }
@@ -429,6 +432,9 @@ fn unbuildable(id: &str, reference: &str, tests: &[String], source: ImageError) 
         source: Box::new(source),
     }
 }
+
+/// glibc's name service order for the images with glibc tools: the hosts file, then DNS.
+const NSSWITCH: &[u8] = b"hosts: files dns\n";
 
 /// The os-release of the html images. The ImageVolume conformance test reads it from kitten and
 /// expects upstream's base (Alpine Linux) named in it: this one names it, and says what it is.
