@@ -73,8 +73,7 @@ fn the_repository_providers_yaml_is_valid_and_describes_the_local_reference_prov
         Deployer::Local {
             nodes: 3,
             cloud: crate::config::LocalCloud::Local,
-            // Until conformance-quick passes on real nodes (docs/real-nodes.md).
-            node_kind: crate::cluster::NodeKind::Kwok
+            node_kind: crate::cluster::NodeKind::Real
         }
     );
     assert_eq!(local.suites, ["cloud-e2e", "conformance-quick"]);
