@@ -27,10 +27,10 @@ require_python_venv() {
 }
 
 # Real nodes (`harness cluster up --node-kind real`, tests/real_nodes.rs) run pods with Debian's
-# runc and CNI plugins, pack images from its static busybox and a gcc-built pause, and set up their
+# runc and CNI plugins, pack images with a busybox and a pause built with make and gcc, and set up their
 # namespaces with util-linux, iproute2 and iptables: installed if missing (as root; real nodes need
 # root anyway).
-node_packages=(runc containernetworking-plugins busybox-static gcc libc6-dev iproute2 iptables util-linux)
+node_packages=(runc containernetworking-plugins make bzip2 gcc libc6-dev iproute2 iptables util-linux)
 require_node_packages() {
   local missing=()
   for package in "${node_packages[@]}"; do

@@ -1,7 +1,8 @@
 //! The conformance images built here, on a real node: each runs its own entrypoint and does what
 //! upstream's does (agnhost serves, nginx answers on :80, busybox's `wget -T 2 -O-` fetches a page,
 //! glibc-dns-testing resolves `kubernetes.default` with dig and glibc, kitten serves its files,
-//! etcd answers, nonewprivs reports the effective uid the security context allows, nonroot runs as
+//! etcd answers, busybox's ash says what upstream's does of a read-only root and `/bin/sysctl`
+//! runs, nonewprivs reports the effective uid the security context allows, nonroot runs as
 //! its user, agnhost's `nc -v -t -z`, curl, dig and getent (the kubelet's /etc/hosts first) work, a ConfigMap's `data-1` reaches `sh -c env`),
 //! and a pod whose image volume pulls with `Always` gets it from the cluster's registry.
 //!
@@ -263,6 +264,23 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
     for line in ["data-1=value-1", "data_2=value-2", "p-data-1=value-1", "p-data_2=value-2"] {
         assert!(logs.lines().any(|l| l == line), "{line} missing from the container's environment:\n{logs}");
     }
+
+    // Busybox is upstream's: ash's own message on a read-only root filesystem (the Kubelet
+    // conformance test compares it), and every applet in /bin (the Sysctls test execs /bin/sysctl).
+    let read_only: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "read-only"},
+        "spec": {"nodeName": node, "restartPolicy": "Never", "containers": [{
+            "name": "read-only", "image": image("BusyBox"),
+            "command": ["/bin/sh", "-c", "echo test > /file; /bin/sysctl -n kernel.ostype"],
+            "securityContext": {"readOnlyRootFilesystem": true},
+        }]},
+    }))
+    .unwrap();
+    let (phase, logs) = run_to_end(&pods, &read_only).await;
+    assert_eq!(
+        (phase.as_str(), logs.as_str()),
+        ("Succeeded", "/bin/sh: can't create /file: Read-only file system\nLinux\n")
+    );
 
     // nonewprivs: setuid root unless the security context forbids escalation (the conformance
     // test's check); nonroot runs as its image's user.

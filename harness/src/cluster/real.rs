@@ -69,7 +69,9 @@ const HOST_TOOLS: &[(&str, &str)] = &[
     ("/usr/sbin/ip", "iproute2"),
     ("/usr/sbin/iptables", "iptables"),
     ("/usr/bin/gcc", "gcc"),
-    (super::images::BUSYBOX, "busybox-static"),
+    // The busybox image's busybox is built from source (cluster/images/busybox.rs).
+    ("/usr/bin/make", "make"),
+    ("/bin/bzip2", "bzip2"),
     // The Debian-based images (nginx, glibc-dns-testing) are unpacked from downloaded packages.
     ("/usr/bin/apt-get", "apt"),
     ("/usr/bin/dpkg-deb", "dpkg"),

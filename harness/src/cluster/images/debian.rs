@@ -148,22 +148,6 @@ fn unpack(image: &str, debs: &[PathBuf], root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The file at `path` inside Debian package `package` (downloaded into `debs` unless there).
-pub fn file_of(image: &str, debs: &Path, package: &str, path: &str, work: &Path) -> Result<Vec<u8>> {
-    let wanted = BTreeSet::from([package.to_string()]);
-    let deb = download(image, debs, &wanted)?;
-    let root = work.join(format!("{image}-{package}"));
-    let _ = fs::remove_dir_all(&root);
-    unpack(image, &deb, &root)?;
-    let file = root.join(path);
-    let contents = fs::read(&file).map_err(|e| ImageError::Build {
-        image: image.into(),
-        detail: format!("Debian package {package} has no {path} ({e})"),
-    });
-    let _ = fs::remove_dir_all(&root);
-    contents
-}
-
 /// A layer of the unpacked `debs`, with `extra` written over them.
 pub fn layer(image: &str, debs: &[PathBuf], work: &Path, extra: &Extra) -> Result<Vec<u8>> {
     let root = work.join(format!("{image}-rootfs"));

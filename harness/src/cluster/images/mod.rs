@@ -5,8 +5,8 @@
 //! `ctr images import` put in the node's containerd. [`BUILT`] lists them and how each is made;
 //! `docs/real-nodes.md` has the table with the tests that use each.
 //!
-//! Layers: busybox (Debian's static busybox, a link per applet, the toolchain's `wget` in place of
-//! the applet, which crashes on `-T`, Debian's static bash as `sh`), agnhost's tools (Debian's
+//! Layers: busybox (upstream's, built from Debian's source package of the version upstream's image
+//! has: [`busybox`]; a link per applet, the toolchain's `wget` in place of the applet), agnhost's tools (Debian's
 //! OpenBSD netcat, curl, dig: what tests exec in upstream's Alpine-based agnhost), the toolchain's Go programs (agnhost, sample-apiserver,
 //! nonewprivs, etcd, CoreDNS), `pause` (`gcc -static` of the module's `build/pause/linux/pause.c`),
 //! the module's `test/images/*/html` files, and Debian packages unpacked with `dpkg-deb -x`
@@ -18,11 +18,12 @@
 //! An image that cannot be built fails the whole build, naming the image and the conformance tests
 //! that need it ([`catalog`]), before any cluster process starts.
 
+mod busybox;
 mod catalog;
 mod debian;
 pub mod oci;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,9 +34,6 @@ use serde_json::json;
 pub use oci::write_archive;
 
 use crate::toolchain::{self, Release, Toolchain};
-
-/// Where the static busybox the images carry is (Debian package `busybox-static`).
-pub const BUSYBOX: &str = "/bin/busybox";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -186,7 +184,7 @@ pub const NOT_BUILT: &[(&str, &str)] = &[
 ];
 
 /// Bumped when a recipe changes, so that cached images of an older harness are rebuilt.
-const FORMAT: u32 = 5;
+const FORMAT: u32 = 6;
 
 /// The name the CoreDNS image is imported under (kubeadm's repository, the pinned version).
 pub fn coredns_reference() -> String {
@@ -366,11 +364,7 @@ impl Builder<'_> {
         };
         match part {
             Part::Pause => pause_layer(self.source, work),
-            Part::Busybox => {
-                let debs = toolchain::cache_root().join("debs");
-                let bash = debian::file_of("busybox", &debs, "bash-static", "bin/bash-static", work)?;
-                busybox_layer(&self.binary("wget")?, &bash)
-            }
+            Part::Busybox => busybox_layer(&busybox::binary(self.source, work)?, &self.binary("wget")?),
             Part::AgnhostTools => {
                 // The links update-alternatives makes on install; busybox's nc applet is usr/bin/nc.
                 let links = [("usr/bin/nc", "/bin/nc.openbsd"), ("bin/nc", "/bin/nc.openbsd")];
@@ -476,36 +470,28 @@ fn pause_layer(source: &Path, work: &Path) -> Result<Vec<u8>> {
     oci::files_layer(&[("pause", &binary, 0o755)])
 }
 
-/// Debian's static busybox at `/bin/busybox`, a symlink per applet in the directories upstream's
-/// busybox image has them (but `wget`: the toolchain's, see `tools/kube/wget`; and `sh`: Debian's
-/// static bash, as busybox 1.35's ash drops environment variables whose names are not identifiers,
-/// such as a ConfigMap's `data-1`, which the env conformance tests print), `/etc/passwd`,
+/// Upstream's busybox at `/bin/busybox` ([`busybox`]) with a link per applet in `/bin`, as docker's
+/// busybox image has them (tests exec `/bin/sysctl`), and at the path busybox itself lists (its
+/// `--install` layout); `wget` is the toolchain's (see `tools/kube/wget`); `/etc/passwd`,
 /// `/etc/group` and `/tmp`.
-fn busybox_layer(wget: &[u8], bash: &[u8]) -> Result<Vec<u8>> {
-    let missing = || ImageError::Missing {
-        image: "busybox".into(),
-        what: format!("a static busybox at {BUSYBOX}"),
-        hint: "install Debian's busybox-static (apt-get install busybox-static)".into(),
-    };
-    let binary = fs::read(BUSYBOX).map_err(|_| missing())?;
-    if !is_static_elf(&binary) {
-        return Err(missing());
-    }
-    let list = Command::new(BUSYBOX).arg("--list-full").output().map_err(|_| missing())?;
-    let applets: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().map(str::to_owned).collect();
+fn busybox_layer(busybox: &Path, wget: &[u8]) -> Result<Vec<u8>> {
+    let binary = fs::read(busybox).map_err(io_err("reading", busybox))?;
+    let list = Command::new(busybox).arg("--list-full").output().map_err(io_err("running", busybox))?;
+    let listed: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().map(str::to_owned).collect();
+    let mut paths: BTreeSet<String> = listed.iter().cloned().collect();
+    paths.extend(listed.iter().filter_map(|p| p.rsplit('/').next()).map(|name| format!("bin/{name}")));
     let mut layer = oci::Layer::new();
     for dir in ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "tmp", "root", "var", "proc", "sys", "dev"] {
         layer.dir(dir, if dir == "tmp" { 0o1777 } else { 0o755 })?;
     }
     layer.file("bin/busybox", &binary, 0o755)?;
-    let wget_path = applets.iter().find(|a| a.ends_with("/wget")).cloned().unwrap_or_else(|| "usr/bin/wget".into());
-    let replaced = ["bin/busybox", "bin/sh", wget_path.as_str()];
-    for applet in applets.iter().filter(|a| !replaced.contains(&a.as_str())) {
-        layer.symlink(applet, "/bin/busybox")?;
+    for path in paths.iter().filter(|p| *p != "bin/busybox") {
+        if path.ends_with("/wget") {
+            layer.file(path, wget, 0o755)?;
+        } else {
+            layer.symlink(path, "/bin/busybox")?;
+        }
     }
-    layer.file("bin/bash", bash, 0o755)?;
-    layer.symlink("bin/sh", "bash")?;
-    layer.file(&wget_path, wget, 0o755)?;
     layer.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n", 0o644)?;
     layer.file("etc/group", b"root:x:0:\nnogroup:x:65534:\n", 0o644)?;
     layer.finish()
