@@ -10,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{io_err, is_static_elf, ImageError, Result};
+use super::{ImageError, Result, io_err, is_static_elf};
 use crate::toolchain;
 
 const IMAGE: &str = "busybox";
@@ -96,8 +96,12 @@ fn run(command: &mut Command, what: &str, hint: &str) -> Result<Vec<u8>> {
 fn debian_mirrors() -> Vec<String> {
     let output = Command::new("apt-get").args(["indextargets", "--format", "$(REPO_URI)"]).output();
     let text = output.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
-    let mut mirrors: Vec<String> =
-        text.lines().map(str::trim).filter(|u| u.trim_end_matches('/').ends_with("/debian")).map(str::to_owned).collect();
+    let mut mirrors: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|u| u.trim_end_matches('/').ends_with("/debian"))
+        .map(str::to_owned)
+        .collect();
     mirrors.sort();
     mirrors.dedup();
     if mirrors.is_empty() {
