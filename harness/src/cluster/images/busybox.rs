@@ -24,9 +24,20 @@ const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 /// The static busybox of the version upstream's busybox image is based on, built unless cached.
 pub fn binary(kubernetes_source: &Path, work: &Path) -> Result<PathBuf> {
     let version = base_version(kubernetes_source)?;
-    let dir = toolchain::cache_root().join("build").join("busybox").join(&version);
+    let root = toolchain::cache_root().join("build").join("busybox");
+    let dir = root.join(&version);
     let cached = dir.join("busybox");
-    if fs::read(&cached).is_ok_and(|b| is_static_elf(&b)) {
+    let is_built = || fs::read(&cached).is_ok_and(|b| is_static_elf(&b));
+    if is_built() {
+        return Ok(cached);
+    }
+    // The images of two releases may be built at once: one builds busybox, the other then finds it
+    // (apt's lists also take one `apt-get update` at a time).
+    fs::create_dir_all(&root).map_err(io_err("creating", &root))?;
+    let lock_path = root.join("lock");
+    let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
+    lock.lock().map_err(io_err("locking", &lock_path))?;
+    if is_built() {
         return Ok(cached);
     }
     tracing::info!("building busybox {version} (upstream's image's busybox) from Debian's source package");
