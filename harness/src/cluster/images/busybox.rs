@@ -96,9 +96,9 @@ fn run(command: &mut Command, what: &str, hint: &str) -> Result<Vec<u8>> {
     })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(ImageError::Build { image: IMAGE.into(), detail: format!("{what}: {}; {hint}", tail.join("\n")) });
+        let lines: Vec<&str> = stderr.lines().collect();
+        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+        return Err(ImageError::Build { image: IMAGE.into(), detail: format!("{what}: {tail}; {hint}") });
     }
     Ok(output.stdout)
 }
