@@ -472,18 +472,25 @@ fn mount_node(dir: &Path, holder: i32) -> Result<()> {
     Ok(())
 }
 
-/// Makes `path` in every hierarchy (cpuset's with the parent's CPUs and memory nodes).
+/// Makes `path` in every hierarchy (cpuset's with the parent's CPUs and memory nodes). On cgroup v2
+/// a cgroup has only the controllers its parent enables in `cgroup.subtree_control`, and kubelet
+/// checks its `cgroupRoot` has those it needs: each parent made here enables them (the host's
+/// root is only checked, by [`missing_kernel_feature`]).
 fn make_cgroups(path: &str) -> Result<()> {
     for hierarchy in cgroup_hierarchies() {
         let mut current = hierarchy.clone();
         for part in path.trim_start_matches('/').split('/') {
             let parent = current.clone();
             current = current.join(part);
+            if parent != hierarchy {
+                enable_kubelet_controllers(&parent)?;
+            }
             if !current.exists() {
                 fs::create_dir(&current).map_err(io_err("creating cgroup", &current))?;
             }
             for file in ["cpuset.cpus", "cpuset.mems"] {
                 if let Ok(value) = fs::read_to_string(parent.join(file))
+                    && !value.trim().is_empty()
                     && fs::read_to_string(current.join(file)).is_ok_and(|v| v.trim().is_empty())
                 {
                     fs::write(current.join(file), value.trim()).map_err(io_err("writing", &current.join(file)))?;
@@ -492,6 +499,35 @@ fn make_cgroups(path: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The controllers kubelet wants in its `cgroupRoot` on cgroup v2, of those the root offers
+/// (kubelet's `getSupportedUnifiedControllers`).
+const KUBELET_CONTROLLERS: &[&str] = &["cpu", "cpuset", "memory", "hugetlb", "pids"];
+
+/// Of `wanted`, those missing from the space-separated list `have` (a `cgroup.controllers` or
+/// `cgroup.subtree_control`).
+fn missing_controllers<'a>(wanted: impl IntoIterator<Item = &'a str>, have: &str) -> Vec<&'a str> {
+    wanted.into_iter().filter(|c| !have.split_whitespace().any(|h| h == *c)).collect()
+}
+
+/// Of [`KUBELET_CONTROLLERS`], those the cgroup v2 `dir` offers (its `cgroup.controllers`); none
+/// on a v1 hierarchy or a hybrid host's `unified` mount, whose controllers are all v1's.
+fn offered_kubelet_controllers(dir: &Path) -> Vec<&'static str> {
+    let offered = fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+    KUBELET_CONTROLLERS.iter().copied().filter(|c| offered.split_whitespace().any(|o| o == *c)).collect()
+}
+
+/// Enables in the cgroup v2 `dir`'s children what kubelet wants of what `dir` offers.
+fn enable_kubelet_controllers(dir: &Path) -> Result<()> {
+    let subtree = dir.join("cgroup.subtree_control");
+    let enabled = fs::read_to_string(&subtree).unwrap_or_default();
+    let missing = missing_controllers(offered_kubelet_controllers(dir), &enabled);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let text = missing.iter().map(|c| format!("+{c}")).collect::<Vec<_>>().join(" ");
+    fs::write(&subtree, text).map_err(io_err("enabling cgroup controllers in", &subtree))
 }
 
 fn write_containerd_config(dir: &Path, socket: &Path, spec: &NodeSpec) -> Result<PathBuf> {
@@ -936,7 +972,27 @@ pub fn missing_kernel_feature() -> Option<String> {
     if cgroup_hierarchies().is_empty() {
         return Some(format!("no cgroup hierarchy is mounted under {CGROUP_FS}"));
     }
+    if cgroup_v2() {
+        return undelegated_controllers(Path::new(CGROUP_FS));
+    }
     None
+}
+
+/// Why the cgroup v2 `root` cannot hold kubelets: it offers controllers kubelet needs but does not
+/// pass them to its children (enabling them there would change the host's own cgroups).
+fn undelegated_controllers(root: &Path) -> Option<String> {
+    let enabled = fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
+    let missing = missing_controllers(offered_kubelet_controllers(root), &enabled);
+    if missing.is_empty() {
+        return None;
+    }
+    let plus = missing.iter().map(|c| format!("+{c}")).collect::<Vec<_>>().join(" ");
+    Some(format!(
+        "cgroup v2: the root cgroup does not pass {} to its children, and kubelet needs them in its cgroupRoot: \
+         enable them (echo '{plus}' > {}) and re-run",
+        missing.join(", "),
+        root.join("cgroup.subtree_control").display()
+    ))
 }
 
 fn remove_cgroup_tree(dir: &Path) {
@@ -978,6 +1034,46 @@ pub fn is_real(node: &Node) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A directory laid out as a cgroup v2 one (plain files: a write replaces where cgroupfs adds).
+    fn fake_v2_cgroup(controllers: &str, subtree_control: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("cgroup.controllers"), controllers).unwrap();
+        fs::write(dir.path().join("cgroup.subtree_control"), subtree_control).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_v2_parent_enables_what_kubelet_needs_of_what_it_offers() {
+        let dir = fake_v2_cgroup("cpuset cpu io memory pids rdma misc\n", "cpu memory\n");
+        enable_kubelet_controllers(dir.path()).unwrap();
+        // hugetlb is not offered, io is not kubelet's: neither is asked for.
+        let written = fs::read_to_string(dir.path().join("cgroup.subtree_control")).unwrap();
+        assert_eq!(written, "+cpuset +pids");
+    }
+
+    #[test]
+    fn a_v2_parent_that_passes_everything_down_is_left_alone() {
+        let dir = fake_v2_cgroup("cpuset cpu memory hugetlb pids\n", "cpuset cpu memory hugetlb pids\n");
+        enable_kubelet_controllers(dir.path()).unwrap();
+        let kept = fs::read_to_string(dir.path().join("cgroup.subtree_control")).unwrap();
+        assert_eq!(kept, "cpuset cpu memory hugetlb pids\n", "nothing is written when nothing is missing");
+        // A hybrid host's `unified` mount offers nothing (its controllers are v1's): nothing to write.
+        let unified = fake_v2_cgroup("", "");
+        enable_kubelet_controllers(unified.path()).unwrap();
+        assert_eq!(fs::read_to_string(unified.path().join("cgroup.subtree_control")).unwrap(), "");
+    }
+
+    #[test]
+    fn a_v2_root_that_keeps_controllers_to_itself_is_named_with_the_fix() {
+        let root = fake_v2_cgroup("cpuset cpu io memory hugetlb pids\n", "cpu io memory pids\n");
+        let problem = undelegated_controllers(root.path()).expect("cpuset and hugetlb are not passed down");
+        assert!(problem.contains("cpuset, hugetlb"), "{problem}");
+        assert!(problem.contains("echo '+cpuset +hugetlb' >"), "{problem}");
+        assert!(problem.contains("cgroup.subtree_control"), "{problem}");
+        let delegating = fake_v2_cgroup("cpuset cpu io memory hugetlb pids\n", "cpuset cpu io memory hugetlb pids\n");
+        assert_eq!(undelegated_controllers(delegating.path()), None);
+    }
 
     #[test]
     fn cgroup_prefixes_differ_per_state_dir_and_are_stable() {
