@@ -373,7 +373,7 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
         serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
     let namespaces = real::namespaces(&state);
     assert_eq!(
-        namespaces.len(),
+        namespaces.names.len(),
         3 * 2 + 1,
         "three real nodes' network and mount namespaces, the hub's: {namespaces:?}"
     );

@@ -142,7 +142,7 @@ fn signal_group(pid: i32, signal: Signal) {
 }
 
 /// Processes (other than this one) whose command line mentions `marker`, e.g. a cluster's
-/// state directory.
+/// state directory (as a whole: see [`mentions`]).
 pub fn find_by_marker(marker: &Path) -> Vec<i32> {
     let marker = marker.to_string_lossy().into_owned();
     let me = std::process::id() as i32;
@@ -152,10 +152,23 @@ pub fn find_by_marker(marker: &Path) -> Vec<i32> {
         .filter(|pid| *pid != me)
         .filter(|pid| {
             fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(&marker))
+                .is_ok_and(|cmdline| mentions(&String::from_utf8_lossy(&cmdline).replace('\0', " "), &marker))
         })
         .filter(|pid| stat(*pid).is_some_and(|s| s.state != 'Z'))
         .collect()
+}
+
+/// Whether `text` mentions the path `marker` as a whole, not as the start or the end of a longer
+/// name: cluster `ci`'s state dir `/s/clusters/ci` is in `--data-dir=/s/clusters/ci/etcd`, never
+/// in cluster `ci-2`'s `/s/clusters/ci-2/etcd` (whose processes `down ci` must leave alone).
+pub fn mentions(text: &str, marker: &str) -> bool {
+    let continues_a_name = |c: char| c.is_alphanumeric() || "-_.".contains(c);
+    !marker.is_empty()
+        && text.match_indices(marker).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + marker.len()..].chars().next();
+            !before.is_some_and(|c| continues_a_name(c) || c == '/') && !after.is_some_and(continues_a_name)
+        })
 }
 
 /// Kills every process whose command line mentions `marker` (strays a crash left unrecorded).
@@ -208,8 +221,37 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(find_by_marker(&marker), vec![record.pid]);
+        // A marker that only starts the process's path (another cluster's dir named `<this>-2`)
+        // finds nothing: sweeping it must not kill the other cluster's processes.
+        let prefix = dir.path().join("unique");
+        assert_eq!(find_by_marker(&prefix), Vec::<i32>::new());
+        assert_eq!(sweep(&prefix), 0);
+        assert!(record.is_running());
         assert_eq!(sweep(&marker), 1);
         std::thread::sleep(Duration::from_millis(100));
         assert!(find_by_marker(&marker).is_empty());
+    }
+
+    #[test]
+    fn a_marker_is_mentioned_only_as_a_whole_path() {
+        let dir = "/s/clusters/ci";
+        for text in
+            ["tail -f /s/clusters/ci", "etcd --data-dir=/s/clusters/ci/etcd", "x,/s/clusters/ci:y", "a /s/clusters/ci/"]
+        {
+            assert!(mentions(text, dir), "{text}");
+        }
+        for text in [
+            "etcd --data-dir=/s/clusters/ci-2/etcd",
+            "tail -f /s/clusters/ci.old",
+            "/t/s/clusters/ci/etcd",
+            "/s/clusters/cix",
+        ] {
+            assert!(!mentions(text, dir), "{text}");
+        }
+        // The second mention counts when the first is another cluster's.
+        assert!(mentions("--a=/s/clusters/ci-2 --b=/s/clusters/ci/x", dir));
+        assert!(mentions("--http-port=18089", "--http-port=18089"));
+        assert!(!mentions("--http-port=180890", "--http-port=18089"));
+        assert!(!mentions("anything", ""));
     }
 }

@@ -920,16 +920,25 @@ pub fn leftovers(cluster_dir: &Path) -> Vec<String> {
         }
     }
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    for line in mountinfo.lines().filter(|l| l.contains(&marker)) {
+    for line in mountinfo.lines().filter(|l| process::mentions(l, &marker)) {
         found.push(format!("mount {line}"));
     }
     found
 }
 
-/// The network and mount namespaces the cluster's holder processes keep (`net:[4026532..]`), for
-/// checking after `down` that none is left.
-pub fn namespaces(state: &ClusterState) -> Vec<String> {
-    state
+/// The network and mount namespaces of a cluster's holder processes, by name (`net:[4026532..]`),
+/// each held open: the kernel numbers namespaces with the lowest free number, so once one is freed
+/// another cluster's new namespace gets its name at once. Held, none is freed, and a process found
+/// in one by [`namespaces_in_use`] after `down` is really in the cluster's.
+#[derive(Debug)]
+pub struct Namespaces {
+    pub names: Vec<String>,
+    _held: Vec<fs::File>,
+}
+
+/// The namespaces the cluster's holder processes keep, for checking after `down` that none is used.
+pub fn namespaces(state: &ClusterState) -> Namespaces {
+    let (names, held) = state
         .processes
         .iter()
         .flat_map(|p| match p.component.as_str() {
@@ -937,19 +946,24 @@ pub fn namespaces(state: &ClusterState) -> Vec<String> {
             node if node.ends_with("-namespaces") => vec![(p.pid, "net"), (p.pid, "mnt")],
             _ => Vec::new(),
         })
-        .filter_map(|(pid, kind)| Some(fs::read_link(format!("/proc/{pid}/ns/{kind}")).ok()?.display().to_string()))
-        .collect()
+        .filter_map(|(pid, kind)| {
+            let path = format!("/proc/{pid}/ns/{kind}");
+            let handle = fs::File::open(&path).ok()?;
+            Some((fs::read_link(&path).ok()?.display().to_string(), handle))
+        })
+        .unzip();
+    Namespaces { names, _held: held }
 }
 
 /// Which of `namespaces` (from [`namespaces`]) some process on the machine is still in.
-pub fn namespaces_in_use(namespaces: &[String]) -> Vec<String> {
+pub fn namespaces_in_use(namespaces: &Namespaces) -> Vec<String> {
     let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
     let mut used = std::collections::BTreeSet::new();
     for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
         for kind in ["net", "mnt"] {
             if let Ok(link) = fs::read_link(format!("/proc/{pid}/ns/{kind}")) {
                 let link = link.display().to_string();
-                if namespaces.contains(&link) {
+                if namespaces.names.contains(&link) {
                     used.insert(format!("{link} (pid {pid})"));
                 }
             }
