@@ -505,29 +505,29 @@ fn make_cgroups(path: &str) -> Result<()> {
 /// (kubelet's `getSupportedUnifiedControllers`).
 const KUBELET_CONTROLLERS: &[&str] = &["cpu", "cpuset", "memory", "hugetlb", "pids"];
 
-/// Of `wanted`, those missing from the space-separated list `have` (a `cgroup.controllers` or
-/// `cgroup.subtree_control`).
-fn missing_controllers<'a>(wanted: impl IntoIterator<Item = &'a str>, have: &str) -> Vec<&'a str> {
-    wanted.into_iter().filter(|c| !have.split_whitespace().any(|h| h == *c)).collect()
+/// Of [`KUBELET_CONTROLLERS`], those the cgroup v2 `dir` offers (its `cgroup.controllers`) but
+/// does not pass to its children (its `cgroup.subtree_control`); none on a v1 hierarchy or a
+/// hybrid host's `unified` mount, whose controllers are all v1's.
+fn undelegated_kubelet_controllers(dir: &Path) -> Vec<&'static str> {
+    let read = |file: &str| fs::read_to_string(dir.join(file)).unwrap_or_default();
+    let (offered, enabled) = (read("cgroup.controllers"), read("cgroup.subtree_control"));
+    let listed = |list: &str, c: &str| list.split_whitespace().any(|l| l == c);
+    KUBELET_CONTROLLERS.iter().copied().filter(|c| listed(&offered, c) && !listed(&enabled, c)).collect()
 }
 
-/// Of [`KUBELET_CONTROLLERS`], those the cgroup v2 `dir` offers (its `cgroup.controllers`); none
-/// on a v1 hierarchy or a hybrid host's `unified` mount, whose controllers are all v1's.
-fn offered_kubelet_controllers(dir: &Path) -> Vec<&'static str> {
-    let offered = fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
-    KUBELET_CONTROLLERS.iter().copied().filter(|c| offered.split_whitespace().any(|o| o == *c)).collect()
+/// `+cpu +pids`: what enables `controllers` when written to a `cgroup.subtree_control`.
+fn enabling(controllers: &[&str]) -> String {
+    controllers.iter().map(|c| format!("+{c}")).collect::<Vec<_>>().join(" ")
 }
 
 /// Enables in the cgroup v2 `dir`'s children what kubelet wants of what `dir` offers.
 fn enable_kubelet_controllers(dir: &Path) -> Result<()> {
-    let subtree = dir.join("cgroup.subtree_control");
-    let enabled = fs::read_to_string(&subtree).unwrap_or_default();
-    let missing = missing_controllers(offered_kubelet_controllers(dir), &enabled);
+    let missing = undelegated_kubelet_controllers(dir);
     if missing.is_empty() {
         return Ok(());
     }
-    let text = missing.iter().map(|c| format!("+{c}")).collect::<Vec<_>>().join(" ");
-    fs::write(&subtree, text).map_err(io_err("enabling cgroup controllers in", &subtree))
+    let subtree = dir.join("cgroup.subtree_control");
+    fs::write(&subtree, enabling(&missing)).map_err(io_err("enabling cgroup controllers in", &subtree))
 }
 
 fn write_containerd_config(dir: &Path, socket: &Path, spec: &NodeSpec) -> Result<PathBuf> {
@@ -995,16 +995,15 @@ pub fn missing_kernel_feature() -> Option<String> {
 /// Why the cgroup v2 `root` cannot hold kubelets: it offers controllers kubelet needs but does not
 /// pass them to its children (enabling them there would change the host's own cgroups).
 fn undelegated_controllers(root: &Path) -> Option<String> {
-    let enabled = fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
-    let missing = missing_controllers(offered_kubelet_controllers(root), &enabled);
+    let missing = undelegated_kubelet_controllers(root);
     if missing.is_empty() {
         return None;
     }
-    let plus = missing.iter().map(|c| format!("+{c}")).collect::<Vec<_>>().join(" ");
     Some(format!(
         "cgroup v2: the root cgroup does not pass {} to its children, and kubelet needs them in its cgroupRoot: \
-         enable them (echo '{plus}' > {}) and re-run",
+         enable them (echo '{}' > {}) and re-run",
         missing.join(", "),
+        enabling(&missing),
         root.join("cgroup.subtree_control").display()
     ))
 }
