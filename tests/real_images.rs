@@ -267,11 +267,13 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
 
     // Busybox is upstream's: ash's own message on a read-only root filesystem (the Kubelet
     // conformance test compares it), and every applet in /bin (the Sysctls test execs /bin/sysctl).
+    // Both lines go to stderr: containerd copies stdout and stderr in separate goroutines, so
+    // lines from the two streams reach the log in either order.
     let read_only: Pod = serde_json::from_value(json!({
         "metadata": {"name": "read-only"},
         "spec": {"nodeName": node, "restartPolicy": "Never", "containers": [{
             "name": "read-only", "image": image("BusyBox"),
-            "command": ["/bin/sh", "-c", "echo test > /file; /bin/sysctl -n kernel.ostype"],
+            "command": ["/bin/sh", "-c", "echo test > /file; /bin/sysctl -n kernel.ostype >&2"],
             "securityContext": {"readOnlyRootFilesystem": true},
         }]},
     }))
