@@ -2,7 +2,8 @@
 //! that really run on both, HTTP from a pod on one node to a pod on the other (by its IP, and by a
 //! Service's DNS name: CoreDNS and kube-proxy), container logs read through the API server, and a
 //! teardown that leaves no process, namespace, mount or cgroup behind
-//! and never touched the machine's root network namespace or its sysctls.
+//! and never touched the machine's root network namespace or its sysctls; the same after a
+//! SIGKILL (swept by the next `down`) and after SIGINT half way through `cluster up`.
 //!
 //! Needs root, the node packages (`scripts/test` installs them) and the toolchain; it skips, saying
 //! why, only when the kernel lacks a feature real nodes cannot do without.
@@ -407,4 +408,67 @@ async fn the_local_cloud_carries_load_balancer_traffic_and_routes_on_real_nodes(
     assert_real_torn_down(cluster, &namespaces);
     let probes = std::process::Command::new("pgrep").args(["-f", "probe-.*holder"]).output().unwrap();
     assert!(probes.stdout.is_empty(), "probe clients left: {}", String::from_utf8_lossy(&probes.stdout));
+}
+
+/// SIGINT while `harness cluster up` starts real nodes, at two points: once the kubelets run (the
+/// CCM not yet), and once the CCM runs (initialising the nodes, or CoreDNS starting after it).
+/// Each time `up` exits 130 within a bounded time and leaves nothing: no process, namespace,
+/// mount, cgroup, socket or state dir, and the root network namespace and sysctls as they were.
+#[test]
+fn sigint_half_way_through_cluster_up_on_real_nodes_leaves_nothing() {
+    use harness::cluster::ClusterState;
+    use harness::testing::host::HostSnapshot;
+    use nix::sys::signal::{Signal, kill};
+    use std::time::Instant;
+    if let Some(missing) = real::missing_kernel_feature() {
+        eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
+        return;
+    }
+    let binary = cloud::build_workspace_binary("harness", "harness").expect("building harness");
+    let host = HostSnapshot::take();
+    let name = "e2e-real-sigint";
+    let dir = harness::cluster::state_root().join("clusters").join(name);
+    type Reached = fn(&ClusterState) -> bool;
+    let stages: [(&str, Reached); 2] = [
+        ("the kubelets run, the CCM not yet", |s| !s.nodes.is_empty() && s.ccm_url.is_none()),
+        ("the CCM runs", |s| s.ccm_url.is_some()),
+    ];
+    for (stage, reached) in stages {
+        let mut child = std::process::Command::new(&binary)
+            .args(["cluster", "up", "--name", name, "--nodes", "1"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let state = loop {
+            // Written whole by each save; a read that catches a write half way is tried again.
+            let saved = std::fs::read(dir.join("cluster.json")).ok();
+            if let Some(state) = saved.and_then(|b| serde_json::from_slice::<ClusterState>(&b).ok()).filter(reached) {
+                break state;
+            }
+            if child.try_wait().unwrap().is_some() {
+                let output = child.wait_with_output().unwrap();
+                panic!("up ended before {stage}: {}", String::from_utf8_lossy(&output.stderr));
+            }
+            assert!(started.elapsed() < Duration::from_secs(600), "up never got to: {stage}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let namespaces = real::namespaces(&state);
+        assert_eq!(namespaces.names.len(), 2 + 1, "the node's network and mount namespaces, the hub's: {namespaces:?}");
+        let running = real::leftovers(&dir);
+        assert!(running.iter().any(|l| l.starts_with("cgroup ")), "no cgroups when {stage}: {running:?}");
+
+        let signalled = Instant::now();
+        kill(nix::unistd::Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(signalled.elapsed() < Duration::from_secs(60), "up took {:?} to stop", signalled.elapsed());
+        assert_eq!(output.status.code(), Some(130), "SIGINT when {stage}:\n{stderr}");
+        assert!(stderr.contains("interrupted by SIGINT"), "SIGINT when {stage}:\n{stderr}");
+        assert!(!dir.exists(), "the state dir of a cluster that never came up is left: {}", dir.display());
+        assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "left behind by SIGINT when {stage}");
+        assert_eq!(real::namespaces_in_use(&namespaces), Vec::<String>::new(), "namespaces left when {stage}");
+        assert_eq!(host.changes_since(), Vec::<String>::new(), "the machine changed");
+    }
 }
