@@ -442,9 +442,7 @@ fn sigint_half_way_through_cluster_up_on_real_nodes_leaves_nothing() {
             .unwrap();
         let started = Instant::now();
         let state = loop {
-            // Written whole by each save; a read that catches a write half way is tried again.
-            let saved = std::fs::read(dir.join("cluster.json")).ok();
-            if let Some(state) = saved.and_then(|b| serde_json::from_slice::<ClusterState>(&b).ok()).filter(reached) {
+            if let Some(state) = harness::cluster::load_state(name).ok().filter(reached) {
                 break state;
             }
             if child.try_wait().unwrap().is_some() {
