@@ -12,9 +12,9 @@ use std::process::{Command, Output};
 
 mod common;
 
-use harness::config::ProvidersConfig;
-use harness::config::prow::DEFAULT_IMAGE;
-use harness::toolchain;
+use config::ProvidersConfig;
+use config::prow::DEFAULT_IMAGE;
+use local_cluster::toolchain;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 

@@ -10,11 +10,11 @@ use std::process::Command;
 mod common;
 
 use common::{TestCluster, assert_torn_down};
-use harness::cluster::nodes;
-use harness::toolchain::{self, Release};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, PostParams};
+use local_cluster::nodes;
+use local_cluster::toolchain::{self, Release};
 use serde_json::json;
 
 async fn bring_up(name: &str, release: Release, node_count: u32) -> TestCluster {

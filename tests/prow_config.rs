@@ -11,8 +11,8 @@ use std::fs;
 use std::process::Command;
 
 use common::go_tools::{go_tool, repo_root};
-use harness::config::ProvidersConfig;
-use harness::config::prow::{ProwConfig, ProwOptions, prow_jobs, prow_yaml};
+use config::ProvidersConfig;
+use config::prow::{ProwConfig, ProwOptions, prow_jobs, prow_yaml};
 
 /// A minimal Prow config under which `decorate: true` validates: namespaces, and default decoration
 /// (utility images, GCS upload with the layout TestGrid reads: `<bucket>/logs/<job>/<build>`).

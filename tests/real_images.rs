@@ -17,10 +17,10 @@ mod common;
 
 use common::real::{pod, real_cluster, run_to_end, running_ip};
 use common::wait_for;
-use harness::cluster::{images, real};
-use harness::toolchain;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, LogParams, PostParams};
+use local_cluster::toolchain;
+use local_cluster::{images, real};
 use serde_json::json;
 
 /// The references of the built images of `release`, by `ImageID`.

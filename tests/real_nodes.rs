@@ -15,13 +15,13 @@ mod common;
 
 use common::real::{pod, real_cluster};
 use common::{TestCluster, wait_for};
-use harness::cluster::cloud::{self, CloudOptions};
-use harness::cluster::{NodeKind, nodes, process, real};
-use harness::testing::host::{global_sysctls, root_iptables, root_links};
-use harness::toolchain;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, LogParams, PostParams};
+use local_cluster::cloud::{self, CloudOptions};
+use local_cluster::toolchain;
+use local_cluster::{NodeKind, nodes, process, real};
 use serde_json::json;
+use testing::host::{global_sysctls, root_iptables, root_links};
 
 /// Brings `cluster` down and checks that nothing of its real nodes is left: no process, mount,
 /// cgroup or veth of its state dir (returned) and none of its `namespaces`.
@@ -156,10 +156,10 @@ async fn a_killed_cluster_with_real_nodes_is_swept_by_the_next_down() {
     for record in &state.processes {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(record.pid), nix::sys::signal::Signal::SIGKILL);
     }
-    let dir = harness::cluster::state_root().join("clusters").join(&state.name);
+    let dir = local_cluster::state_root().join("clusters").join(&state.name);
     assert!(!real::leftovers(&dir).is_empty(), "nothing survived the kill: the sweep below would prove nothing");
 
-    assert!(harness::cluster::down(&state.name).unwrap());
+    assert!(local_cluster::down(&state.name).unwrap());
     assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "left behind after the next down");
     assert_eq!(real::namespaces_in_use(&namespaces), Vec::<String>::new());
 }
@@ -171,7 +171,7 @@ async fn a_killed_cluster_with_real_nodes_is_swept_by_the_next_down() {
 /// the hooks' 30 s timeout.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_real_machine_really_stops_starts_again_and_is_terminated() {
-    use harness::cluster::machines::{self, MachineAction};
+    use local_cluster::machines::{self, MachineAction};
     if let Some(missing) = real::missing_kernel_feature() {
         eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
         return;
@@ -207,7 +207,7 @@ async fn a_real_machine_really_stops_starts_again_and_is_terminated() {
     let instance = machines::act(&cluster.state.name, &node, MachineAction::Shutdown).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(20), "shutdown took {:?}", started.elapsed());
     assert_eq!(instance.state, "Shutdown");
-    let state = harness::cluster::load_state(&cluster.state.name).unwrap();
+    let state = local_cluster::load_state(&cluster.state.name).unwrap();
     for c in ["containerd", "kubelet", "kube-proxy"] {
         assert!(!state.processes.iter().any(|p| p.component == component(c)), "{c} still recorded as running");
         let stopped = state.stopped.iter().find(|s| s.record.component == component(c)).expect(c);
@@ -224,7 +224,7 @@ async fn a_real_machine_really_stops_starts_again_and_is_terminated() {
     let started = std::time::Instant::now();
     machines::act(&cluster.state.name, &node, MachineAction::Start).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(20), "start took {:?}", started.elapsed());
-    let state = harness::cluster::load_state(&cluster.state.name).unwrap();
+    let state = local_cluster::load_state(&cluster.state.name).unwrap();
     assert!(state.stopped.is_empty(), "{:?}", state.stopped);
     for c in ["containerd", "kubelet", "kube-proxy"] {
         let record = state.processes.iter().find(|p| p.component == component(c)).expect(c);
@@ -416,10 +416,10 @@ async fn the_local_cloud_carries_load_balancer_traffic_and_routes_on_real_nodes(
 /// mount, cgroup, socket or state dir, and the root network namespace and sysctls as they were.
 #[test]
 fn sigint_half_way_through_cluster_up_on_real_nodes_leaves_nothing() {
-    use harness::cluster::ClusterState;
-    use harness::testing::host::HostSnapshot;
+    use local_cluster::ClusterState;
     use nix::sys::signal::{Signal, kill};
     use std::time::Instant;
+    use testing::host::HostSnapshot;
     if let Some(missing) = real::missing_kernel_feature() {
         eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
         return;
@@ -427,7 +427,7 @@ fn sigint_half_way_through_cluster_up_on_real_nodes_leaves_nothing() {
     let binary = cloud::build_workspace_binary("harness", "harness").expect("building harness");
     let host = HostSnapshot::take();
     let name = "e2e-real-sigint";
-    let dir = harness::cluster::state_root().join("clusters").join(name);
+    let dir = local_cluster::state_root().join("clusters").join(name);
     type Reached = fn(&ClusterState) -> bool;
     let stages: [(&str, Reached); 2] = [
         ("the kubelets run, the CCM not yet", |s| !s.nodes.is_empty() && s.ccm_url.is_none()),
@@ -442,7 +442,7 @@ fn sigint_half_way_through_cluster_up_on_real_nodes_leaves_nothing() {
             .unwrap();
         let started = Instant::now();
         let state = loop {
-            if let Some(state) = harness::cluster::load_state(name).ok().filter(reached) {
+            if let Some(state) = local_cluster::load_state(name).ok().filter(reached) {
                 break state;
             }
             if child.try_wait().unwrap().is_some() {

@@ -13,12 +13,12 @@ use ccm::cloud::{Route, Routes};
 use ccm::local_cloud::LocalCloud;
 use ccm::local_cloud::api::{FaultMode, FaultSpec};
 use common::{TestCluster, assert_torn_down, bring_up, options, wait_for};
-use harness::cluster::cloud::{self, CloudOptions};
-use harness::cluster::nodes;
-use harness::toolchain;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use local_cluster::cloud::{self, CloudOptions};
+use local_cluster::nodes;
+use local_cluster::toolchain;
 use serde_json::json;
 
 async fn up_with_cloud(name: &str, node_count: u32) -> TestCluster {
@@ -317,7 +317,7 @@ async fn a_second_replica_waits_and_takes_over_when_the_leader_dies() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let args = cloud::ccm_args("ccm-ha", &cluster.state.kubeconfig, &cluster.dir.join("cloud-config.yaml"), port);
     let log = cluster.dir.join("logs").join("reference-ccm-2.log");
-    let second = harness::cluster::process::spawn("reference-ccm-2", &ccm_binary, &args, &log).unwrap();
+    let second = local_cluster::process::spawn("reference-ccm-2", &ccm_binary, &args, &log).unwrap();
     let _second_guard = KillOnDrop(second.clone());
     let metrics = format!("http://127.0.0.1:{port}/metrics");
     wait_for("the second replica's metrics endpoint", Duration::from_secs(30), || async {
@@ -360,10 +360,10 @@ async fn a_second_replica_waits_and_takes_over_when_the_leader_dies() {
     assert_torn_down(cluster);
 }
 
-struct KillOnDrop(harness::cluster::process::ProcessRecord);
+struct KillOnDrop(local_cluster::process::ProcessRecord);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        harness::cluster::process::terminate(std::slice::from_ref(&self.0), Duration::from_secs(5));
+        local_cluster::process::terminate(std::slice::from_ref(&self.0), Duration::from_secs(5));
     }
 }

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use common::builds::*;
 use common::fake_gcs::FakeGcs;
-use harness::results::index::Indexed;
-use harness::results::layout::BuildLocation;
-use harness::results::publish::{self, PublishError};
-use harness::results::record::{ReadBuildOptions, State, TestStatus, Unfinished};
-use harness::results::store::{ResultStore, StoreOptions};
+use results::index::Indexed;
+use results::layout::BuildLocation;
+use results::publish::{self, PublishError};
+use results::record::{ReadBuildOptions, State, TestStatus, Unfinished};
+use results::store::{ResultStore, StoreOptions};
 
 fn gcs_store(gcs: &FakeGcs, bucket: &str) -> ResultStore {
     gcs.create_bucket(bucket);
@@ -293,8 +293,8 @@ mod testgrid_reads_what_we_publish {
         // providers.yaml (TestGrid's own validator checks it), and once asking for TestGrid's
         // column version as a `Commit` header row.
         let config = tmp.path().join("testgrid.yaml");
-        let input = harness::config::jobs::testgrid_input(&harness::config::ProvidersConfig::bundled());
-        std::fs::write(&config, dashboards::testgrid::generate_yaml(&input).unwrap()).unwrap();
+        let input = config::jobs::testgrid_input(&config::ProvidersConfig::bundled());
+        std::fs::write(&config, config::testgrid::generate_yaml(&input).unwrap()).unwrap();
         let host = gcs.emulator_host().to_owned();
         let (grid, commits) = tokio::task::spawn_blocking(move || {
             let mut from_config = ReadGrid::new("");
@@ -316,7 +316,7 @@ mod testgrid_reads_what_we_publish {
         for (build, dir) in &builds[..2] {
             let started = serde_json::from_slice(&std::fs::read(dir.join("started.json")).unwrap()).unwrap();
             let finished = serde_json::from_slice(&std::fs::read(dir.join("finished.json")).unwrap()).unwrap();
-            let ours = harness::results::layout::column_version(&started, &finished);
+            let ours = results::layout::column_version(&started, &finished);
             assert_eq!(commits.column(build).extra, [ours], "build {build}");
         }
         let overall = format!("{JOB}.Overall");
@@ -387,8 +387,8 @@ async fn existing_prow_builds_in_a_bucket_give_lkg_answers_with_no_harness_metad
     let report = publish::reindex_jobs(&store, &index, &ended(), &[job.to_owned()]).await.unwrap();
     assert_eq!((report.inserted, report.failed.len()), (3, 0), "{report:?}");
 
-    let bundled = harness::config::BUNDLED;
-    let local = harness::config::bundled_entry("local").unwrap();
+    let bundled = config::BUNDLED;
+    let local = config::bundled_entry("local").unwrap();
     let gcp = local
         .replacen("- name: local", "- name: gcp", 1)
         .replacen("    branch: main\n", &format!("    branch: master\n    prow:\n      jobs: [{job}]\n"), 1)
@@ -398,18 +398,18 @@ async fn existing_prow_builds_in_a_bucket_give_lkg_answers_with_no_harness_metad
             1,
         );
     assert!(gcp.contains("kubernetes/cloud-provider-gcp") && gcp.contains(job), "the edits applied");
-    let config = harness::config::ProvidersConfig::parse(
+    let config = config::ProvidersConfig::parse(
         &format!("{}\n{}\n", bundled.trim_end(), gcp.trim_end()),
         std::path::Path::new("providers.yaml"),
     )
     .unwrap();
-    let options = harness::lkg::LkgOptions {
-        kubernetes_history: harness::lkg::HistorySpec::Tested,
+    let options = results::known_good::LkgOptions {
+        kubernetes_history: results::known_good::HistorySpec::Tested,
         provider_histories: Default::default(),
         depth: 100,
         github_api: String::new(),
     };
-    let snapshot = harness::lkg::load(&config, &options, &index).await.unwrap();
+    let snapshot = results::known_good::load(&config, &options, &index).await.unwrap();
     let view = lkg::api::provider(&snapshot, None, "gcp").unwrap();
     // CI versions ordered by semver precedence (alpha.1.100 before alpha.1.250), not as text.
     let lkg = view.report.lkg.as_ref().expect("an LKG");

@@ -10,11 +10,11 @@ use std::path::Path;
 
 use common::builds::*;
 use common::fake_s3::FakeS3;
-use harness::results::index::Indexed;
-use harness::results::layout::BuildLocation;
-use harness::results::publish;
-use harness::results::record::State;
-use harness::results::store::{Entry, Put, ResultStore, StoreOptions};
+use results::index::Indexed;
+use results::layout::BuildLocation;
+use results::publish;
+use results::record::State;
+use results::store::{Entry, Put, ResultStore, StoreOptions};
 
 const BUCKET: &str = "results";
 /// The prefix of the store URL, under which the layout lives in the bucket.

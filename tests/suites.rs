@@ -14,15 +14,15 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{TestCluster, assert_torn_down, bring_up, options};
-use harness::cluster::cloud::{self, CloudOptions};
-use harness::cluster::process;
-use harness::config::CommandSpec;
-use harness::config::template::{Placeholder, Vars};
-use harness::results::junit::{self, Attempt, ReadOptions, Report, Status, Suite, TestCase};
+use config::CommandSpec;
+use config::template::{Placeholder, Vars};
 use harness::suites::exec::ExecSuite;
 use harness::suites::ginkgo::GinkgoSuite;
 use harness::suites::{SuiteContext, SuiteOutcome, SuiteRunner};
-use harness::toolchain::{self, Release};
+use junit::{self, Attempt, ReadOptions, Report, Status, Suite, TestCase};
+use local_cluster::cloud::{self, CloudOptions};
+use local_cluster::process;
+use local_cluster::toolchain::{self, Release};
 
 fn release() -> Release {
     toolchain::resolve(Some("v1.37.1")).expect("v1.37.1 is pinned")

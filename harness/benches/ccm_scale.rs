@@ -22,14 +22,14 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use config::template::{self, Placeholder, Vars};
+use config::{CcmDeploy, ProvidersConfig};
 use futures::StreamExt;
-use harness::cluster::cloud::{self, CloudOptions};
-use harness::cluster::{self, LocalCluster, UpOptions, nodes};
-use harness::config::template::{self, Placeholder, Vars};
-use harness::config::{CcmDeploy, ProvidersConfig};
-use harness::toolchain;
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use local_cluster::cloud::{self, CloudOptions};
+use local_cluster::toolchain;
+use local_cluster::{LocalCluster, UpOptions, nodes};
 
 const CLUSTER: &str = "ccm-scale";
 /// How many API calls (or cloud calls) a step keeps in flight.
@@ -101,8 +101,8 @@ async fn main() {
     let mut options = UpOptions::new(CLUSTER, release);
     options.nodes = 1;
     options.cloud = Some(CloudOptions { ccm_binary: reference, start_ccm: false });
-    cluster::down(CLUSTER).expect("clearing a leftover cluster");
-    let mut cluster = cluster::up(options).await.expect("cluster up");
+    local_cluster::down(CLUSTER).expect("clearing a leftover cluster");
+    let mut cluster = local_cluster::up(options).await.expect("cluster up");
     let config = ProvidersConfig::bundled();
     let mut next_index = 1;
     let mut results: Vec<Vec<Measured>> = vec![Vec::new(); ccms.len()];

@@ -9,8 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use harness::cluster::{self, NodeKind, UpOptions};
-use harness::toolchain;
+use local_cluster::toolchain;
+use local_cluster::{NodeKind, UpOptions};
 
 fn vm_kib(pid: i32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -30,7 +30,7 @@ async fn main() {
     let real = args.next().is_some_and(|kind| kind == "real");
     let release = toolchain::default_release();
     toolchain::install(&release, false).expect("toolchain");
-    let ccm = real.then(|| cluster::cloud::build_reference_ccm().expect("reference-ccm"));
+    let ccm = real.then(|| local_cluster::cloud::build_reference_ccm().expect("reference-ccm"));
 
     let mut times = Vec::new();
     for run in 0..runs {
@@ -38,10 +38,10 @@ async fn main() {
         options.nodes = nodes;
         if let Some(ccm) = &ccm {
             options.node_kind = NodeKind::Real;
-            options.cloud = Some(cluster::cloud::CloudOptions::new(ccm.clone()));
+            options.cloud = Some(local_cluster::cloud::CloudOptions::new(ccm.clone()));
         }
         let started = Instant::now();
-        let cluster = cluster::up(options).await.expect("cluster up");
+        let cluster = local_cluster::up(options).await.expect("cluster up");
         let elapsed = started.elapsed();
         println!("run {}: up with {nodes} Ready nodes in {:.2}s", run + 1, elapsed.as_secs_f64());
         times.push(elapsed);

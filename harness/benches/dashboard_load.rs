@@ -19,10 +19,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::results::index::Index;
-use harness::results::junit::{self, ReadOptions};
-use harness::results::layout::Versions;
-use harness::results::record::{BuildInfo, BuildRecord, State, TestResult, TestStatus};
+use junit::{self, ReadOptions};
+use results::index::Index;
+use results::layout::Versions;
+use results::record::{BuildInfo, BuildRecord, State, TestResult, TestStatus};
 
 const BUILDS: usize = 200;
 const TESTS: usize = 1000;
@@ -44,7 +44,7 @@ fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let mut targets = vec![("SQLite", format!("sqlite://{}", tmp.path().join("index.sqlite").display()))];
     match std::env::var("HARNESS_TEST_POSTGRES_URL") {
-        Ok(_) => targets.push(("Postgres", rt.block_on(harness::testing::fresh_postgres_database()))),
+        Ok(_) => targets.push(("Postgres", rt.block_on(testing::fresh_postgres_database()))),
         Err(_) => eprintln!("dashboard_load: skipping Postgres: HARNESS_TEST_POSTGRES_URL is not set"),
     }
     let names = test_names();
@@ -220,7 +220,7 @@ fn serve(database: &str, tmp: &std::path::Path) -> (Child, String) {
     let mut line = String::new();
     BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let address = line.trim().strip_prefix("serving on http://").unwrap_or_else(|| panic!("{line:?}")).to_owned();
-    harness::testing::central::wait_for_lkg(&address);
+    testing::central::wait_for_lkg(&address);
     (server, address)
 }
 

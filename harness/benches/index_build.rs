@@ -13,10 +13,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use harness::results::index::Index;
-use harness::results::layout::BuildLocation;
-use harness::results::record::{self, BuildRecord, ReadBuildOptions};
-use harness::results::store::ResultStore;
+use results::index::Index;
+use results::layout::BuildLocation;
+use results::record::{self, BuildRecord, ReadBuildOptions};
+use results::store::ResultStore;
 
 /// The build record `harness publish` would index for a build holding that file.
 async fn real_record(store_dir: &Path) -> BuildRecord {
@@ -41,7 +41,7 @@ fn bench_index(c: &mut Criterion) {
     let record = rt.block_on(real_record(&tmp.path().join("store")));
     let mut targets = vec![("sqlite", format!("sqlite://{}", tmp.path().join("index.sqlite").display()))];
     match std::env::var("HARNESS_TEST_POSTGRES_URL") {
-        Ok(_) => targets.push(("postgres", rt.block_on(harness::testing::fresh_postgres_database()))),
+        Ok(_) => targets.push(("postgres", rt.block_on(testing::fresh_postgres_database()))),
         Err(_) => eprintln!(
             "index_build: skipping Postgres: HARNESS_TEST_POSTGRES_URL is not set (eval \"$(scripts/postgres start)\")"
         ),

@@ -8,9 +8,9 @@
 
 use std::path::Path;
 
-use harness::results::remote::RemoteOptions;
-use harness::testing::central::Service;
-use harness::testing::load::{self, Plan};
+use results::remote::RemoteOptions;
+use testing::central::Service;
+use testing::load::{self, Plan};
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -22,10 +22,8 @@ fn main() {
     println!("| replicas | builds | elapsed | builds/s | p50 | p99 | retries |");
     println!("|---|---|---|---|---|---|---|");
     for replicas in [2, 1] {
-        let service = Service::new(
-            Path::new(env!("CARGO_BIN_EXE_harness")),
-            rt.block_on(harness::testing::fresh_postgres_database()),
-        );
+        let service =
+            Service::new(Path::new(env!("CARGO_BIN_EXE_harness")), rt.block_on(testing::fresh_postgres_database()));
         let tokens = [service.token("alpha"), service.token("beta")];
         let running: Vec<_> = (0..replicas).map(|r| service.replica(&format!("r{r}"), &[])).collect();
         let remotes: Vec<String> = running.iter().map(|r| r.url.clone()).collect();

@@ -10,7 +10,7 @@ mod common;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use harness::results::junit::{self, ReadOptions};
+use junit::{self, ReadOptions};
 
 fn parse(c: &mut Criterion) {
     let path = common::largest_real_junit_file();

@@ -40,7 +40,7 @@ fn main() {
         .expect("HARNESS_TEST_POSTGRES_URL: start one with `eval \"$(scripts/postgres start)\"`");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = harness::testing::central::providers_yaml(dir.path());
+    let config = testing::central::providers_yaml(dir.path());
     let store = dir.path().join("store");
     std::fs::create_dir_all(&store).unwrap();
     println!(
@@ -89,7 +89,7 @@ impl Serve<'_> {
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let listening = started.elapsed();
         let address = line.trim().strip_prefix("serving on http://").unwrap_or_else(|| panic!("{line:?}")).to_owned();
-        while harness::testing::central::status_of(&address, "/api/v1/lkg").ok() != Some(200) {
+        while testing::central::status_of(&address, "/api/v1/lkg").ok() != Some(200) {
             std::thread::sleep(Duration::from_millis(10));
         }
         let first_answer = started.elapsed();
@@ -179,7 +179,7 @@ async fn seeded(server: &str, results: i64) -> String {
         admin.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE {name}"))).await.unwrap();
     }
     admin.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.unwrap();
-    harness::results::index::Index::open(&url).await.unwrap().close().await;
+    results::index::Index::open(&url).await.unwrap().close().await;
     let started = Instant::now();
     let builds = results / TESTS;
     let mut conn = connect(&url).await;

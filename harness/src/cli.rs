@@ -3,13 +3,16 @@
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use crate::{cluster, toolchain};
+use cli_support::signals;
+use local_cluster::toolchain;
 
 mod bisect;
-mod lkg;
-mod results;
+mod lkg_command;
+mod publish_command;
 mod run;
 mod suite;
+#[cfg(test)]
+mod tests;
 mod token;
 
 #[derive(Debug, Parser)]
@@ -40,13 +43,13 @@ pub enum Command {
     Matrix(run::MatrixArgs),
     /// Upload a build directory to the store in the Prow layout TestGrid reads, and index it; or,
     /// with --remote, post it to a central `harness serve` that does.
-    Publish(results::PublishArgs),
+    Publish(publish_command::PublishArgs),
     /// Rebuild the SQL index from the store (the store is the source of truth).
-    Index(results::IndexArgs),
+    Index(publish_command::IndexArgs),
     /// Last known good: which Kubernetes commit each provider last passed with, the version set
     /// good with all of them, and culprit ranges (computed from the SQL index).
     #[command(subcommand)]
-    Lkg(lkg::LkgCommand),
+    Lkg(lkg_command::LkgCommand),
     /// Find the commit that broke a provider: bisect its culprit range (from the LKG, or
     /// --good/--bad), each point a real run of the provider built at that commit, published as a
     /// build of job bisect-<provider>-<line>. Resumes from those builds when started again.
@@ -83,16 +86,16 @@ pub struct ProwArgs {
     #[command(flatten)]
     pub config: ConfigArg,
     /// The test container's image (one with `harness`, cargo and Go on PATH).
-    #[arg(long, default_value = crate::config::prow::DEFAULT_IMAGE)]
+    #[arg(long, default_value = config::prow::DEFAULT_IMAGE)]
     pub image: String,
     /// The Prow build cluster the jobs run on.
-    #[arg(long, default_value = crate::config::prow::DEFAULT_CLUSTER)]
+    #[arg(long, default_value = config::prow::DEFAULT_CLUSTER)]
     pub cluster: String,
     /// The harness repository the jobs clone and start in: org/repo or its GitHub URL.
-    #[arg(long, default_value = crate::config::prow::DEFAULT_REPO)]
-    pub repo: crate::config::prow::RepoRef,
+    #[arg(long, default_value = config::prow::DEFAULT_REPO)]
+    pub repo: config::prow::RepoRef,
     /// Its branch.
-    #[arg(long, default_value = crate::config::prow::DEFAULT_BASE_REF)]
+    #[arg(long, default_value = config::prow::DEFAULT_BASE_REF)]
     pub base_ref: String,
     /// `testgrid-alert-email` of every job.
     #[arg(long)]
@@ -150,7 +153,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub migrate: bool,
     #[command(flatten)]
-    pub source: lkg::SourceArgs,
+    pub source: lkg_command::SourceArgs,
 }
 
 #[derive(Debug, Args)]
@@ -162,8 +165,8 @@ pub struct ConfigArg {
 }
 
 impl ConfigArg {
-    pub fn load(&self) -> Result<crate::config::ProvidersConfig> {
-        use crate::config::{DEFAULT_FILE, ProvidersConfig};
+    pub fn load(&self) -> Result<config::ProvidersConfig> {
+        use config::{DEFAULT_FILE, ProvidersConfig};
         Ok(match &self.path {
             Some(path) => ProvidersConfig::load(path)?,
             None if std::path::Path::new(DEFAULT_FILE).is_file() => ProvidersConfig::load(DEFAULT_FILE)?,
@@ -212,7 +215,7 @@ pub struct VersionArg {
 #[derive(Debug, Args)]
 pub struct NameArg {
     /// Cluster name.
-    #[arg(long, default_value = cluster::DEFAULT_NAME)]
+    #[arg(long, default_value = local_cluster::DEFAULT_NAME)]
     pub name: String,
 }
 
@@ -234,8 +237,8 @@ pub enum ClusterCommand {
         /// What the nodes are: `real` (kubelet, containerd and runc in namespaces of their own,
         /// pods really run; needs root and implies `--cloud local`) or `kwok` (simulated; scales
         /// to thousands, nothing runs in a pod).
-        #[arg(long, value_enum, default_value_t = cluster::NodeKind::Real)]
-        node_kind: cluster::NodeKind,
+        #[arg(long, value_enum, default_value_t = local_cluster::NodeKind::Real)]
+        node_kind: local_cluster::NodeKind,
         #[command(flatten)]
         version: VersionArg,
         /// Port for kube-apiserver on 127.0.0.1 (default: a free one).
@@ -268,7 +271,7 @@ pub enum ClusterCommand {
         #[command(flatten)]
         name: NameArg,
         #[arg(value_enum)]
-        action: cluster::machines::MachineAction,
+        action: local_cluster::machines::MachineAction,
         /// The node (= instance) name.
         node: String,
     },
@@ -286,7 +289,7 @@ pub enum ClusterCommand {
         #[command(flatten)]
         dial: DialArgs,
         /// The client's address: 10.250.0.210 to 10.250.0.254.
-        #[arg(long, default_value_t = cluster::probe::DEFAULT_SOURCE)]
+        #[arg(long, default_value_t = local_cluster::probe::DEFAULT_SOURCE)]
         source: std::net::Ipv4Addr,
     },
     /// Dial from this process's network namespace (what lb-probe runs inside its client namespace).
@@ -318,8 +321,14 @@ pub struct DialArgs {
 }
 
 impl DialArgs {
-    fn dial(self) -> cluster::probe::Dial {
-        cluster::probe::Dial { ip: self.ip, port: self.port, udp: self.udp, send: self.send, timeout: self.timeout }
+    fn dial(self) -> local_cluster::probe::Dial {
+        local_cluster::probe::Dial {
+            ip: self.ip,
+            port: self.port,
+            udp: self.udp,
+            send: self.send,
+            timeout: self.timeout,
+        }
     }
 }
 
@@ -331,12 +340,12 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run_one(args).await,
         Command::Matrix(args) => run::run_matrix(args).await,
         Command::Suite(command) => suite::run_suite(command).await,
-        Command::Publish(args) => results::run_publish(args).await,
-        Command::Index(args) => results::run_index(args).await,
-        Command::Lkg(command) => lkg::run_lkg(command).await,
+        Command::Publish(args) => publish_command::run_publish(args).await,
+        Command::Index(args) => publish_command::run_index(args).await,
+        Command::Lkg(command) => lkg_command::run_lkg(command).await,
         Command::Bisect(args) => bisect::run_bisect(args).await,
         Command::Serve(args) => {
-            let options = crate::serve::ServeOptions {
+            let options = serve::ServeOptions {
                 listen: args.listen,
                 refresh: args.refresh,
                 poll: args.poll,
@@ -348,26 +357,26 @@ pub async fn run(cli: Cli) -> Result<()> {
                 concurrent_uploads: args.concurrent_uploads,
                 uploads_per_provider: args
                     .uploads_per_provider
-                    .unwrap_or_else(|| crate::serve::uploads::Uploads::default_share(args.concurrent_uploads)),
+                    .unwrap_or_else(|| serve::uploads::Uploads::default_share(args.concurrent_uploads)),
                 upload_read_timeout: args.upload_read_timeout,
                 shutdown_timeout: args.shutdown_timeout,
                 reconcile_every: args.reconcile_every,
                 config: args.source.config.load()?,
                 database: args.source.database(),
                 migrate: args.migrate,
-                store: args.store.unwrap_or_else(crate::results::default_store_url),
+                store: args.store.unwrap_or_else(results::default_store_url),
                 lkg: args.source.options(),
             };
-            crate::serve::serve(options).await
+            serve::serve(options).await
         }
         Command::Token(command) => token::run_token(command).await,
         Command::Migrate { database } => {
-            let index = crate::results::index::Index::open(&database.url()).await?;
+            let index = results::index::Index::open(&database.url()).await?;
             println!("{} is at the latest schema", index.name());
             Ok(())
         }
         Command::ProwConfig(args) => {
-            let options = crate::config::prow::ProwOptions {
+            let options = config::prow::ProwOptions {
                 image: args.image,
                 cluster: args.cluster,
                 repo: args.repo,
@@ -375,11 +384,11 @@ pub async fn run(cli: Cli) -> Result<()> {
                 alert_email: args.alert_email,
                 ..Default::default()
             };
-            let yaml = crate::config::prow::prow_yaml(&args.config.load()?, &options);
+            let yaml = config::prow::prow_yaml(&args.config.load()?, &options);
             write_or_print(args.output, &yaml)
         }
         Command::TestgridConfig { config, output } => {
-            let yaml = dashboards::testgrid::generate_yaml(&crate::config::jobs::testgrid_input(&config.load()?))?;
+            let yaml = config::testgrid::generate_yaml(&config::jobs::testgrid_input(&config.load()?))?;
             write_or_print(output, &yaml)
         }
     }
@@ -453,23 +462,30 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
         ClusterCommand::Up { name, nodes, node_kind, version, api_server_port, cloud, ccm_binary } => {
             let release = toolchain::resolve(version.kubernetes.as_deref())?;
             // Real nodes need a CCM to lift the uninitialized taint.
-            let cloud = cloud.or((node_kind == cluster::NodeKind::Real).then_some(CloudKind::Local));
+            let cloud = cloud.or((node_kind == local_cluster::NodeKind::Real).then_some(CloudKind::Local));
             if cloud.is_none() && ccm_binary.is_some() {
                 anyhow::bail!("--ccm-binary is the CCM of --cloud local: add --cloud local, or leave --ccm-binary out");
             }
             let cloud = match (cloud, ccm_binary) {
                 (None, _) => None,
-                (Some(CloudKind::Local), Some(ccm_binary)) => Some(cluster::cloud::CloudOptions::new(ccm_binary)),
+                (Some(CloudKind::Local), Some(ccm_binary)) => Some(local_cluster::cloud::CloudOptions::new(ccm_binary)),
                 (Some(CloudKind::Local), None) => {
-                    let step = crate::progress::step("building the reference CCM");
-                    let ccm_binary = tokio::task::spawn_blocking(cluster::cloud::build_reference_ccm).await??;
+                    let step = cli_support::progress::step("building the reference CCM");
+                    let ccm_binary = tokio::task::spawn_blocking(local_cluster::cloud::build_reference_ccm).await??;
                     step.done();
-                    Some(cluster::cloud::CloudOptions::new(ccm_binary))
+                    Some(local_cluster::cloud::CloudOptions::new(ccm_binary))
                 }
             };
-            let options =
-                cluster::UpOptions { name: name.name, nodes, release, api_server_port, cloud, aws: None, node_kind };
-            let cluster = until_interrupted(cluster::up(options)).await??;
+            let options = local_cluster::UpOptions {
+                name: name.name,
+                nodes,
+                release,
+                api_server_port,
+                cloud,
+                aws: None,
+                node_kind,
+            };
+            let cluster = until_interrupted(local_cluster::up(options)).await??;
             let state = &cluster.state;
             println!(
                 "Cluster '{}' is up: Kubernetes {}, {} nodes, API server {}",
@@ -482,14 +498,14 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
             println!("Bring it down with: harness cluster down --name {}", state.name);
         }
         ClusterCommand::Down { name } => {
-            if cluster::down(&name.name)? {
+            if local_cluster::down(&name.name)? {
                 println!("Cluster '{}' is down", name.name);
             } else {
                 println!("No cluster named '{}'; nothing to do", name.name);
             }
         }
         ClusterCommand::List => {
-            for entry in cluster::list() {
+            for entry in local_cluster::list() {
                 match entry {
                     Ok(c) => println!(
                         "{}\t{}\t{}\t{} nodes\t{}",
@@ -499,49 +515,36 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
                 }
             }
         }
-        ClusterCommand::Kubeconfig { name } => println!("{}", cluster::kubeconfig_path(&name.name)?.display()),
+        ClusterCommand::Kubeconfig { name } => println!("{}", local_cluster::kubeconfig_path(&name.name)?.display()),
         ClusterCommand::Instance { name, action, node } => {
-            let instance = cluster::machines::act(&name.name, &node, action).await?;
+            let instance = local_cluster::machines::act(&name.name, &node, action).await?;
             println!("instance {} of node {node}: {}", instance.id, instance.state);
         }
         ClusterCommand::LoadBalancers { name } => {
-            let balancers = cluster::machines::load_balancers(&name.name).await?;
+            let balancers = local_cluster::machines::load_balancers(&name.name).await?;
             println!("{}", serde_json::to_string_pretty(&balancers)?);
         }
         ClusterCommand::LbProbe { name, dial, source } => {
             let dial = dial.dial();
             let answer =
-                tokio::task::spawn_blocking(move || cluster::probe::probe(&name.name, source, &dial)).await??;
+                tokio::task::spawn_blocking(move || local_cluster::probe::probe(&name.name, source, &dial)).await??;
             print!("{}", answer.map_err(anyhow::Error::msg)?);
         }
         ClusterCommand::LbDial { dial } => {
             let dial = dial.dial();
-            let answer = tokio::task::spawn_blocking(move || cluster::probe::dial(&dial)).await?;
+            let answer = tokio::task::spawn_blocking(move || local_cluster::probe::dial(&dial)).await?;
             print!("{}", answer.map_err(anyhow::Error::msg)?);
         }
     }
     Ok(())
 }
 
-/// Interrupted by SIGINT or SIGTERM: what was running was dropped, and its cleanup ran.
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted by {0}; everything started so far was stopped")]
-pub struct Interrupted(pub &'static str);
-
-/// Runs `work` until it ends or a SIGINT/SIGTERM arrives; on a signal, `work` is dropped (which
-/// runs its teardown) and [`Interrupted`] is returned.
+/// Runs `work` until it ends or a SIGINT/SIGTERM arrives ([`signals::until_interrupted`]).
 pub async fn until_interrupted<T>(work: impl std::future::Future<Output = T>) -> Result<T> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    tokio::select! {
-        result = work => Ok(result),
-        _ = sigint.recv() => Err(Interrupted("SIGINT").into()),
-        _ = sigterm.recv() => Err(Interrupted("SIGTERM").into()),
-    }
+    Ok(signals::until_interrupted(work).await?)
 }
 
 /// Exit code for an error: 130 for an interruption (as shells report SIGINT), 1 otherwise.
 pub fn exit_code(error: &anyhow::Error) -> i32 {
-    if error.downcast_ref::<Interrupted>().is_some() { 130 } else { 1 }
+    if error.downcast_ref::<signals::Interrupted>().is_some() { 130 } else { 1 }
 }

@@ -1,19 +1,10 @@
-//! cloud-provider-harness: builds a CCM, brings up a cluster, runs the suites, tears down and
-//! publishes results in the Prow layout. The `harness` binary is a thin CLI over this library.
+//! cloud-provider-harness's orchestration: a run's lifecycle ([`run`]: Build, Up, Deploy, Test,
+//! DumpClusterLogs, Down, publish), the deployers that bring a cluster up ([`deploy`]), the suites
+//! ([`suites`]: cloud-e2e, upstream conformance under ginkgo, exec) and bisection ([`bisect`]).
+//! The `harness` binary's command line (`src/cli/`) is a module of the binary, over this library
+//! and the crates below it (`docs/design.md`).
 
 pub mod bisect;
-pub mod cli;
-pub mod cluster;
-pub mod config;
-pub mod dashboard;
 pub mod deploy;
-pub mod lkg;
-pub mod progress;
-pub mod results;
 pub mod run;
-pub mod serve;
-pub mod signals;
 pub mod suites;
-pub mod testing;
-pub mod tokens;
-pub mod toolchain;

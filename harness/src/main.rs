@@ -1,4 +1,6 @@
-//! `harness`: a thin binary over the `harness` library.
+//! `harness`: the command line, over the `harness` library and the crates below it.
+
+mod cli;
 
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
@@ -15,13 +17,13 @@ async fn main() {
         // Colours only for a terminal: CI logs and log files get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = harness::cli::Cli::parse();
-    if let Err(error) = harness::cli::run(cli).await {
+    let cli = crate::cli::Cli::parse();
+    if let Err(error) = crate::cli::run(cli).await {
         // One line first, saying what failed and what to do; causes after it.
         eprintln!("error: {error}");
         for cause in error.chain().skip(1) {
             eprintln!("  caused by: {cause}");
         }
-        std::process::exit(harness::cli::exit_code(&error));
+        std::process::exit(crate::cli::exit_code(&error));
     }
 }

@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::results::junit::{self, ReadOptions, Status};
+use junit::{self, ReadOptions, Status};
 
 /// The bundled providers.yaml (its `aws` entry as it is) with `aws-checked`: `aws` with exec suites
 /// before and after cloud-e2e that save `kubectl get nodes -o json` and the cluster's state.
 fn providers_yaml(dir: &Path) -> PathBuf {
-    let bundled = harness::config::BUNDLED;
+    let bundled = config::BUNDLED;
     let start = bundled.find("  - name: aws\n").expect("the bundled file has `aws`");
     let entry = &bundled[start..];
     let entry = &entry[..entry[1..].find("\n  - name: ").map_or(entry.len(), |end| end + 2)];
@@ -107,9 +107,9 @@ fn run(version: &str, ccm_version: &str) {
         assert!(name.starts_with("ip-127-1-") && name.ends_with(".ec2.internal"), "{name}: a private DNS name");
         let labels = &node["metadata"]["labels"];
         let zone = labels["topology.kubernetes.io/zone"].as_str().unwrap_or_default();
-        assert!(harness::cluster::aws::ZONES.contains(&zone), "{name}: zone {zone:?}");
+        assert!(local_cluster::aws::ZONES.contains(&zone), "{name}: zone {zone:?}");
         assert_eq!(labels["topology.kubernetes.io/region"], "us-east-1", "{name}");
-        assert_eq!(labels["node.kubernetes.io/instance-type"], harness::cluster::aws::INSTANCE_TYPE, "{name}");
+        assert_eq!(labels["node.kubernetes.io/instance-type"], local_cluster::aws::INSTANCE_TYPE, "{name}");
         let instance = &instances[name];
         assert_eq!(node["spec"]["providerID"], format!("aws:///{zone}/{instance}"), "{name}");
         let addresses = node["status"]["addresses"].as_array().unwrap();
@@ -124,7 +124,7 @@ fn run(version: &str, ccm_version: &str) {
     assert_eq!(finished["metadata"]["provider-version"], ccm_version, "{finished}");
     assert_eq!(finished["metadata"]["kubernetes-version"], version);
     assert_eq!(finished["result"], "SUCCESS");
-    let left = harness::cluster::process::find_by_marker(&root.join("state"));
+    let left = local_cluster::process::find_by_marker(&root.join("state"));
     assert!(left.is_empty(), "processes left running: {left:?}");
 }
 

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::cluster::process::find_by_marker;
-use harness::toolchain;
+use local_cluster::process::find_by_marker;
+use local_cluster::toolchain;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 

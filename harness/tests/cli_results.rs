@@ -167,7 +167,7 @@ fn hostile_uploads_never_run_on_the_dashboards_origin_in_a_real_browser() {
     let mut first = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(serve.stdout.take().unwrap()), &mut first).unwrap();
     let url = first.trim().strip_prefix("serving on ").unwrap_or_else(|| panic!("{first:?}")).to_owned();
-    harness::testing::central::wait_for_lkg(&url);
+    testing::central::wait_for_lkg(&url);
     let output =
         Command::new("node").arg(&script).args(["--url", &url, "--job", "ci-local", "--build", "2"]).output().unwrap();
     let _ = serve.kill();

@@ -1,6 +1,6 @@
 //! The ingestion API as the central service runs it: real `harness serve` processes on loopback,
 //! a real Postgres, tokens made with `harness token create`, builds posted by `harness publish
-//! --remote` and by the load driver (`harness::testing::load`, which the `ingest_load` benchmark
+//! --remote` and by the load driver (`testing::load`, which the `ingest_load` benchmark
 //! also runs).
 
 use std::collections::BTreeMap;
@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use harness::results::index::Index;
-use harness::results::remote::RemoteOptions;
-use harness::testing::central::{self, Replica, Service};
-use harness::testing::load::{self, Plan};
+use results::index::Index;
+use results::remote::RemoteOptions;
+use testing::central::{self, Replica, Service};
+use testing::load::{self, Plan};
 
 fn harness() -> Command {
     central::harness(Path::new(env!("CARGO_BIN_EXE_harness")))
@@ -122,7 +122,7 @@ fn text(output: &std::process::Output) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn publishes_are_authenticated_per_provider_checked_whole_and_idempotent() {
-    let service = service(harness::testing::fresh_postgres_database().await);
+    let service = service(testing::fresh_postgres_database().await);
     let (alpha, beta) = (service.token("alpha"), service.token("beta"));
     let revoked = service.token("alpha");
     let index = service.index().await;
@@ -378,7 +378,7 @@ fn load_options() -> RemoteOptions {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_replicas_take_50_publishers_of_40_builds_each_losing_and_doubling_none() {
-    let service = service(harness::testing::fresh_postgres_database().await);
+    let service = service(testing::fresh_postgres_database().await);
     let tokens = [service.token("alpha"), service.token("beta")];
     let (one, two) = (service.replica("one", &[]), service.replica("two", &[]));
     let remotes = [one.url.clone(), two.url.clone()];
@@ -401,7 +401,7 @@ async fn two_replicas_take_50_publishers_of_40_builds_each_losing_and_doubling_n
 /// publishers retry (on the other replica), and every build ends up indexed exactly once.
 #[tokio::test(flavor = "multi_thread")]
 async fn builds_survive_a_postgres_restart_and_a_killed_replica_in_the_middle_of_the_load() {
-    let postgres = harness::testing::OwnPostgres::start();
+    let postgres = testing::OwnPostgres::start();
     let service = service(postgres.url.clone());
     let tokens = [service.token("alpha"), service.token("beta")];
     let (mut one, two) = (service.replica("one", &[]), service.replica("two", &[]));
@@ -497,7 +497,7 @@ fn small_build(provider: &str, build: &str) -> Vec<u8> {
 /// got a place), and /readyz says when every place is taken.
 #[tokio::test(flavor = "multi_thread")]
 async fn one_providers_stalled_uploads_neither_starve_the_others_nor_last() {
-    let service = service(harness::testing::fresh_postgres_database().await);
+    let service = service(testing::fresh_postgres_database().await);
     let (alpha, beta) = (service.token("alpha"), service.token("beta"));
     // The stalls hold their places for the read timeout: a publish that waited behind them would
     // take that long, so a bound well under it tells a fair share from starvation on any machine.
@@ -543,7 +543,7 @@ async fn one_providers_stalled_uploads_neither_starve_the_others_nor_last() {
 /// SIGTERM with an upload stalled in flight: serve exits within --shutdown-timeout.
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_exits_within_the_shutdown_timeout_even_with_a_stalled_upload() {
-    let service = service(harness::testing::fresh_postgres_database().await);
+    let service = service(testing::fresh_postgres_database().await);
     let alpha = service.token("alpha");
     let mut replica = service.replica("shutdown", &["--upload-read-timeout", "60s", "--shutdown-timeout", "2s"]);
     let stalled = stall(&replica, &alpha);
@@ -626,7 +626,7 @@ async fn result_names(index: &Index, path: &str) -> Vec<String> {
 /// same content posted twice at once is one 201 and one 200.
 #[tokio::test(flavor = "multi_thread")]
 async fn one_build_id_posted_with_two_contents_at_once_has_exactly_one_winner_across_replicas() {
-    let service = service(harness::testing::fresh_postgres_database().await);
+    let service = service(testing::fresh_postgres_database().await);
     let alpha = service.token("alpha");
     let (one, two) = (service.replica("one", &[]), service.replica("two", &[]));
     let index = service.index().await;
@@ -672,7 +672,7 @@ async fn one_build_id_posted_with_two_contents_at_once_has_exactly_one_winner_ac
 /// the first claim wins, the other gets 403, and nothing of the loser's build is stored.
 #[tokio::test(flavor = "multi_thread")]
 async fn two_providers_claiming_a_new_job_at_once_leave_it_to_exactly_one() {
-    let service = service(harness::testing::fresh_postgres_database().await);
+    let service = service(testing::fresh_postgres_database().await);
     let (alpha, beta) = (service.token("alpha"), service.token("beta"));
     let (one, two) = (service.replica("one", &[]), service.replica("two", &[]));
     let index = service.index().await;
@@ -707,7 +707,7 @@ async fn two_providers_claiming_a_new_job_at_once_leave_it_to_exactly_one() {
 /// both verdicts, and posted at the same moment to two replicas both are stored and indexed whole.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_presubmit_never_overwrites_the_periodic_build_of_the_same_id() {
-    let service = service(harness::testing::fresh_postgres_database().await);
+    let service = service(testing::fresh_postgres_database().await);
     let alpha = service.token("alpha");
     let (one, two) = (service.replica("one", &[]), service.replica("two", &[]));
     let index = service.index().await;
@@ -769,7 +769,7 @@ async fn a_presubmit_never_overwrites_the_periodic_build_of_the_same_id() {
 /// finished.json that the finishing post does not hold are removed, from the store and the index.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_finishing_post_replaces_the_files_of_an_unfinished_one() {
-    let service = service(harness::testing::fresh_postgres_database().await);
+    let service = service(testing::fresh_postgres_database().await);
     let alpha = service.token("alpha");
     let replica = service.replica("one", &[]);
     let index = service.index().await;
@@ -820,7 +820,7 @@ async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut check
 /// since a build was indexed unfinished.
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_indexes_what_the_store_holds_and_the_index_lacks() {
-    let service = service(harness::testing::fresh_postgres_database().await);
+    let service = service(testing::fresh_postgres_database().await);
     let index = &service.index().await;
     let job = "ci-cloud-provider-alpha-e2e";
     write_to_store(&service, &format!("logs/{job}/1"), &finished_files("alpha", true, "one"));
@@ -873,7 +873,7 @@ fn held_git(dir: &Path, release: &Path) -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_listens_at_once_and_answers_503_on_the_lkg_routes_only_until_the_first_load() {
-    let service = service(harness::testing::fresh_postgres_database().await);
+    let service = service(testing::fresh_postgres_database().await);
     let repo = service.dir.path().join("kubernetes");
     std::fs::create_dir_all(&repo).unwrap();
     let git = |args: &[&str]| {

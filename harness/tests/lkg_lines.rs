@@ -94,8 +94,8 @@ fn prow_build(store: &Path, job: &str, build: u32, kubernetes: Option<&str>, pro
 }
 
 fn providers_yaml(dir: &Path) -> PathBuf {
-    let bundled = harness::config::BUNDLED;
-    let local = harness::config::bundled_entry("local").expect("the bundled file has `local`");
+    let bundled = config::BUNDLED;
+    let local = config::bundled_entry("local").expect("the bundled file has `local`");
     let acme = local
         .replacen("- name: local", "- name: acme", 1)
         .replacen(

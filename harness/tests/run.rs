@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::cluster::process::find_by_marker;
-use harness::results::junit::{self, ReadOptions, Status};
+use junit::{self, ReadOptions, Status};
+use local_cluster::process::find_by_marker;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -19,7 +19,7 @@ use nix::unistd::Pid;
 /// failing test (`shared`), and `local-kwok` (`local` on kwok nodes). Tests that only need a
 /// cluster run on kwok nodes: they come up in seconds and run nothing in a pod.
 fn providers_yaml(dir: &Path) -> PathBuf {
-    let bundled = harness::config::BUNDLED;
+    let bundled = config::BUNDLED;
     let broken_ccm = dir.join("broken-ccm");
     std::fs::write(&broken_ccm, "#!/bin/sh\necho 'broken-ccm: refusing to start' >&2\nexit 1\n").unwrap();
     set_executable(&broken_ccm);
@@ -65,7 +65,7 @@ suites:
     timeout: 1m
 "#,
     );
-    let local_entry = harness::config::bundled_entry("local").expect("the bundled file has `local`");
+    let local_entry = config::bundled_entry("local").expect("the bundled file has `local`");
     let local_kwok = local_entry.replacen("- name: local", "- name: local-kwok", 1).replacen(
         "      node_kind: real\n",
         "      node_kind: kwok\n",
@@ -257,8 +257,8 @@ fn a_passing_run_writes_a_finished_build_tears_down_and_publishes() {
     for file in ["started.json", "finished.json", "build-log.txt", "artifacts/junit_runner.xml"] {
         assert!(build.join(file).is_file(), "{} missing", build.join(file).display());
     }
-    let read = harness::results::layout::read_build_dir(&build, harness::results::layout::Liveness::Ended).unwrap();
-    assert!(matches!(read.state, harness::results::layout::BuildState::Finished(_)));
+    let read = results::layout::read_build_dir(&build, results::layout::Liveness::Ended).unwrap();
+    assert!(matches!(read.state, results::layout::BuildState::Finished(_)));
     env.assert_nothing_left();
 
     // The same artifacts directory serves the next run once its build is published.
@@ -329,7 +329,7 @@ fn interrupt_during_test(launch: Launch, signal: Signal, suite: &str, seconds: &
     }
     let sleeper = wait_for_process(&sleep_cmdline);
     assert!(
-        !harness::signals::is_ignored(sleeper, Signal::SIGINT).unwrap(),
+        !cli_support::signals::is_ignored(sleeper, Signal::SIGINT).unwrap(),
         "the suite's process inherited an ignored SIGINT"
     );
     kill(Pid::from_raw(child.id() as i32), signal).unwrap();
@@ -351,13 +351,13 @@ fn interrupt_during_test(launch: Launch, signal: Signal, suite: &str, seconds: &
 /// rules and the global sysctls are as before. The dumped logs have the containers' logs.
 #[test]
 fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
-    use harness::cluster::real;
+    use local_cluster::real;
     if let Some(missing) = real::missing_kernel_feature() {
         eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
         return;
     }
     let env = Env::new();
-    let host = harness::testing::host::HostSnapshot::take();
+    let host = testing::host::HostSnapshot::take();
     let cluster = "run-real-sigint";
     let mut command = env.harness(&["--provider", "local-real", "--suites", "hang-real", "--cluster-name", cluster]);
     let child = command.args(["--build-id", "12"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
@@ -369,7 +369,7 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
     }
     wait_for_process(&sleep_cmdline);
     let dir = env.root.join("state/clusters").join(cluster);
-    let state: harness::cluster::ClusterState =
+    let state: local_cluster::ClusterState =
         serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
     let namespaces = real::namespaces(&state);
     assert_eq!(
@@ -397,7 +397,7 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
     let node = format!("{cluster}-worker-1");
     let shutdown = env.command("cluster").args(["instance", "--name", cluster, "shutdown", &node]).output().unwrap();
     assert!(shutdown.status.success(), "{}", text(&shutdown));
-    let state: harness::cluster::ClusterState =
+    let state: local_cluster::ClusterState =
         serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
     let stopped: Vec<&str> = state.stopped.iter().map(|s| s.record.component.as_str()).collect();
     assert_eq!(stopped.len(), 3, "{node}'s containerd, kubelet and kube-proxy are stopped: {stopped:?}");
@@ -669,7 +669,7 @@ fn cloud_e2e_passes_every_test_against_upstreams_controllers_on_the_local_cloud(
     let finished = env.finished();
     assert_eq!(finished["metadata"]["provider"], "local-upstream");
     // The CCM that ran is upstream's, stamped with the run's Kubernetes release.
-    let default = harness::toolchain::default_release().version;
+    let default = local_cluster::toolchain::default_release().version;
     assert_eq!(finished["metadata"]["kubernetes-version"], default);
     assert_eq!(finished["metadata"]["ccm-version"], format!("Kubernetes {default}"));
     // Upstream's controller manager started its four controllers (its log, dumped with the cluster's).
@@ -745,8 +745,8 @@ fn cloud_e2e_fails_exactly_the_tests_of_the_bugs_a_ccm_has() {
 #[test]
 fn a_missing_or_hanging_hook_fails_only_the_test_that_calls_it() {
     let env = Env::new();
-    let bundled = harness::config::BUNDLED;
-    let local_entry = harness::config::bundled_entry("local").unwrap();
+    let bundled = config::BUNDLED;
+    let local_entry = config::bundled_entry("local").unwrap();
     let hooked = local_entry
         .replacen("- name: local", "- name: hooked", 1)
         .replacen(
@@ -848,7 +848,7 @@ fn start_serve(env: &Env, args: &[&str]) -> (std::process::Child, String) {
     let mut first_line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut first_line).unwrap();
     let address = first_line.trim().strip_prefix("serving on http://").unwrap_or_else(|| panic!("{first_line:?}"));
-    harness::testing::central::wait_for_lkg(address);
+    testing::central::wait_for_lkg(address);
     (server, address.to_owned())
 }
 
@@ -1032,7 +1032,7 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
 /// while it is down, and both recover, with the same data, when it is back.
 #[test]
 fn serve_reports_a_database_that_is_down_and_recovers_when_it_restarts() {
-    let postgres = harness::testing::OwnPostgres::start();
+    let postgres = testing::OwnPostgres::start();
     let env = Env::new();
     let output = env.harness(&["--provider", "gated", "--kubernetes", "1.36", "--database", &postgres.url]).output();
     assert!(output.as_ref().unwrap().status.success(), "{}", text(&output.unwrap()));

@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use harness::results::index::{Index, Snapshot};
-use harness::results::junit::{self, ReadOptions};
-use harness::results::record::{ReadBuildOptions, Unfinished};
-use harness::testing::fresh_postgres_database;
+use junit::{self, ReadOptions};
+use results::index::{Index, Snapshot};
+use results::record::{ReadBuildOptions, Unfinished};
+use testing::fresh_postgres_database;
 
 pub const JOB: &str = "ci-cloud-provider-local-k8s-1.37";
 

@@ -14,8 +14,8 @@ pub mod testgrid;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use harness::cluster::{self, LocalCluster, UpOptions, process};
-use harness::toolchain::Release;
+use local_cluster::toolchain::Release;
+use local_cluster::{LocalCluster, UpOptions, process};
 
 /// A cluster that is brought down when the test ends, also when an assertion fails.
 pub struct TestCluster(pub Option<LocalCluster>);
@@ -38,8 +38,10 @@ impl Drop for TestCluster {
 pub async fn bring_up(options: UpOptions) -> TestCluster {
     let name = options.name.clone();
     // A cluster an earlier, killed run of this test left running would make `up` refuse.
-    cluster::down(&name).expect("clearing a leftover cluster");
-    TestCluster(Some(cluster::up(options).await.unwrap_or_else(|e| panic!("cluster {name} did not come up: {e}"))))
+    local_cluster::down(&name).expect("clearing a leftover cluster");
+    TestCluster(Some(
+        local_cluster::up(options).await.unwrap_or_else(|e| panic!("cluster {name} did not come up: {e}")),
+    ))
 }
 
 pub fn options(name: &str, release: Release, nodes: u32) -> UpOptions {

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use harness::cluster::cloud::{self, CloudOptions};
-use harness::cluster::{NodeKind, real};
-use harness::toolchain::Release;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, LogParams, PostParams};
+use local_cluster::cloud::{self, CloudOptions};
+use local_cluster::toolchain::Release;
+use local_cluster::{NodeKind, real};
 use serde_json::json;
 
 use super::{TestCluster, wait_for};

@@ -18,6 +18,9 @@ use bytes::Bytes;
 use futures::Stream;
 
 /// The job's name (Prow's `JOB_NAME`).
+/// Where the ingestion API takes a build: `POST` a body in this format to it.
+pub const PATH: &str = "/api/v1/builds";
+
 pub const JOB: &str = "job";
 /// The build's id (Prow's `BUILD_ID`).
 pub const BUILD: &str = "build";

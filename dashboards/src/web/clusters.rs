@@ -1,6 +1,6 @@
 //! The failure clusters of the last days across every provider (`/clusters`), and one cluster
 //! (`/clusters/{id}`): which providers, Kubernetes versions and jobs hit it, since when, which side
-//! it likely is on, and the builds. See [`crate::failures`]. A rendered page is kept until the
+//! it likely is on, and the builds. See [`failures`]. A rendered page is kept until the
 //! index changes, and at most [`KEPT`]: the window moves with the time.
 
 use std::time::Duration;
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::layout::{error_page, header_row, negotiate, not_found, short, time, unavailable, wants_json};
 use super::{Dashboard, Source};
-use crate::failures::{self, Cluster, Hit, Side};
+use failures::{self, Cluster, Hit, Side};
 
 /// How long a rendered page is kept while the index does not change: its window of days then starts
 /// at most this much too early.

@@ -21,10 +21,10 @@ use axum::Router;
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
 
-use crate::failures::Failure;
 use crate::grid::{Cell, Column, GridData};
 use crate::matrix::MatrixBuild;
 use crate::trends::JobTrend;
+use failures::Failure;
 
 /// A job as the home page lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -28,12 +28,12 @@ use lkg::api::{CulpritView, Snapshot};
 use lkg::bisect::{Answer, Bisection, Outcome, PointVerdict};
 use serde::Serialize;
 
-use crate::config::{Provider, ProvidersConfig};
-use crate::lkg::{HistorySpec, LkgOptions};
-use crate::results::index::Index;
-use crate::results::record::{BuildInfo, State, TestStatus};
 use crate::run::{self, RunOptions, steps::RUNNER_SUITE};
+use config::{Provider, ProvidersConfig};
 use git::{CommitInfo, Repo};
+use results::index::Index;
+use results::known_good::{HistorySpec, LkgOptions};
+use results::record::{BuildInfo, State, TestStatus};
 
 /// Which repository's history to bisect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -312,7 +312,7 @@ async fn plan<'a>(config: &'a ProvidersConfig, provider: &'a Provider, opts: &Bi
 
 async fn lkg_plan<'a>(config: &'a ProvidersConfig, provider: &'a Provider, opts: &BisectOptions) -> Result<Plan<'a>> {
     let index = Index::open_existing(&opts.database).await?;
-    let snapshot = crate::lkg::load(config, &opts.lkg, &index).await;
+    let snapshot = results::known_good::load(config, &opts.lkg, &index).await;
     index.close().await;
     let snapshot = snapshot?;
     let view = lkg::api::culprits(&snapshot, opts.line.as_deref(), &provider.name)?;
@@ -578,7 +578,7 @@ impl Ctx<'_> {
         let _ = std::fs::remove_dir_all(&artifacts);
         let report = report.with_context(|| format!("running point {}", short(value)))?;
         if let Some(signal) = report.interrupted {
-            return Err(crate::cli::Interrupted(signal).into());
+            return Err(cli_support::signals::Interrupted(signal).into());
         }
         if let Err(why) = &report.published {
             bail!("point {}: build {build_id} ran but was not published, so it cannot count: {why}", short(value));
@@ -621,7 +621,7 @@ impl Ctx<'_> {
     /// cannot be built is left to the run, whose Build or Up step then fails: the point is untestable.
     async fn kubernetes_point(&self, version: &str) -> Result<(ProvidersConfig, f64)> {
         let started = Instant::now();
-        let parsed: crate::config::KubernetesVersion =
+        let parsed: config::KubernetesVersion =
             version.parse().map_err(|e: String| anyhow::anyhow!(e)).context("a point of the Kubernetes side")?;
         let mut config = self.config.clone();
         for provider in config.providers.iter_mut().filter(|p| p.name == self.plan.provider.name) {
@@ -632,8 +632,8 @@ impl Ctx<'_> {
         }
         let requested = version.to_owned();
         let install = tokio::task::spawn_blocking(move || {
-            let release = crate::toolchain::resolve_or_pin(&requested)?;
-            crate::toolchain::install(&release, false)
+            let release = local_cluster::toolchain::resolve_or_pin(&requested)?;
+            local_cluster::toolchain::install(&release, false)
         })
         .await?;
         let seconds = started.elapsed().as_secs_f64();

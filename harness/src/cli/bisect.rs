@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 
-use super::lkg::{Output, SourceArgs};
-use crate::bisect::{self, BisectOptions, BisectReport, Side};
-use crate::results::default_store_url;
+use super::lkg_command::{Output, SourceArgs};
+use harness::bisect::{self, BisectOptions, BisectReport, Side};
+use results::default_store_url;
 
 #[derive(Debug, Args)]
 pub struct BisectArgs {
@@ -70,7 +70,7 @@ pub struct BisectArgs {
 
 pub async fn run_bisect(args: BisectArgs) -> Result<()> {
     let config = args.source.config.load()?;
-    crate::lkg::check_options(&config, &args.source.options())?;
+    results::known_good::check_options(&config, &args.source.options())?;
     let line = args.line.clone().unwrap_or_else(|| "newest".into());
     let flake_runs = config.provider(&args.provider).map_or(1, |p| p.flake_runs);
     let options = BisectOptions {

@@ -7,9 +7,11 @@ use anyhow::{Result, bail};
 use clap::Args;
 use futures::StreamExt;
 
-use super::{ConfigArg, Interrupted};
-use crate::results::{default_database_url, default_store_url};
-use crate::run::{self, RunOptions, RunReport, steps::StepResult};
+use cli_support::signals::Interrupted;
+
+use super::ConfigArg;
+use harness::run::{self, RunOptions, RunReport, steps::StepResult};
+use results::{default_database_url, default_store_url};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -48,7 +50,7 @@ pub struct CommonArgs {
     #[arg(long, env = "ARTIFACTS", default_value = "./_artifacts")]
     pub artifacts: PathBuf,
     #[command(flatten)]
-    pub store: super::results::StoreArgs,
+    pub store: super::publish_command::StoreArgs,
     /// Time for Build, Up, Deploy and Test together; the cluster is brought down after it anyway.
     #[arg(long, default_value = "2h", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
@@ -145,7 +147,7 @@ pub async fn run_matrix(args: MatrixArgs) -> Result<()> {
     let runs = cells.iter().enumerate().map(|(i, (provider, version))| {
         // Its own cluster (name, state dir, free ports) and artifacts directory per cell.
         let cluster = format!("m-{}-{}", provider.name, version.minor_line().replace('.', "-"));
-        let job = crate::config::jobs::job_name(&provider.name, None, version);
+        let job = config::jobs::job_name(&provider.name, None, version);
         let artifacts = args.common.artifacts.join(&job);
         let mut opts = args.common.options(&provider.name, format!("{base}{i}"), artifacts, cluster);
         opts.kubernetes = Some(version.to_string());
@@ -178,7 +180,7 @@ pub async fn run_matrix(args: MatrixArgs) -> Result<()> {
     Ok(())
 }
 
-fn provider_names(config: &crate::config::ProvidersConfig) -> String {
+fn provider_names(config: &config::ProvidersConfig) -> String {
     config.providers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 

@@ -7,10 +7,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use super::ConfigArg;
-use crate::cluster;
-use crate::config::template::{Placeholder, Vars};
-use crate::suites::cloud_e2e::CloudE2eSuite;
-use crate::suites::{SuiteContext, SuiteRunner};
+use config::template::{Placeholder, Vars};
+use harness::suites::cloud_e2e::CloudE2eSuite;
+use harness::suites::{SuiteContext, SuiteRunner};
 
 #[derive(Debug, Subcommand)]
 pub enum SuiteCommand {
@@ -75,10 +74,10 @@ pub async fn run_suite(command: SuiteCommand) -> Result<()> {
     let mut healthz = args.ccm_healthz_url.clone();
     let kubeconfig = match &args.cluster {
         Some(name) => {
-            let state = cluster::load_state(name)?;
+            let state = local_cluster::load_state(name)?;
             vars.insert(Placeholder::Cluster, state.name.clone());
             vars.insert(Placeholder::ClusterCidr, state.cluster_cidr().into());
-            vars.insert(Placeholder::CloudStateDir, cluster::cloud_state_dir(name).display().to_string());
+            vars.insert(Placeholder::CloudStateDir, local_cluster::cloud_state_dir(name).display().to_string());
             if let Some(port) = state.ccm_port {
                 vars.insert(Placeholder::SecurePort, port.to_string());
             }

@@ -4,8 +4,8 @@ use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 
 use super::ConfigArg;
-use crate::results::default_database_url;
-use crate::results::index::Index;
+use results::default_database_url;
+use results::index::Index;
 
 #[derive(Debug, Args)]
 pub struct DatabaseArg {
@@ -53,13 +53,13 @@ pub async fn run_token(command: TokenCommand) -> Result<()> {
     match command {
         TokenCommand::Create { provider, description, config, database } => {
             let index = Index::open(&database.url()).await?;
-            let created = crate::tokens::create(&index, &config.load()?, &provider, &description).await?;
+            let created = results::tokens::create(&index, &config.load()?, &provider, &description).await?;
             eprintln!("token {} for provider {provider}; it is shown only now:", created.id);
             println!("{}", created.token);
         }
         TokenCommand::Revoke { id, database } => {
             let index = Index::open(&database.url()).await?;
-            if !index.revoke_token(id, crate::results::unix_now()).await? {
+            if !index.revoke_token(id, results::unix_now()).await? {
                 bail!("no valid token with id {id} in {}: see harness token list", index.name());
             }
             println!("token {id} revoked");

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use crate::config::template::Vars;
+use config::template::Vars;
 
 /// How long each step of a deployer may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,7 +217,7 @@ pub(crate) async fn run(invocation: &Invocation<'_>) -> Result<(), Failure> {
         // Its own process group, so that what it starts (docker, scripts) is stopped with it.
         .process_group(0)
         .kill_on_drop(true);
-    crate::signals::with_default_signals_async(&mut command);
+    cli_support::signals::with_default_signals_async(&mut command);
     if let Some(dir) = invocation.dir {
         command.current_dir(dir);
     }

@@ -31,7 +31,7 @@ use kube::{Client, Config};
 
 use super::command::Timeouts;
 use super::{DeployError, Deployer};
-use crate::config::template::{Placeholder, Vars};
+use config::template::{Placeholder, Vars};
 
 const DEPLOYER: &str = "existing";
 
@@ -290,7 +290,7 @@ impl ExistingDeployer {
     /// which file it tried and how to give another, when there is none or it cannot be read.
     pub fn new(kubeconfig: Option<&Path>) -> Result<Self, DeployError> {
         let cwd = std::env::current_dir().unwrap_or_default();
-        Self::locate(kubeconfig, std::env::var_os("KUBECONFIG"), dirs::home_dir(), &cwd, &crate::cluster::state_root())
+        Self::locate(kubeconfig, std::env::var_os("KUBECONFIG"), dirs::home_dir(), &cwd, &local_cluster::state_root())
     }
 
     fn locate(

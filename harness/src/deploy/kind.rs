@@ -39,8 +39,8 @@ use super::command::Timeouts;
 use super::command::{self, Tooling};
 use super::existing;
 use super::{DeployError, Deployer};
-use crate::config::KubernetesVersion;
-use crate::config::template::{self, Placeholder, Vars};
+use config::KubernetesVersion;
+use config::template::{self, Placeholder, Vars};
 
 const DEPLOYER: &str = "kind";
 const PROGRAM: &str = "kind";
@@ -191,7 +191,7 @@ impl KindDeployer {
             artifacts: artifacts.to_path_buf(),
             repo_dir: repo_dir.to_path_buf(),
             tooling: Tooling::new(
-                crate::cluster::state_root().join("kind").join(cluster),
+                local_cluster::state_root().join("kind").join(cluster),
                 Self::DEFAULT_TIMEOUTS,
                 Vars::from([(Placeholder::KubernetesVersion, kubernetes_version.to_string())]),
             ),

@@ -44,8 +44,8 @@ use async_trait::async_trait;
 
 use super::command::{self, Timeouts, Tooling};
 use super::{DeployError, Deployer, existing};
-use crate::config::KubernetesVersion;
-use crate::config::template::{self, Placeholder, Vars};
+use config::KubernetesVersion;
+use config::template::{self, Placeholder, Vars};
 
 /// Flags the harness sets itself, refused in `deployer.args`.
 const OWN_FLAGS: [(&str, &str); 6] = [
@@ -154,7 +154,7 @@ impl Kubetest2Deployer {
             repo_dir: repo_dir.to_path_buf(),
             default_run_id: fresh_run_id(cluster),
             tooling: Tooling::new(
-                crate::cluster::state_root().join("kubetest2").join(cluster),
+                local_cluster::state_root().join("kubetest2").join(cluster),
                 Self::DEFAULT_TIMEOUTS,
                 vars,
             ),

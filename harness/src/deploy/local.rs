@@ -1,4 +1,4 @@
-//! `local`: the embedded cluster of this repository ([`crate::cluster`]): etcd, kube-apiserver,
+//! `local`: the embedded cluster of this repository ([`local_cluster`]): etcd, kube-apiserver,
 //! kube-controller-manager (`--cloud-provider=external`) and kube-scheduler as supervised
 //! processes on loopback, with the local simulated cloud (one instance per node), and nodes that
 //! are real (kubelet, containerd, kube-proxy in namespaces of their own, [`cluster::real`]) or
@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 
 use super::{DeployError, Deployer};
-use crate::cluster::{self, AwsOptions, LocalCluster, NodeKind, UpOptions, cloud::CloudOptions, nodes, real};
-use crate::config::template::{Placeholder, Vars};
-use crate::toolchain::Release;
+use config::template::{Placeholder, Vars};
+use local_cluster::toolchain::Release;
+use local_cluster::{AwsOptions, LocalCluster, NodeKind, UpOptions, cloud::CloudOptions, nodes, real};
 
 const NAME: &str = "local";
 
@@ -76,10 +76,10 @@ impl Deployer for LocalDeployer {
     }
 
     async fn up(&mut self) -> Result<(), DeployError> {
-        let cluster = match cluster::up(self.options.clone()).await {
+        let cluster = match local_cluster::up(self.options.clone()).await {
             Ok(cluster) => cluster,
             // Someone else's cluster: not ours to bring down.
-            Err(e @ cluster::ClusterError::AlreadyRunning { .. }) => {
+            Err(e @ local_cluster::ClusterError::AlreadyRunning { .. }) => {
                 return Err(DeployError::Up { deployer: NAME.into(), message: e.to_string() });
             }
             Err(e) => {
@@ -99,7 +99,7 @@ impl Deployer for LocalDeployer {
         }
         // By name, so a cluster whose `up` failed half way (and left state behind) also goes.
         let name = self.options.name.clone();
-        tokio::task::spawn_blocking(move || cluster::down(&name))
+        tokio::task::spawn_blocking(move || local_cluster::down(&name))
             .await
             .map_err(Self::err)?
             .map(|_| ())
@@ -107,7 +107,7 @@ impl Deployer for LocalDeployer {
     }
 
     async fn is_up(&self) -> Result<bool, DeployError> {
-        match cluster::load_state(&self.options.name) {
+        match local_cluster::load_state(&self.options.name) {
             Ok(state) => Ok(state.processes.iter().all(|p| p.is_running())),
             Err(_) => Ok(false),
         }

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use crate::config::template::Vars;
+use config::template::Vars;
+use config::{Deployer as DeployerConfig, KubernetesVersion, LocalCloud};
 
 pub mod command;
 pub mod existing;
@@ -33,9 +34,75 @@ pub enum DeployError {
     Other { deployer: String, message: String },
 }
 
+/// What a run gives the deployer that brings its cluster up.
+pub struct RunSetting<'a> {
+    pub cluster_name: &'a str,
+    pub kubernetes: &'a KubernetesVersion,
+    /// The run's `$ARTIFACTS`: kind and kubetest2 write their logs there.
+    pub artifacts: &'a Path,
+    /// Where the provider's relative paths (a kind config, a deployer's dir) start.
+    pub provider_dir: &'a Path,
+    /// The run's placeholders, filled into a deployer's args by `up`.
+    pub vars: &'a Vars,
+    /// The CCM binary the run built, if any. The local cloud is served by the reference CCM's
+    /// binary, whatever CCM is under test: that one when it is `reference-ccm`, else built here.
+    pub built_ccm: Option<&'a Path>,
+}
+
+/// The deployer `deployer` (a provider's `deployer` in providers.yaml) describes, for a run.
+pub fn from_config(deployer: &DeployerConfig, run: &RunSetting<'_>) -> Result<Box<dyn Deployer>, DeployError> {
+    let local_error =
+        |e: &dyn std::fmt::Display| DeployError::Other { deployer: "local".into(), message: e.to_string() };
+    match deployer {
+        DeployerConfig::Local { nodes, cloud: LocalCloud::Moto, .. } => {
+            let release =
+                local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string())).map_err(|e| local_error(&e))?;
+            let moto_server = local_cluster::toolchain::aws::install_moto(false).map_err(|e| local_error(&e))?;
+            Ok(Box::new(local::LocalDeployer::with_aws(run.cluster_name, *nodes, release, moto_server)))
+        }
+        DeployerConfig::Local { nodes, cloud: LocalCloud::Local, node_kind } => {
+            let release =
+                local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string())).map_err(|e| local_error(&e))?;
+            let reference = match run.built_ccm {
+                Some(binary) if binary.file_name().is_some_and(|n| n == "reference-ccm") => binary.to_path_buf(),
+                _ => local_cluster::cloud::build_reference_ccm().map_err(|e| local_error(&e))?,
+            };
+            let deployer =
+                local::LocalDeployer::new(run.cluster_name, *nodes, release, reference).with_node_kind(*node_kind);
+            Ok(Box::new(deployer))
+        }
+        DeployerConfig::Existing { kubeconfig } => {
+            Ok(Box::new(existing::ExistingDeployer::new(kubeconfig.as_deref())?))
+        }
+        DeployerConfig::Kind { config, image } => {
+            let config = config.as_ref().map(|c| run.provider_dir.join(c));
+            let deployer = kind::KindDeployer::new(
+                config.as_deref(),
+                image.as_deref(),
+                run.cluster_name,
+                run.kubernetes,
+                run.artifacts,
+                run.provider_dir,
+            );
+            Ok(Box::new(deployer.with_vars(run.vars.clone())))
+        }
+        DeployerConfig::Kubetest2 { deployer, args } => {
+            let deployer = kubetest2::Kubetest2Deployer::new(
+                deployer,
+                args,
+                run.cluster_name,
+                run.kubernetes,
+                run.artifacts,
+                run.provider_dir,
+            )?;
+            Ok(Box::new(deployer.with_vars(run.vars.clone())))
+        }
+    }
+}
+
 /// Checks, before a run starts anything, that the programs a deployer runs are on `PATH`.
-pub fn check_programs(deployer: &crate::config::Deployer) -> Result<(), DeployError> {
-    use crate::config::Deployer as Config;
+pub fn check_programs(deployer: &config::Deployer) -> Result<(), DeployError> {
+    use config::Deployer as Config;
     let (program, hint) = match deployer {
         Config::Local { .. } | Config::Existing { .. } => return Ok(()),
         Config::Kind { .. } => ("kind".to_owned(), "install kind (https://kind.sigs.k8s.io) and re-run".to_owned()),

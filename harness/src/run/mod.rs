@@ -18,25 +18,26 @@
 //! run publishes it itself at the end. A directory holding an earlier build is reused only once
 //! that build is in the index (published); otherwise the run refuses it rather than lose it.
 
-mod ccm;
+mod ccm_steps;
 pub mod steps;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::config::template::{Placeholder, Vars};
-use crate::config::{self, KubernetesVersion, Provider, ProvidersConfig, SuiteKind};
 use crate::deploy::{self, Deployer};
-use crate::results::index::Index;
-use crate::results::junit::{self, ReadOptions, Status};
-use crate::results::layout::{
+use crate::suites::{SuiteContext, SuiteRunner};
+use cli_support::signals::{self, StopSignal};
+use config::template::{Placeholder, Vars};
+use config::{self, KubernetesVersion, Provider, ProvidersConfig, SuiteKind};
+use junit::{self, ReadOptions, Status};
+use results::index::Index;
+use results::layout::{
     self, BuildLocation, BuildWriter, FINISHED_JSON, Finished, JobResult, Metadata, STARTED_JSON, Started, Versions,
 };
-use crate::results::publish;
-use crate::results::record::{ReadBuildOptions, Unfinished};
-use crate::results::store::ResultStore;
-use crate::results::unix_now;
-use crate::suites::{SuiteContext, SuiteRunner};
+use results::publish;
+use results::record::{ReadBuildOptions, Unfinished};
+use results::store::ResultStore;
+use results::unix_now;
 use steps::{StepResult, Steps};
 
 #[derive(Debug, thiserror::Error)]
@@ -58,11 +59,11 @@ pub enum RunError {
     #[error(transparent)]
     Layout(#[from] layout::LayoutError),
     #[error(transparent)]
-    Store(#[from] crate::results::store::StoreError),
+    Store(#[from] results::store::StoreError),
     #[error(transparent)]
-    Index(#[from] crate::results::index::IndexError),
+    Index(#[from] results::index::IndexError),
     #[error(transparent)]
-    Toolchain(#[from] crate::toolchain::ToolchainError),
+    Toolchain(#[from] local_cluster::toolchain::ToolchainError),
 }
 
 /// What `harness run` was asked to do.
@@ -107,7 +108,7 @@ pub struct RunReport {
     pub kubernetes_version: String,
     pub passed: bool,
     /// The signal that interrupted the run, if one did.
-    pub interrupted: Option<&'static str>,
+    pub interrupted: Option<StopSignal>,
     pub steps: Vec<steps::Step>,
     pub build_dir: PathBuf,
     /// Where the build was published, or why publishing failed.
@@ -175,14 +176,14 @@ fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, 
 /// when the workspace is not a git checkout.
 fn default_provider_version(provider: &Provider, kubernetes: &KubernetesVersion) -> String {
     if let config::CcmBuild::Toolchain { bin, .. } = &provider.ccm.build
-        && let Ok(release) = crate::toolchain::resolve(Some(&kubernetes.to_string()))
-        && let Some(version) = crate::toolchain::provider_ccm_version(&release, bin)
+        && let Ok(release) = local_cluster::toolchain::resolve(Some(&kubernetes.to_string()))
+        && let Some(version) = local_cluster::toolchain::provider_ccm_version(&release, bin)
     {
         return version.to_owned();
     }
     let bundled = match &provider.ccm.build {
         config::CcmBuild::Cargo { .. } => true,
-        config::CcmBuild::Toolchain { bin, .. } => crate::toolchain::TOOLCHAIN_CCMS.contains(&bin.as_str()),
+        config::CcmBuild::Toolchain { bin, .. } => local_cluster::toolchain::TOOLCHAIN_CCMS.contains(&bin.as_str()),
         config::CcmBuild::Command { .. } => false,
     };
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -216,24 +217,27 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     let mut deployer: Option<Box<dyn Deployer>> = None;
     let mut ccm_version = None;
     let mut suite: Option<String> = None;
-    let interrupted = {
+    let cut_short = {
         let work = run_steps(&plan, opts, &writer, &mut steps, &mut deployer, &mut ccm_version, &mut suite);
         tokio::select! {
             () = work => None,
-            () = tokio::time::sleep(opts.timeout) => Some(format!("timed out after {}", humantime::format_duration(opts.timeout))),
-            signal = interrupt() => Some(format!("interrupted by {signal}")),
+            () = tokio::time::sleep(opts.timeout) => Some(CutShort::TimedOut(opts.timeout)),
+            signal = signals::until_signal() => Some(CutShort::Signal(signal)),
         }
     };
-    let signal = interrupted.as_deref().and_then(|why| why.strip_prefix("interrupted by ")).map(signal_name);
-    if let Some(why) = &interrupted {
+    let signal = match cut_short {
+        Some(CutShort::Signal(signal)) => Some(signal),
+        _ => None,
+    };
+    if let Some(why) = &cut_short {
         // The step under way when the run was cut short failed; the ones after it did not run.
-        steps.interrupt(&interrupted_step(why, suite.as_deref()));
+        steps.interrupt(&interrupted_step(&why.to_string(), suite.as_deref()));
     }
     tear_down(opts, &writer, &mut steps, &mut deployer).await;
 
     writer.write_junit(steps::RUNNER_FILE, &steps.report())?;
     writer.write_build_log(steps.build_log().as_bytes())?;
-    let passed = steps.passed() && interrupted.is_none();
+    let passed = steps.passed() && cut_short.is_none();
     let untestable = opts.infrastructure_error && untestable(steps.all()).is_some();
     let result = match (signal, passed) {
         (Some(_), _) => JobResult::Aborted,
@@ -316,7 +320,7 @@ async fn run_steps(
     let artifacts = writer.artifacts_dir();
     let mut vars = base_vars(plan, opts, &artifacts);
 
-    let Some(built) = steps.run("Build", ccm::build(plan.provider, opts, &vars, &artifacts)).await else {
+    let Some(built) = steps.run("Build", ccm_steps::build(plan.provider, opts, &vars, &artifacts)).await else {
         return skip_rest(steps, &["Up", "Deploy", "Test"], "Build failed");
     };
     *ccm_version = built.version.clone();
@@ -324,7 +328,7 @@ async fn run_steps(
         vars.insert(Placeholder::CcmBinary, binary.display().to_string());
     }
 
-    let deployer = match ccm::deployer(plan, opts, &built, &vars) {
+    let deployer = match ccm_steps::deployer(plan, opts, &built, &vars) {
         Ok(deployer) => deployer_slot.insert(deployer),
         Err(e) => {
             steps.record("Up", StepResult::Failed(e.to_string()), Duration::ZERO);
@@ -336,7 +340,7 @@ async fn run_steps(
     }
     vars.extend(deployer.vars());
 
-    if steps.run("Deploy", ccm::deploy(plan.provider, opts, deployer.as_mut(), &built, &vars)).await.is_none() {
+    if steps.run("Deploy", ccm_steps::deploy(plan.provider, opts, deployer.as_mut(), &built, &vars)).await.is_none() {
         return skip_rest(steps, &["Test"], "Deploy failed");
     }
 
@@ -525,17 +529,17 @@ async fn reuse_artifacts_dir(dir: &Path, index: &Index) -> Result<(), RunError> 
     Ok(())
 }
 
-async fn interrupt() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut sigint), Ok(mut sigterm)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = sigint.recv() => "SIGINT",
-        _ = sigterm.recv() => "SIGTERM",
-    }
+/// Why a run ended before its steps did.
+enum CutShort {
+    TimedOut(Duration),
+    Signal(StopSignal),
 }
 
-fn signal_name(name: &str) -> &'static str {
-    if name == "SIGTERM" { "SIGTERM" } else { "SIGINT" }
+impl std::fmt::Display for CutShort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CutShort::TimedOut(after) => write!(f, "timed out after {}", humantime::format_duration(*after)),
+            CutShort::Signal(signal) => write!(f, "interrupted by {signal}"),
+        }
+    }
 }

@@ -6,11 +6,10 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use crate::results::junit::{Attempt, Detail, Outcome, Output, Report, Suite, TestCase};
+use junit::{Attempt, Detail, Outcome, Output, Report, Suite, TestCase};
 
 /// The suite (and classname) of `junit_runner.xml`'s cases.
-pub const RUNNER_SUITE: &str = "harness";
-pub const RUNNER_FILE: &str = "junit_runner.xml";
+pub use results::layout::{RUNNER_FILE, RUNNER_SUITE};
 
 /// How a step ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +44,7 @@ impl Steps {
         work: impl Future<Output = Result<T, E>>,
     ) -> Option<T> {
         // A spinner on a terminal, a plain line in CI; the step's own line follows either way.
-        let progress = crate::progress::step(format!("step {name}"));
+        let progress = cli_support::progress::step(format!("step {name}"));
         let started = Instant::now();
         self.under_way = Some((name.to_owned(), started));
         let result = work.await;
@@ -148,7 +147,7 @@ impl Steps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::junit::{self, ReadOptions, Status};
+    use junit::{self, ReadOptions, Status};
 
     #[tokio::test]
     async fn steps_become_runner_cases_that_read_back() {

@@ -37,9 +37,9 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 use super::{SuiteContext, SuiteError, SuiteOutcome, SuiteRunner};
-use crate::config::CommandSpec;
-use crate::config::template::{Placeholder, Vars};
-use crate::results::junit::{self, Attempt, Counts, Detail, Outcome, Output, ReadOptions, Report, Suite, TestCase};
+use config::CommandSpec;
+use config::template::{Placeholder, Vars};
+use junit::{self, Attempt, Counts, Detail, Outcome, Output, ReadOptions, Report, Suite, TestCase};
 
 /// How many lines of output a failure the harness reports carries.
 pub const TAIL_LINES: usize = 50;
@@ -256,7 +256,7 @@ pub(crate) async fn run_captured(
         .stderr(err)
         .process_group(0)
         .kill_on_drop(true);
-    crate::signals::with_default_signals_async(&mut command);
+    cli_support::signals::with_default_signals_async(&mut command);
     if let Some(cwd) = &invocation.cwd {
         command.current_dir(cwd);
     }

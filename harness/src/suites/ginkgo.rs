@@ -38,8 +38,8 @@ use nix::sys::signal::Signal;
 
 use super::exec::{self, Invocation, JunitSnapshot, absolute};
 use super::{SuiteContext, SuiteError, SuiteOutcome, SuiteRunner};
-use crate::config::template::{self, TemplateError, Vars};
-use crate::toolchain::{self, Toolchain};
+use config::template::{self, TemplateError, Vars};
+use local_cluster::toolchain::{self, Toolchain};
 
 /// The `--provider` values `e2e.test` knows (v1.36, v1.37: `e2e.test --provider=x` names them when
 /// `x` is not one). `local` and `skeleton` are the no-cloud provider; the others turn on that

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::cluster::NodeKind;
+use local_cluster::NodeKind;
 
 const KWOK_DATA: &str = include_str!("data/conformance-local-skips.yaml");
 const REAL_DATA: &str = include_str!("data/conformance-real-skips.yaml");

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::config::template::Vars;
+use config::template::Vars;
 
 pub mod cloud_e2e;
 pub mod exec;

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::config::KubernetesVersion;
 use crate::deploy::DeployError;
+use config::KubernetesVersion;
 
 /// A minimal Kubernetes API server on 127.0.0.1: `/version`, node, pod, event, service, daemonset
 /// and deployment lists, and pod logs (which echo their query). Stops when dropped.

@@ -19,8 +19,8 @@ use serde_json::json;
 
 use super::hooks::HookKind;
 use super::{Test, TestResult, Verdict, World, wait};
-use crate::cluster::probe::{self, Dial};
-use crate::config::Capability;
+use config::Capability;
+use local_cluster::probe::{self, Dial};
 
 const NEEDS: &[Capability] = &[Capability::LoadBalancers, Capability::LoadBalancerDataPath];
 const TIMEOUT: Duration = Duration::from_secs(150);

@@ -12,9 +12,9 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 
-use crate::config::template::{Placeholder, Vars};
-use crate::config::{Hook, Hooks};
 use crate::suites::exec::{GroupGuard, go_exit_text};
+use config::template::{Placeholder, Vars};
+use config::{Hook, Hooks};
 
 /// How much of a hook's stdout is kept (a load balancer listing of a big account is long).
 const MAX_STDOUT: u64 = 16 << 20;
@@ -106,7 +106,7 @@ pub async fn run_command(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    crate::signals::with_default_signals_async(&mut command);
+    cli_support::signals::with_default_signals_async(&mut command);
     let mut child = command.spawn().map_err(|e| {
         let why = match e.kind() {
             std::io::ErrorKind::NotFound => "not found (no such file, and not on PATH)".to_owned(),
@@ -171,7 +171,7 @@ pub fn load_balancer_entries(stdout: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::CommandSpec;
+    use config::CommandSpec;
 
     fn hook(argv: &[&str], timeout: Duration) -> Hook {
         Hook {

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::hooks::HookKind;
 use super::{Test, TestResult, Verdict, World, wait};
-use crate::config::Capability;
+use config::Capability;
 
 /// NotReady takes the kubelet's silence (or the node-monitor grace period) plus a lifecycle pass.
 const LIFECYCLE_TIMEOUT: Duration = Duration::from_secs(120);

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::hooks::{HookKind, load_balancer_entries};
 use super::{Test, TestResult, Verdict, World, fail, wait};
-use crate::config::Capability;
+use config::Capability;
 
 const LB_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a service the CCM must leave alone is watched.

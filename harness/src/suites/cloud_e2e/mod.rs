@@ -37,10 +37,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
 use super::{SuiteContext, SuiteError, SuiteOutcome, SuiteRunner};
-use crate::config::template::Placeholder;
-use crate::config::{Capability, Hooks, Provider};
-use crate::results::junit::{Attempt, Detail, Outcome, Output, Report, Suite, TestCase};
+use config::template::Placeholder;
+use config::{Capability, Hooks, Provider};
 pub use hooks::{HookKind, HookRunner};
+use junit::{Attempt, Detail, Outcome, Output, Report, Suite, TestCase};
 
 /// The `<testsuite>` name and the classname of every case.
 pub const SUITE: &str = "cloud-e2e";

@@ -9,7 +9,7 @@ use futures::FutureExt;
 use k8s_openapi::api::core::v1::Node;
 
 use super::{Test, TestResult, World, wait};
-use crate::config::Capability;
+use config::Capability;
 
 /// Nodes may still be initialising when the suite starts.
 const INIT_TIMEOUT: Duration = Duration::from_secs(120);

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::{Verdict, case, report};
-use crate::results::junit::{self, Report, TestCase};
+use junit::{self, Report, TestCase};
 
 /// The message of a test the run stopped before it finished.
 pub const UNFINISHED: &str = "not finished: the run was stopped (SIGTERM, SIGINT or --timeout) while this suite ran";
@@ -64,7 +64,7 @@ fn unfinished(name: &str) -> TestCase {
 mod tests {
     use super::super::SUITE;
     use super::*;
-    use crate::results::junit::{ReadOptions, Status};
+    use junit::{ReadOptions, Status};
 
     fn statuses(file: &std::path::Path) -> Vec<(String, Status)> {
         let report = junit::read_file(file, &ReadOptions::default()).unwrap();

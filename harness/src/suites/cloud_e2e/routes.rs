@@ -7,7 +7,7 @@ use futures::FutureExt;
 use k8s_openapi::api::core::v1::Node;
 
 use super::{Test, TestResult, World, wait};
-use crate::config::Capability;
+use config::Capability;
 
 const ROUTE_TIMEOUT: Duration = Duration::from_secs(120);
 

@@ -1,7 +1,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::config::{CommandSpec, Hook, ProvidersConfig};
+use config::{CommandSpec, Hook, ProvidersConfig};
 
 fn local_provider() -> Provider {
     let config = ProvidersConfig::bundled();

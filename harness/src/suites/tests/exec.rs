@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::config::template::Placeholder;
-use crate::results::junit::{Status, read_file};
+use config::template::Placeholder;
+use junit::{Status, read_file};
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -42,7 +42,7 @@ async fn run(suite: &str, command: CommandSpec, ctx: &SuiteContext) -> SuiteOutc
 }
 
 /// The single case of a JUnit file the harness wrote.
-fn only_case(path: &Path) -> crate::results::junit::TestCase {
+fn only_case(path: &Path) -> junit::TestCase {
     let report = read_file(path, &ReadOptions::default()).unwrap();
     let cases: Vec<_> = report.cases().map(|(_, c)| c.clone()).collect();
     assert_eq!(cases.len(), 1, "{cases:?}");
@@ -100,7 +100,7 @@ async fn a_failing_command_fails_with_its_exit_status_and_the_last_50_lines() {
 async fn junit_the_command_writes_is_its_result() {
     let f = fixture(Duration::from_secs(30));
     let staged = f.root.join("staged.xml");
-    let failing = crate::results::junit::Report {
+    let failing = junit::Report {
         name: None,
         suites: vec![Suite {
             name: "mine".into(),
@@ -128,7 +128,7 @@ async fn junit_the_command_writes_is_its_result() {
     assert!(!f.ctx.artifacts.join("junit_own.xml").exists());
 
     // All passing, exit 0: passed. All passing but exit 1: failed, and a case says why.
-    let passing = crate::results::junit::Report {
+    let passing = junit::Report {
         suites: vec![Suite { cases: failing.suites[0].cases[..1].to_vec(), ..failing.suites[0].clone() }],
         ..failing
     };
@@ -272,7 +272,9 @@ async fn exits_are_worded_as_go_words_them() {
     // Started as any child of the harness is: a harness launched in the background (SIGINT
     // ignored, as a shell does for background jobs) must not make `kill -INT $$` a no-op.
     let status = |script: &str| {
-        crate::signals::with_default_signals(std::process::Command::new("sh").args(["-c", script])).status().unwrap()
+        cli_support::signals::with_default_signals(std::process::Command::new("sh").args(["-c", script]))
+            .status()
+            .unwrap()
     };
     assert_eq!(go_exit_text(status("exit 2")), "exit status 2");
     assert_eq!(go_exit_text(status("kill -KILL $$")), "signal: killed");

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::*;
-use crate::config::template::Placeholder;
-use crate::results::junit::{self, Attempt, Outcome, ReadOptions, Report, Status, Suite, TestCase};
+use config::template::Placeholder;
+use junit::{self, Attempt, Outcome, ReadOptions, Report, Status, Suite, TestCase};
 
 fn ctx(root: &Path, provider: &str) -> SuiteContext {
     let mut vars = Vars::new();

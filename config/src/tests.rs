@@ -1,0 +1,701 @@
+use std::path::Path;
+use std::time::Duration;
+
+use super::locate::YamlPath;
+use super::validate::{format_duration, parse_duration};
+use super::*;
+
+const AWS_EXAMPLE: &str = include_str!("../../docs/examples/providers.aws.yaml");
+
+/// A valid file; line numbers matter to the tests below (line 14 is free for additions).
+const BASE: &str = "\
+testgrid:
+  gcs_bucket: my-logs
+providers:
+  - name: p
+    repo: https://github.com/o/p
+    branch: main
+    kubernetes: [v1.37.1]
+    ccm:
+      build: {kind: cargo, package: ccm, bin: reference-ccm}
+      deploy: {kind: process}
+    deployer: {kind: existing}
+    capabilities: [instances]
+    suites: [cloud-e2e]
+";
+
+fn load(text: &str) -> Result<ProvidersConfig, ConfigError> {
+    ProvidersConfig::parse(text, Path::new("providers.yaml"))
+}
+
+/// BASE with `line` replaced by `with` (whole-line match, indentation included).
+fn edit(line: &str, with: &str) -> String {
+    assert!(BASE.lines().any(|l| l == line), "no line {line:?} in BASE");
+    BASE.lines().map(|l| if l == line { with } else { l }).collect::<Vec<_>>().join("\n") + "\n"
+}
+
+fn problems(text: &str) -> Vec<Diagnostic> {
+    match load(text) {
+        Err(ConfigError::Invalid { problems, .. }) => problems,
+        other => panic!("expected semantic problems, got {other:?}"),
+    }
+}
+
+fn only_problem(text: &str) -> Diagnostic {
+    let mut all = problems(text);
+    assert_eq!(all.len(), 1, "{all:#?}");
+    all.remove(0)
+}
+
+fn at(line: usize, column: usize) -> Option<Location> {
+    Some(Location { line, column })
+}
+
+// ---- the shipped files ----
+
+#[test]
+fn the_repository_providers_yaml_is_valid_and_describes_the_local_reference_provider() {
+    let config = ProvidersConfig::bundled();
+    assert_eq!(config.testgrid.gcs_bucket, "kubernetes-ci-logs");
+    let local = config.provider("local").expect("local provider");
+    assert_eq!(
+        local.ccm.build,
+        CcmBuild::Cargo {
+            package: "ccm".into(),
+            bin: "reference-ccm".into(),
+            timeout: validate::DEFAULT_BUILD_TIMEOUT
+        }
+    );
+    let CcmDeploy::Process { args, .. } = &local.ccm.deploy else { panic!("{:?}", local.ccm.deploy) };
+    assert!(args.contains(&"--cloud-provider=local".to_owned()), "{args:?}");
+    assert_eq!(
+        local.deployer,
+        Deployer::Local { nodes: 3, cloud: crate::LocalCloud::Local, node_kind: crate::nodes::NodeKind::Real }
+    );
+    assert_eq!(local.suites, ["cloud-e2e", "conformance-quick"]);
+    assert_eq!(local.required.suites, ["cloud-e2e", "conformance-quick"]);
+    for capability in [Capability::Instances, Capability::LoadBalancers, Capability::Routes, Capability::NodeShutdown] {
+        assert!(local.has(capability), "{capability}");
+    }
+    let pinned: Vec<String> = crate::pins::kubernetes_versions().into_iter().map(str::to_owned).collect();
+    let tested: Vec<String> = local.kubernetes.iter().map(ToString::to_string).collect();
+    assert_eq!(tested, pinned, "providers.yaml: the local provider tests every release pinned in tools/kube/");
+}
+
+#[test]
+fn the_aws_provider_runs_the_toolchains_ccm_against_moto_with_honest_capabilities() {
+    let config = ProvidersConfig::bundled();
+    let aws = config.provider("aws").expect("aws provider");
+    assert!(matches!(&aws.ccm.build, CcmBuild::Toolchain { bin, .. } if bin == "aws-cloud-controller-manager"));
+    let CcmDeploy::Process { args, .. } = &aws.ccm.deploy else { panic!("{:?}", aws.ccm.deploy) };
+    assert!(args.contains(&"--cloud-provider=aws".to_owned()), "{args:?}");
+    assert_eq!(
+        aws.deployer,
+        Deployer::Local { nodes: 3, cloud: crate::LocalCloud::Moto, node_kind: crate::nodes::NodeKind::Kwok }
+    );
+    // What classic ELBs, moto and an IPv4 VPC do not give (docs/providers.md says why).
+    for missing in [Capability::LoadBalancerUdp, Capability::Routes, Capability::DualStack] {
+        assert!(!aws.has(missing), "{missing}");
+    }
+    let local = config.provider("local").unwrap();
+    let tested: Vec<String> = aws.kubernetes.iter().map(ToString::to_string).collect();
+    assert_eq!(tested, local.kubernetes.iter().map(ToString::to_string).collect::<Vec<_>>());
+}
+
+#[test]
+fn node_kind_defaults_by_cloud_and_a_bad_one_is_refused_naming_the_file_and_field() {
+    use crate::nodes::NodeKind;
+    let deployer =
+        |line: &str| load(&edit("    deployer: {kind: existing}", line)).unwrap().providers[0].deployer.clone();
+    let kind = |deployer: Deployer| match deployer {
+        Deployer::Local { node_kind, .. } => node_kind,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(kind(deployer("    deployer: {kind: local}")), NodeKind::Real);
+    assert_eq!(kind(deployer("    deployer: {kind: local, cloud: moto}")), NodeKind::Kwok);
+    assert_eq!(kind(deployer("    deployer: {kind: local, node_kind: kwok}")), NodeKind::Kwok);
+
+    let problem = only_problem(&edit("    deployer: {kind: existing}", "    deployer: {kind: local, node_kind: vm}"));
+    assert_eq!(problem.path, "providers[0].deployer.node_kind");
+    let rendered = problem.render(Path::new("/etc/providers.yaml"));
+    assert!(rendered.starts_with("/etc/providers.yaml:"), "{rendered}");
+    assert!(rendered.contains("deployer.node_kind: unknown node kind `vm`; use one of: real, kwok"), "{rendered}");
+
+    let text = edit("    deployer: {kind: existing}", "    deployer: {kind: local, cloud: moto, node_kind: real}");
+    let problem = only_problem(&text);
+    assert_eq!(problem.path, "providers[0].deployer.node_kind");
+    assert!(problem.problem.to_string().contains("use `node_kind: kwok`"), "{}", problem.problem);
+
+    let text = edit("    deployer: {kind: existing}", "    deployer: {kind: local, nodes: 300}");
+    assert_eq!(only_problem(&text).path, "providers[0].deployer.nodes", "real nodes: at most 200");
+    assert!(
+        load(&edit("    deployer: {kind: existing}", "    deployer: {kind: local, nodes: 300, node_kind: kwok}"))
+            .is_ok()
+    );
+}
+
+#[test]
+fn an_unknown_local_cloud_or_toolchain_ccm_is_refused_with_the_known_ones() {
+    let text = edit("    deployer: {kind: existing}", "    deployer: {kind: local, cloud: ec2}");
+    let problem = only_problem(&text);
+    assert_eq!(problem.path, "providers[0].deployer.cloud");
+    let message = problem.problem.to_string();
+    assert!(message.contains("`ec2`") && message.contains("local, moto"), "{message}");
+
+    let text = edit(
+        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: toolchain, bin: gce-ccm}",
+    );
+    let message = only_problem(&text).problem.to_string();
+    assert!(message.contains("`gce-ccm`") && message.contains("aws-cloud-controller-manager"), "{message}");
+}
+
+#[test]
+fn local_upstream_runs_upstreams_ccm_from_the_toolchain_with_the_reference_ccms_flags() {
+    let config = ProvidersConfig::bundled();
+    let upstream = config.provider("local-upstream").expect("local-upstream provider");
+    let local = config.provider("local").unwrap();
+    assert_eq!(
+        upstream.ccm.build,
+        CcmBuild::Toolchain { bin: "local-upstream-ccm".into(), timeout: validate::DEFAULT_BUILD_TIMEOUT }
+    );
+    assert!(upstream.ccm.build.produces_binary());
+    let (CcmDeploy::Process { args, .. }, CcmDeploy::Process { args: reference, .. }) =
+        (&upstream.ccm.deploy, &local.ccm.deploy)
+    else {
+        panic!("{:?}", upstream.ccm.deploy)
+    };
+    // Every flag of the reference CCM, plus what upstream's secure serving needs to open /metrics.
+    let extra: Vec<&String> = args.iter().filter(|a| !reference.contains(a)).collect();
+    assert_eq!(extra, ["--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"]);
+    assert_eq!(args.len(), reference.len() + 1);
+    assert_eq!(
+        (&upstream.deployer, &upstream.capabilities, &upstream.hooks),
+        (&local.deployer, &local.capabilities, &local.hooks)
+    );
+    assert_eq!(
+        (upstream.suites.as_slice(), upstream.required.suites.as_slice()),
+        (&["cloud-e2e".to_owned()][..], &["cloud-e2e".to_owned()][..])
+    );
+    assert_eq!(upstream.kubernetes, local.kubernetes);
+}
+
+#[test]
+fn a_toolchain_build_names_a_ccm_the_toolchain_builds() {
+    let text = edit(
+        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: toolchain, bin: kube-apiserver}",
+    );
+    let problem = only_problem(&text);
+    assert_eq!(problem.path, "providers[0].ccm.build.bin");
+    let message = problem.problem.to_string();
+    assert!(message.contains("`kube-apiserver` is not a CCM the toolchain builds"), "{message}");
+    assert!(message.contains("local-upstream-ccm"), "{message}");
+
+    let text = edit(
+        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: toolchain, bin: local-upstream-ccm, package: ccm}",
+    );
+    assert!(only_problem(&text).problem.to_string().contains("`package` is not an option of a `toolchain` build"));
+    let text = edit(
+        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: toolchain, bin: local-upstream-ccm}",
+    );
+    assert_eq!(load(&text).unwrap().providers[0].ccm.build.kind(), "toolchain");
+}
+
+#[test]
+fn the_aws_example_is_valid() {
+    let config = ProvidersConfig::parse(AWS_EXAMPLE, Path::new("providers.aws.yaml")).unwrap();
+    assert_eq!(config.testgrid.gcs_bucket, "kubernetes-ci-logs", "gs:// is stripped");
+    let aws = config.provider("aws").unwrap();
+    assert!(matches!(&aws.deployer, Deployer::Kubetest2 { deployer, .. } if deployer == "kops"));
+    assert!(matches!(&aws.ccm.build, CcmBuild::Command { output: BuildOutput::Manifest(_), .. }));
+    assert_eq!(aws.ccm.deploy, CcmDeploy::Manifest { path: None, timeout: Duration::from_secs(600) });
+    assert_eq!(aws.required.tests.len(), 2);
+    assert!(aws.required.tests[1].matches("[sig-cloud-provider] Nodes should be initialised"));
+    let exec = config.suite("aws-nlb").unwrap();
+    let SuiteKind::Exec { command } = &exec.kind else { panic!("{exec:?}") };
+    assert_eq!(command.argv[..2], ["hack/e2e/nlb.sh".to_owned(), "--kubeconfig".to_owned()]);
+    assert_eq!(aws.github_repo(), Some(("kubernetes", "cloud-provider-aws")));
+}
+
+// ---- jobs and TestGrid ----
+
+#[test]
+fn job_names_are_per_provider_job_and_release_line() {
+    let config = ProvidersConfig::bundled();
+    let names: Vec<String> = config.cells().into_iter().map(|c| c.name).collect();
+    assert_eq!(
+        names,
+        [
+            "ci-cloud-provider-aws-k8s-1.37",
+            "ci-cloud-provider-aws-k8s-1.36",
+            "ci-cloud-provider-local-k8s-1.37",
+            "ci-cloud-provider-local-k8s-1.36",
+            "ci-cloud-provider-local-upstream-k8s-1.37",
+            "ci-cloud-provider-local-upstream-k8s-1.36"
+        ]
+    );
+
+    let aws = ProvidersConfig::parse(AWS_EXAMPLE, Path::new("x")).unwrap();
+    let cells = aws.cells();
+    let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ci-cloud-provider-aws-e2e-k8s-1.37",
+            "ci-cloud-provider-aws-conformance-k8s-1.37",
+            "ci-cloud-provider-aws-e2e-k8s-1.36",
+            "ci-cloud-provider-aws-conformance-k8s-1.36",
+            "ci-cloud-provider-aws-e2e-k8s-1.35",
+            "ci-cloud-provider-aws-conformance-k8s-1.35",
+        ]
+    );
+    let cell = aws.cell("ci-cloud-provider-aws-conformance-k8s-1.36").unwrap();
+    assert_eq!((cell.kubernetes.to_string(), cell.suites()), ("v1.36.4".to_owned(), &["conformance".to_owned()][..]));
+    assert_eq!(format_duration(cell.interval()), "24h");
+    assert_eq!(cell.gcs_prefix(&aws), "kubernetes-ci-logs/logs/ci-cloud-provider-aws-conformance-k8s-1.36");
+}
+
+#[test]
+fn testgrid_input_has_a_job_per_cell_under_the_bucket() {
+    let config = ProvidersConfig::bundled();
+    let input = testgrid_input(&config);
+    assert_eq!(input.dashboard_group.as_deref(), Some("sig-cloud-provider-harness"));
+    let [aws, provider, upstream] = &input.providers[..] else { panic!("{input:?}") };
+    assert_eq!((aws.dashboard.as_str(), aws.num_failures_to_alert), ("cloud-provider-aws", 3));
+    assert_eq!(upstream.dashboard, "cloud-provider-local-upstream");
+    assert_eq!((provider.dashboard.as_str(), provider.num_failures_to_alert), ("cloud-provider-local", 3));
+    assert_eq!(provider.jobs[0].gcs_prefix, "kubernetes-ci-logs/logs/ci-cloud-provider-local-k8s-1.37");
+    let generated = crate::testgrid::generate(&input).unwrap();
+    assert_eq!(generated.test_groups.len(), 6);
+
+    let aws = ProvidersConfig::parse(AWS_EXAMPLE, Path::new("x")).unwrap();
+    let generated = crate::testgrid::generate(&testgrid_input(&aws)).unwrap();
+    assert_eq!(generated.test_groups.len(), 6);
+    assert_eq!(generated.dashboards[0].name, "provider-aws-cloud-provider-harness");
+}
+
+#[test]
+fn two_versions_of_one_release_line_would_share_a_job_and_are_refused() {
+    let text = edit("    kubernetes: [v1.37.1]", "    kubernetes: [v1.37.1, v1.36.4, v1.37.2]");
+    let problem = only_problem(&text);
+    assert_eq!((problem.path.as_str(), problem.location), ("providers[0].kubernetes[2]", at(7, 36)));
+    assert!(matches!(problem.problem, Problem::SameReleaseLine { ref line, .. } if line == "1.37"), "{problem:?}");
+}
+
+#[test]
+fn job_names_clashing_across_providers_are_refused() {
+    // Provider `p-e2e`'s default job is provider `p`'s job `e2e`.
+    let second = BASE.split_once("providers:\n").unwrap().1.replace("name: p\n", "name: p-e2e\n");
+    let text = edit("    suites: [cloud-e2e]", "    suites: [cloud-e2e]\n    jobs: [{name: e2e, suites: [cloud-e2e]}]")
+        + &second;
+    let problem = only_problem(&text);
+    assert!(
+        matches!(&problem.problem, Problem::JobNameClash { job, first, .. }
+        if job == "ci-cloud-provider-p-e2e-k8s-1.37" && first.0 == Some(14)),
+        "{problem:?}"
+    );
+    assert_eq!(problem.location, at(15, 11));
+}
+
+// ---- errors: reading and parsing ----
+
+#[test]
+fn a_missing_file_names_it_and_says_what_to_do() {
+    let err = ProvidersConfig::load("/nonexistent/providers.yaml").unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }));
+    let message = err.to_string();
+    assert!(message.starts_with("cannot read /nonexistent/providers.yaml: "), "{message}");
+    assert!(message.contains("--config"), "{message}");
+}
+
+#[test]
+fn an_empty_file_or_one_of_comments_only_is_empty() {
+    for text in ["", "\n\n", "# nothing yet\n", "---\n"] {
+        let err = load(text).unwrap_err();
+        assert!(matches!(err, ConfigError::Empty { .. }), "{text:?}: {err:?}");
+        assert!(err.to_string().starts_with("providers.yaml is empty: it needs"), "{err}");
+    }
+}
+
+#[test]
+fn load_reads_a_file_from_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("providers.yaml");
+    std::fs::write(&path, BASE).unwrap();
+    let config = ProvidersConfig::load(&path).unwrap();
+    assert_eq!(config.source, path);
+    assert_eq!(config.providers[0].name, "p");
+}
+
+#[test]
+fn an_unknown_field_is_refused_with_its_line_and_column() {
+    let text = edit("    suites: [cloud-e2e]", "    suites: [cloud-e2e]\n    capabilites: [routes]");
+    let err = load(&text).unwrap_err();
+    assert!(matches!(err, ConfigError::Parse { .. }), "{err:?}");
+    assert_eq!(err.location(), at(14, 5));
+    let message = err.to_string();
+    assert!(
+        message.starts_with("providers.yaml:14:5: providers[0]: unknown field `capabilites`, expected one of"),
+        "{message}"
+    );
+    assert!(message.contains("fix its spelling"), "{message}");
+}
+
+#[test]
+fn an_unknown_field_in_a_flow_mapping_points_at_the_key() {
+    let text = edit("    deployer: {kind: existing}", "    deployer: {kind: existing, kubecfg: x}");
+    let err = load(&text).unwrap_err();
+    assert_eq!(err.location(), at(11, 32), "{err}");
+    assert!(err.to_string().contains("providers[0].deployer: unknown field `kubecfg`"), "{err}");
+}
+
+#[test]
+fn a_wrong_type_is_refused_with_its_line_and_column() {
+    let text = edit("    deployer: {kind: existing}", "    deployer: {kind: local, nodes: three}");
+    let err = load(&text).unwrap_err();
+    assert_eq!(err.location(), at(11, 36), "{err}");
+    let message = err.to_string();
+    assert!(message.contains("providers[0].deployer.nodes: invalid type: string \"three\", expected u32"), "{message}");
+    assert!(message.contains("expected type"), "{message}");
+}
+
+#[test]
+fn a_version_written_as_a_number_is_still_read_as_text() {
+    // YAML's `1.30` is a float, but serde_yaml_ng hands a string field the scalar as written.
+    let problem = only_problem(&edit("    kubernetes: [v1.37.1]", "    kubernetes: [1.30]"));
+    assert_eq!(problem.location, at(7, 18));
+    assert!(
+        problem.problem.to_string().starts_with("`1.30` is not a Kubernetes release version"),
+        "{}",
+        problem.problem
+    );
+}
+
+#[test]
+fn a_missing_field_is_refused_at_its_mapping() {
+    let err = load(&edit("    branch: main", "")).unwrap_err();
+    assert!(err.to_string().contains("providers[0]: missing field `branch`"), "{err}");
+    assert_eq!(err.location().map(|l| l.line), Some(4), "{err}");
+}
+
+#[test]
+fn broken_yaml_is_refused_with_its_line_and_column() {
+    let err = load(&edit("    branch: main", "    branch: main: x")).unwrap_err();
+    assert!(matches!(err, ConfigError::Parse { .. }), "{err:?}");
+    assert_eq!(err.location(), at(6, 17), "{err}");
+    assert!(err.to_string().starts_with("providers.yaml:6:17: mapping values are not allowed"), "{err}");
+}
+
+// ---- errors: meaning ----
+
+#[test]
+fn an_unknown_capability_is_named_with_the_valid_ones() {
+    let text = edit("    capabilities: [instances]", "    capabilities: [instances, load-balancer]");
+    let err = load(&text).unwrap_err();
+    assert_eq!(err.location(), at(12, 31));
+    let message = err.to_string();
+    assert!(
+        message.starts_with(
+            "providers.yaml:12:31: providers[0].capabilities[1]: unknown capability `load-balancer`; \
+             the capabilities are: instances, zones, node-shutdown"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("load-balancers"), "{message}");
+}
+
+#[test]
+fn an_unknown_deployer_lists_the_deployers() {
+    let problem = only_problem(&edit("    deployer: {kind: existing}", "    deployer:\n      kind: kind3"));
+    assert_eq!((problem.path.as_str(), problem.location), ("providers[0].deployer.kind", at(12, 13)));
+    assert_eq!(problem.problem.to_string(), "unknown deployer `kind3`; use one of: local, existing, kind, kubetest2");
+}
+
+#[test]
+fn an_option_of_another_deployer_is_refused_at_its_key() {
+    let problem =
+        only_problem(&edit("    deployer: {kind: existing}", "    deployer:\n      kind: existing\n      nodes: 3"));
+    assert_eq!(problem.location, at(13, 7));
+    assert_eq!(
+        problem.problem.to_string(),
+        "`nodes` is not an option of the `existing` deployer; its options are: kind, kubeconfig"
+    );
+}
+
+#[test]
+fn a_duplicate_provider_is_refused_at_the_second_and_points_at_the_first() {
+    let second = BASE.split_once("providers:\n").unwrap().1;
+    let text = format!("{BASE}{second}");
+    let problem = only_problem(&text);
+    assert_eq!((problem.path.as_str(), problem.location), ("providers[1].name", at(14, 11)));
+    assert_eq!(
+        problem.problem.to_string(),
+        "provider `p` is already defined at line 4; give each provider its own name"
+    );
+}
+
+#[test]
+fn a_hook_without_node_is_refused() {
+    let hooks = "    hooks:\n      terminate_instance:\n        command: [cloud, delete, instance]";
+    let problem = only_problem(&edit("    suites: [cloud-e2e]", &format!("    suites: [cloud-e2e]\n{hooks}")));
+    assert_eq!(
+        (problem.path.as_str(), problem.location),
+        ("providers[0].hooks.terminate_instance.command", at(16, 18))
+    );
+    assert!(matches!(problem.problem, Problem::HookWithoutNode("terminate_instance")));
+    assert!(problem.problem.to_string().contains("`{node}`"), "{}", problem.problem);
+}
+
+#[test]
+fn node_outside_instance_hooks_and_unknown_placeholders_are_refused() {
+    let hooks = "    hooks:\n      list_load_balancers: {command: [lbs, '{node}', '{nod}', '{{literal}}']}";
+    let all = problems(&edit("    suites: [cloud-e2e]", &format!("    suites: [cloud-e2e]\n{hooks}")));
+    let found: Vec<_> = all.iter().map(|d| (d.path.as_str(), d.location.unwrap().column)).collect();
+    assert_eq!(
+        found,
+        [
+            ("providers[0].hooks.list_load_balancers.command[1]", 44),
+            ("providers[0].hooks.list_load_balancers.command[2]", 54)
+        ]
+    );
+    assert!(matches!(all[0].problem, Problem::PlaceholderNotHere { placeholder: Placeholder::Node, .. }));
+    assert!(matches!(&all[1].problem, Problem::Template(TemplateError::Unknown { name }) if name == "nod"));
+}
+
+#[test]
+fn a_capability_whose_hook_is_missing_is_refused() {
+    let problem = only_problem(&edit("    capabilities: [instances]", "    capabilities: [node-deletion]"));
+    assert_eq!(problem.location, at(12, 20));
+    assert!(problem.problem.to_string().starts_with("capability `node-deletion` needs `hooks.terminate_instance`"));
+}
+
+#[test]
+fn an_unknown_suite_required_is_refused_with_the_known_ones() {
+    let text = edit(
+        "    suites: [cloud-e2e]",
+        "    suites: [cloud-e2e]\n    required:\n      suites: [cloud-e2e, conformence]",
+    );
+    let problem = only_problem(&text);
+    assert_eq!((problem.path.as_str(), problem.location), ("providers[0].required.suites[1]", at(15, 27)));
+    assert_eq!(
+        problem.problem.to_string(),
+        "unknown suite `conformence`; the suites are: cloud-e2e, conformance, conformance-quick \
+         (define more under the top-level `suites:`)"
+    );
+}
+
+#[test]
+fn a_required_suite_that_no_job_runs_is_refused() {
+    let text = edit("    suites: [cloud-e2e]", "    suites: [cloud-e2e]\n    required: {suites: [conformance]}");
+    let problem = only_problem(&text);
+    assert!(matches!(&problem.problem, Problem::RequiredSuiteNotRun(s) if s == "conformance"), "{problem:?}");
+}
+
+#[test]
+fn a_bad_version_string_says_how_to_write_one() {
+    let problem = only_problem(&edit("    kubernetes: [v1.37.1]", "    kubernetes: [v1.37]"));
+    assert_eq!(problem.location, at(7, 18));
+    assert_eq!(
+        problem.problem.to_string(),
+        "`v1.37` is not a Kubernetes release version (it needs major.minor.patch): write it like v1.37.1 or v1.38.0-alpha.1"
+    );
+}
+
+#[test]
+fn the_local_deployer_refuses_unpinned_versions_and_manifest_deploys() {
+    let text = edit("    deployer: {kind: existing}", "    deployer: {kind: local}")
+        .replace("[v1.37.1]", "[v1.30.0]")
+        .replace("deploy: {kind: process}", "deploy: {kind: manifest, path: ccm.yaml}");
+    let all = problems(&text);
+    assert!(matches!(all[0].problem, Problem::VersionNotPinned { .. }), "{all:#?}");
+    assert!(matches!(all[1].problem, Problem::LocalNeedsProcess("manifest")), "{all:#?}");
+    assert_eq!(all.len(), 2);
+}
+
+#[test]
+fn every_problem_is_reported_one_per_line() {
+    let text = edit("    capabilities: [instances]", "    capabilities: [lbs]")
+        .replace("[v1.37.1]", "[\"1.37\"]")
+        .replace("{kind: existing}", "{kind: cluster}");
+    let err = load(&text).unwrap_err();
+    let lines: Vec<String> = err.to_string().lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert!(lines[0].starts_with("providers.yaml:7:18: providers[0].kubernetes[0]: `1.37` is not"), "{err}");
+    assert!(lines[1].starts_with("providers.yaml:11:22: providers[0].deployer.kind: unknown deployer"), "{err}");
+    assert!(lines[2].starts_with("providers.yaml:12:20: providers[0].capabilities[0]: unknown capability"), "{err}");
+}
+
+#[test]
+fn a_build_command_needs_one_output_and_a_process_deploy_a_binary() {
+    let build = "      build: {kind: command, command: [make], manifest: out/ccm.yaml}";
+    let problem = only_problem(&edit("      build: {kind: cargo, package: ccm, bin: reference-ccm}", build));
+    assert_eq!((problem.path.as_str(), problem.problem), ("providers[0].ccm.deploy.kind", Problem::ProcessNeedsBinary));
+
+    let build = "      build: {kind: command, command: [make]}";
+    let problem = only_problem(&edit("      build: {kind: cargo, package: ccm, bin: reference-ccm}", build));
+    assert!(matches!(problem.problem, Problem::MissingOption { .. }), "{problem:?}");
+    assert_eq!(problem.location, at(9, 14));
+}
+
+#[test]
+fn suites_of_the_file_are_checked() {
+    let suites = "\
+suites:
+  - {name: conformance, kind: exec, command: [x]}
+  - {name: mine, kind: ginkgo, focus: '[unclosed'}
+  - {name: lb, kind: exec, command: [], timeout: 5 minutes}
+  - {name: mine, kind: cloud-e2e}
+  - {name: other, kind: shell}
+";
+    let all = problems(&format!("{suites}{BASE}"));
+    let found: Vec<(&str, Option<Location>)> = all.iter().map(|d| (d.path.as_str(), d.location)).collect();
+    assert_eq!(
+        found,
+        [
+            ("suites[0].name", at(2, 12)),
+            ("suites[1].focus", at(3, 39)),
+            ("suites[2].command", at(4, 37)),
+            ("suites[2].timeout", at(4, 50)),
+            ("suites[3].name", at(5, 12)),
+            ("suites[4].kind", at(6, 25)),
+        ]
+    );
+    assert!(matches!(all[0].problem, Problem::BuiltinSuiteRedefined(_)));
+    assert!(matches!(all[1].problem, Problem::BadRegex { .. }));
+    assert!(matches!(all[2].problem, Problem::EmptyCommand));
+    assert!(matches!(all[3].problem, Problem::BadDuration { .. }));
+    assert!(matches!(all[4].problem, Problem::DuplicateSuite { first: validate::AtLine(Some(3)), .. }));
+    assert!(matches!(all[5].problem, Problem::UnknownKind { what: "suite kind", .. }));
+}
+
+#[test]
+fn defaults_fill_in() {
+    let config = load(BASE).unwrap();
+    let p = &config.providers[0];
+    assert_eq!(p.required.suites, ["cloud-e2e"]);
+    assert_eq!(
+        p.jobs,
+        [JobSpec { name: None, suites: vec!["cloud-e2e".into()], interval: validate::DEFAULT_INTERVAL }]
+    );
+    assert_eq!(p.testgrid, ProviderTestGrid { dashboard: "cloud-provider-p".into(), num_failures_to_alert: 3 });
+    assert_eq!(p.deployer, Deployer::Existing { kubeconfig: None });
+    assert_eq!(config.suites.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), BUILTIN_SUITES);
+    assert_eq!(config.testgrid.dashboard_group, None);
+    assert_eq!(p.kubernetes_version(None).unwrap().to_string(), "v1.37.1");
+    assert_eq!(p.kubernetes_version(Some("1.37")).unwrap().to_string(), "v1.37.1");
+    assert_eq!(p.kubernetes_version(Some("v1.37.1")).unwrap().to_string(), "v1.37.1");
+    assert!(p.kubernetes_version(Some("v1.36")).is_none());
+}
+
+#[test]
+fn a_bucket_with_a_path_or_another_scheme_is_refused() {
+    for (bucket, reason) in [("s3://b", "GCS only"), ("b/logs", "only the bucket"), ("B", "3-222")] {
+        let problem = only_problem(&BASE.replace("gcs_bucket: my-logs", &format!("gcs_bucket: {bucket}")));
+        assert_eq!(problem.location, at(2, 15));
+        assert!(problem.problem.to_string().contains(reason), "{bucket}: {}", problem.problem);
+    }
+}
+
+// ---- pieces ----
+
+#[test]
+fn kubernetes_versions_parse_and_print() {
+    for text in ["v1.37.1", "v1.38.0-alpha.1", "v1.36.0-rc.0", "v2.0.10"] {
+        assert_eq!(text.parse::<KubernetesVersion>().unwrap().to_string(), text);
+    }
+    for text in ["1.37.1", "v1.37", "v1.37.x", "v1.037.1", "v1.37.1-", "v1.37.1-al_pha", "latest", "v1.37.1.2"] {
+        assert!(text.parse::<KubernetesVersion>().is_err(), "{text}");
+    }
+    assert_eq!("v1.38.0-alpha.1".parse::<KubernetesVersion>().unwrap().minor_line(), "1.38");
+}
+
+#[test]
+fn durations_parse_the_go_way() {
+    assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+    assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+    assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+    for bad in ["", "5", "5 minutes", "m", "0s", "1d", "-1s"] {
+        assert!(parse_duration(bad).is_err(), "{bad}");
+    }
+    for (duration, text) in [(5400, "1h30m"), (90, "1m30s"), (21600, "6h"), (0, "0s")] {
+        assert_eq!(format_duration(Duration::from_secs(duration)), text);
+    }
+}
+
+#[test]
+fn templates_render_and_refuse_bad_braces() {
+    let vars: Vars = [(Placeholder::Node, "n1".to_owned())].into();
+    assert_eq!(template::render("--node={node} {{x}}", &vars).unwrap(), "--node=n1 {x}");
+    assert_eq!(template::render("{cluster}", &vars), Err(TemplateError::Missing(Placeholder::Cluster)));
+    assert_eq!(template::placeholders("a {b"), Err(TemplateError::Unclosed { at: 2 }));
+    assert_eq!(template::placeholders("a } b"), Err(TemplateError::Unopened { at: 2 }));
+    assert!(matches!(template::placeholders("{Node}"), Err(TemplateError::Unknown { .. })));
+    assert_eq!(template::placeholders("{node}-{cluster}").unwrap(), [Placeholder::Node, Placeholder::Cluster]);
+}
+
+#[test]
+fn locate_finds_values_keys_and_sequence_items() {
+    let text = "a:\n  b: [x, {c: 1}]\n  d:\n    - e: f\n";
+    let root = YamlPath::root();
+    assert_eq!(root.key("a").key("b").locate(text), at(2, 6));
+    assert_eq!(root.key("a").key("b").index(1).key("c").locate(text), at(2, 14));
+    assert_eq!(root.key("a").key("b").index(1).key("c").the_key().locate(text), at(2, 11));
+    assert_eq!(root.key("a").key("d").index(0).key("e").locate(text), at(4, 10));
+    assert_eq!(root.key("a").key("d").the_key().locate(text), at(3, 3));
+    assert_eq!(root.key("a").key("zz").locate(text), None);
+    assert_eq!(root.key("a").key("b").index(7).locate(text), None);
+    assert_eq!(root.key("a").key("b").index(1).key("c").to_string(), "a.b[1].c");
+}
+
+#[test]
+fn a_bad_required_test_regex_is_reported_on_one_line() {
+    let text = edit(
+        "    suites: [cloud-e2e]",
+        "    suites: [cloud-e2e]\n    required:\n      tests: [exact name, {regex: '('}]",
+    );
+    let problem = only_problem(&text);
+    assert_eq!((problem.path.as_str(), problem.location), ("providers[0].required.tests[1].regex", at(15, 35)));
+    assert_eq!(problem.problem.to_string(), "`(` is not a valid regular expression: unclosed group");
+}
+
+#[test]
+fn release_branches_are_release_lines_and_existing_prow_jobs_map_to_their_provider() {
+    let text = edit(
+        "    branch: main",
+        "    branch: main\n    branches: [main, release-1.36, release-1.35]\n    prow: {jobs: [ci-p-e2e-latest], repo: o/p}",
+    );
+    let config = load(&text).unwrap();
+    let p = config.provider("p").unwrap();
+    let lines: Vec<(String, String)> = p.release_lines();
+    assert_eq!(
+        lines,
+        [
+            ("master".into(), "main".into()),
+            ("1.36".into(), "release-1.36".into()),
+            ("1.35".into(), "release-1.35".into())
+        ]
+    );
+    assert_eq!(config.provider_of_job("ci-p-e2e-latest").map(|p| p.name.as_str()), Some("p"));
+    assert_eq!(config.provider_of_job("ci-cloud-provider-p-k8s-1.37").map(|p| p.name.as_str()), Some("p"));
+    assert!(config.provider_of_job("ci-other-e2e").is_none());
+    assert_eq!(p.prow_repo().as_deref(), Some("o/p"));
+
+    let bad = only_problem(&edit("    branch: main", "    branch: main\n    branches: [feature-x]"));
+    assert!(bad.problem.to_string().contains("release-MAJOR.MINOR"), "{bad:?}");
+    let bad = only_problem(&edit("    branch: main", "    branch: main\n    prow: {repo: just-a-name}"));
+    assert!(bad.problem.to_string().contains("org/repo"), "{bad:?}");
+}
+
+#[test]
+fn the_flake_policy_gives_bisect_its_runs_per_commit() {
+    assert_eq!(load(BASE).unwrap().providers[0].flake_runs, 1, "one run by default");
+    let text = edit("    deployer: {kind: existing}", "    deployer: {kind: existing}\n    flake: {runs: 3}");
+    assert_eq!(load(&text).unwrap().providers[0].flake_runs, 3);
+    let problem =
+        only_problem(&edit("    deployer: {kind: existing}", "    deployer: {kind: existing}\n    flake: {runs: 0}"));
+    assert_eq!(problem.path, "providers[0].flake.runs");
+    assert!(problem.problem.to_string().contains("at least one run"), "{}", problem.problem);
+}

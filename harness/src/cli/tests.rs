@@ -1,0 +1,63 @@
+//! The command lines other parts of the project write for the harness (providers.yaml's hooks,
+//! the generated Prow jobs) parse as the harness's own.
+
+use std::path::Path;
+
+use clap::Parser;
+use config::ProvidersConfig;
+use config::prow::{ProwOptions, Timeouts, prow_jobs};
+use config::template::{Placeholder, Vars};
+
+use super::{Cli, Command};
+
+#[test]
+fn the_local_hooks_are_real_harness_commands() {
+    let config = ProvidersConfig::bundled();
+    let hooks = &config.provider("local").unwrap().hooks;
+    let vars: Vars = [
+        (Placeholder::Harness, "/bin/harness".to_owned()),
+        (Placeholder::Cluster, "c1".to_owned()),
+        (Placeholder::Node, "c1-worker-1".to_owned()),
+    ]
+    .into();
+    let (argv, _) = hooks.terminate_instance.as_ref().unwrap().command.render(&vars).unwrap();
+    assert_eq!(argv, ["/bin/harness", "cluster", "instance", "--name", "c1", "terminate", "c1-worker-1"]);
+    // Each argv parses as the harness's own command line.
+    for hook in [&hooks.terminate_instance, &hooks.shutdown_instance, &hooks.start_instance, &hooks.list_load_balancers]
+    {
+        let (argv, _) = hook.as_ref().unwrap().command.render(&vars).unwrap();
+        let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        assert!(matches!(cli.command, Command::Cluster(_)), "{argv:?}");
+    } // The probe hook, with what cloud-e2e appends.
+    let (mut argv, _) = hooks.probe_load_balancer.as_ref().unwrap().command.render(&vars).unwrap();
+    argv.extend(["--ip=10.250.1.1", "--port=80", "--udp", "--send=echo x"].map(String::from));
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    assert!(matches!(cli.command, Command::Cluster(_)), "{argv:?}");
+}
+
+/// The container's command line is one `harness run` takes, meaning what the cell says (with the
+/// values Kubernetes puts in place of `$(JOB_NAME)`, `$(BUILD_ID)` and `$(ARTIFACTS)`).
+#[test]
+fn harness_run_accepts_the_jobs_command_line() {
+    let config = ProvidersConfig::bundled();
+    let opts = ProwOptions { config_path: Some("ci/providers.yaml".into()), ..ProwOptions::default() };
+    for periodic in prow_jobs(&config, &opts).periodics {
+        let container = &periodic.spec.containers[0];
+        let argv = container.command.iter().chain(&container.args).map(|arg| {
+            arg.replace("$(JOB_NAME)", &periodic.name)
+                .replace("$(BUILD_ID)", "1234")
+                .replace("$(ARTIFACTS)", "/logs/artifacts")
+        });
+        let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{}: {e}", periodic.name));
+        let Command::Run(run) = cli.command else { panic!("{}: not `harness run`", periodic.name) };
+        let cell = config.cell(&periodic.name).unwrap();
+        assert_eq!(run.provider, cell.provider.name);
+        assert_eq!(run.kubernetes, Some(cell.kubernetes.to_string()));
+        assert_eq!(run.suites.as_deref(), Some(cell.suites()));
+        assert_eq!(run.job.as_deref(), Some(periodic.name.as_str()));
+        assert_eq!(run.build_id.as_deref(), Some("1234"));
+        assert_eq!(run.common.artifacts, Path::new("/logs/artifacts"));
+        assert_eq!(run.common.config.path.as_deref(), Some(Path::new("ci/providers.yaml")));
+        assert_eq!(run.common.timeout, Timeouts::for_cell(&config, &cell).run);
+    }
+}

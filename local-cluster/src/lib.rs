@@ -1,0 +1,1017 @@
+//! Local clusters: a real Kubernetes control plane as processes on loopback, with real or kwok
+//! nodes and a local cloud, built from the toolchain this crate installs ([`toolchain`]). The
+//! `local` deployer (the `harness` crate's `deploy::local`) and `harness cluster` drive it.
+//!
+//! etcd, kube-apiserver, kube-controller-manager (`--cloud-provider=external`), kube-scheduler and,
+//! with kwok nodes, the kwok controller run as children of the harness, supervised by it rather than by kwokctl:
+//! the harness then owns every PID, can stop them all on Ctrl-C, SIGTERM, a panic or a failed
+//! `up` (see [`process`]), and the same code serves `harness cluster up` and the tests. Nodes are
+//! registered by the harness as external-cloud-provider kubelets would ([`nodes`]); kwok keeps
+//! them Ready with stages that leave `NetworkUnavailable` to the route controller (`kwok.yaml`).
+//!
+//! State lives in `<state dir>/clusters/<name>/`: `cluster.json` (ports, PIDs), `kubeconfig`,
+//! `pki/`, `etcd/`, `logs/<component>.log`. `down` stops the processes and removes it.
+
+pub mod aws;
+pub mod cloud;
+pub mod dns;
+pub mod images;
+pub mod machines;
+pub mod nodes;
+pub mod pki;
+pub mod probe;
+pub mod process;
+pub mod real;
+pub mod toolchain;
+
+use std::fs;
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde::{Deserialize, Serialize};
+
+use cli_support::progress;
+use process::ProcessRecord;
+use toolchain::{Release, ToolchainError};
+
+/// The cluster name when none is given.
+pub const DEFAULT_NAME: &str = "harness";
+/// The service range, on loopback like every other address of the cluster (see [`nodes`]).
+pub const SERVICE_CIDR: &str = "127.96.0.0/16";
+const SERVICE_IP: Ipv4Addr = Ipv4Addr::new(127, 96, 0, 1);
+const KWOK_CONFIG: &str = include_str!("kwok.yaml");
+
+const API_READY_TIMEOUT: Duration = Duration::from_secs(120);
+const NODES_READY_TIMEOUT: Duration = Duration::from_secs(90);
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error(transparent)]
+    Toolchain(#[from] ToolchainError),
+    #[error("cluster name '{0}' is not valid: use 1-40 lower-case letters, digits and '-', starting with a letter")]
+    InvalidName(String),
+    #[error("--nodes {0} is out of range: a local cluster has 1 to {max} nodes", max = nodes::MAX_NODES)]
+    InvalidNodeCount(u32),
+    #[error(
+        "cluster '{name}' already exists and is running; bring it down first with `harness cluster down --name {name}`"
+    )]
+    AlreadyRunning { name: String },
+    #[error("no cluster named '{0}'; `harness cluster list` shows the clusters there are")]
+    NotFound(String),
+    #[error("port {0} on 127.0.0.1 is already in use; stop whatever holds it or choose another with --api-server-port")]
+    PortInUse(u16),
+    #[error("{component} exited while cluster '{cluster}' was starting; the last lines of {log}:\n{tail}")]
+    ComponentExited { cluster: String, component: String, log: PathBuf, tail: String },
+    #[error("timed out after {waited:?} waiting for {what}; component logs are in {logs}")]
+    Timeout { what: String, waited: Duration, logs: PathBuf },
+    #[error("talking to the API server of cluster '{cluster}': {source}")]
+    Kube { cluster: String, source: kube::Error },
+    #[error(transparent)]
+    Pki(#[from] pki::PkiError),
+    #[error(
+        "the state of cluster '{name}' in {path} is unreadable ({reason}); `harness cluster down --name {name}` removes it"
+    )]
+    BadState { name: String, path: PathBuf, reason: String },
+    #[error("building the reference CCM failed ({detail}); run `cargo build -p ccm` to see why")]
+    CcmBuild { detail: String },
+    #[error("local cloud: {0}")]
+    Cloud(String),
+    #[error("aws cloud (moto): {0}")]
+    Aws(String),
+    #[error("real nodes: {0}")]
+    RealNodes(String),
+    #[error(transparent)]
+    Images(#[from] images::ImageError),
+    #[error("{action} {path}: {source}")]
+    Io { action: &'static str, path: PathBuf, source: std::io::Error },
+}
+
+type Result<T> = std::result::Result<T, ClusterError>;
+
+fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ClusterError {
+    let path = path.to_path_buf();
+    move |source| ClusterError::Io { action, path, source }
+}
+
+/// Where clusters keep their state: `$HARNESS_STATE_DIR`, else
+/// `<user state dir>/cloud-provider-harness` (`~/.local/state/cloud-provider-harness`).
+pub fn state_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("HARNESS_STATE_DIR") {
+        return PathBuf::from(dir);
+    }
+    dirs::state_dir().or_else(dirs::data_local_dir).unwrap_or_else(std::env::temp_dir).join("cloud-provider-harness")
+}
+
+/// The CCM's `--cloud-config`, in the cluster dir.
+const CLOUD_CONFIG: &str = "cloud-config.yaml";
+/// The AWS CCM's `--cloud-config` (gcfg, INI-like), with `--cloud moto`.
+const AWS_CLOUD_CONFIG: &str = "aws-cloud.conf";
+
+fn cluster_dir(name: &str) -> PathBuf {
+    state_root().join("clusters").join(name)
+}
+
+/// The local cloud's state directory of cluster `name` (clusters with a cloud).
+pub fn cloud_state_dir(name: &str) -> PathBuf {
+    cluster_dir(name).join("cloud")
+}
+
+/// What `cluster.json` records of a cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterState {
+    pub name: String,
+    pub kubernetes_version: String,
+    pub api_server: String,
+    pub kubeconfig: PathBuf,
+    pub nodes: Vec<String>,
+    /// The local cloud's URL, with `--cloud local`.
+    #[serde(default)]
+    pub cloud_url: Option<String>,
+    /// The reference CCM's `/healthz`, `/readyz` and `/metrics` base URL, with `--cloud local`.
+    #[serde(default)]
+    pub ccm_url: Option<String>,
+    /// The port kept free for the CCM's `--secure-port`, with `--cloud local` or `--cloud moto`.
+    #[serde(default)]
+    pub ccm_port: Option<u16>,
+    /// The AWS cloud (moto), with `--cloud moto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<aws::AwsState>,
+    pub processes: Vec<ProcessRecord>,
+    /// Processes of real nodes whose machine is shut down ([`machines`]), to start again as they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stopped: Vec<machines::StoppedProcess>,
+    /// Seconds since the Unix epoch.
+    pub created: u64,
+}
+
+impl ClusterState {
+    /// What its nodes are: real ones have a hub network namespace, held by a process of its own.
+    pub fn node_kind(&self) -> NodeKind {
+        match self.processes.iter().any(|p| p.component == "hub") {
+            true => NodeKind::Real,
+            false => NodeKind::Kwok,
+        }
+    }
+
+    /// The range its nodes' pod CIDRs come from (a CCM's `--cluster-cidr`).
+    pub fn cluster_cidr(&self) -> &'static str {
+        match self.node_kind() {
+            NodeKind::Real => real::CLUSTER_CIDR,
+            NodeKind::Kwok => nodes::CLUSTER_CIDR,
+        }
+    }
+}
+
+/// How to bring a cluster up.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    pub name: String,
+    pub nodes: u32,
+    pub release: Release,
+    /// A fixed kube-apiserver port; a free one is picked when `None`.
+    pub api_server_port: Option<u16>,
+    /// `--cloud local`: the local simulated cloud and the reference CCM run with the cluster.
+    pub cloud: Option<cloud::CloudOptions>,
+    /// `--cloud moto`: the `aws` provider's cloud, moto, runs with the cluster (its CCM is the
+    /// caller's to start, [`LocalCluster::start_ccm`]).
+    pub aws: Option<AwsOptions>,
+    /// What the nodes are: simulated by kwok, or real kubelets with containerd ([`real`]).
+    pub node_kind: NodeKind,
+}
+
+pub use config::nodes::NodeKind;
+
+/// The `aws` provider's cloud.
+#[derive(Debug, Clone)]
+pub struct AwsOptions {
+    /// `moto_server` of the virtualenv `harness toolchain install` made.
+    pub moto_server: PathBuf,
+}
+
+impl UpOptions {
+    pub fn new(name: impl Into<String>, release: Release) -> Self {
+        UpOptions {
+            name: name.into(),
+            nodes: 3,
+            release,
+            api_server_port: None,
+            cloud: None,
+            aws: None,
+            node_kind: NodeKind::Kwok,
+        }
+    }
+}
+
+/// A running local cluster.
+#[derive(Debug, Clone)]
+pub struct LocalCluster {
+    pub state: ClusterState,
+    pub dir: PathBuf,
+}
+
+impl LocalCluster {
+    /// A client for the cluster's API server, as its admin.
+    pub async fn client(&self) -> Result<Client> {
+        client_for(&self.state).await
+    }
+
+    /// The CCM's `--cloud-config` for the cluster's cloud (clusters with a cloud).
+    pub fn cloud_config(&self) -> PathBuf {
+        self.dir.join(if self.state.aws.is_some() { AWS_CLOUD_CONFIG } else { CLOUD_CONFIG })
+    }
+
+    /// The local cloud's state directory (clusters with a cloud).
+    pub fn cloud_state_dir(&self) -> PathBuf {
+        self.dir.join("cloud")
+    }
+
+    /// Starts a CCM as one of the cluster's processes (stopped with it), serving on
+    /// `state.ccm_port`, and waits until it has initialised every node. Its log is
+    /// `logs/<binary name>.log`.
+    pub async fn start_ccm(&mut self, binary: &Path, args: &[String]) -> Result<()> {
+        let step = progress::step("starting the CCM and waiting for it to initialise every node");
+        let component = binary.file_name().map_or("ccm".into(), |n| n.to_string_lossy().into_owned());
+        let mut guard = Teardown { dir: self.dir.clone(), processes: Vec::new(), armed: false };
+        let env = match &self.state.aws {
+            Some(_) => process::Environment {
+                set: aws::ccm_env(),
+                removed: aws::CCM_ENV_REMOVED.iter().map(|v| (*v).to_owned()).collect(),
+            },
+            None => process::Environment::default(),
+        };
+        start_with_env(binary, &component, args.to_vec(), &env, &mut guard, &mut self.state)?;
+        let scheme = if self.state.aws.is_some() { "https" } else { "http" };
+        self.state.ccm_url = self.state.ccm_port.map(|port| format!("{scheme}://127.0.0.1:{port}"));
+        save_state(&self.dir, &self.state)?;
+        let client = self.client().await?;
+        wait_for_initialised_nodes(&client, &self.state, &guard).await?;
+        step.done();
+        Ok(())
+    }
+
+    /// Stops the CCM that [`LocalCluster::start_ccm`] started from `binary` (SIGTERM, then
+    /// SIGKILL after 10 s), so that another can take its place; the cluster stays up.
+    pub fn stop_ccm(&mut self, binary: &Path) -> Result<()> {
+        let component = binary.file_name().map_or("ccm".into(), |n| n.to_string_lossy().into_owned());
+        let (stopping, kept) = self.state.processes.drain(..).partition(|p| p.component == component);
+        self.state.processes = kept;
+        process::terminate(&stopping, Duration::from_secs(10));
+        save_state(&self.dir, &self.state)
+    }
+
+    /// Stops every process and removes the cluster's state.
+    pub fn down(self) -> Result<()> {
+        down(&self.state.name).map(|_| ())
+    }
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    let ok = (1..=40).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok { Ok(()) } else { Err(ClusterError::InvalidName(name.to_string())) }
+}
+
+/// Brings a cluster up: builds the toolchain if it is not cached yet, starts the control plane,
+/// registers the nodes and waits until all of them are Ready. Whatever goes wrong — an error, a
+/// panic, or the caller dropping this future (Ctrl-C) — stops every process it started and removes
+/// the state.
+pub async fn up(options: UpOptions) -> Result<LocalCluster> {
+    validate_name(&options.name)?;
+    if !(1..=nodes::MAX_NODES).contains(&options.nodes) {
+        return Err(ClusterError::InvalidNodeCount(options.nodes));
+    }
+    if let Some(port) = options.api_server_port
+        && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_err()
+    {
+        return Err(ClusterError::PortInUse(port));
+    }
+    let real_nodes = options.node_kind == NodeKind::Real;
+    if real_nodes {
+        real::preflight(options.nodes)?;
+        if options.cloud.is_none() {
+            return Err(ClusterError::RealNodes(
+                "real nodes register as external-cloud-provider kubelets and need a CCM to initialise them: add --cloud local".into(),
+            ));
+        }
+    }
+    let dir = cluster_dir(&options.name);
+    clear_stale(&options.name, &dir)?;
+    let release = options.release;
+    let toolchain = tokio::task::spawn_blocking(move || toolchain::install(&release, false))
+        .await
+        .expect("toolchain install does not panic")?;
+    let node_images = match real_nodes {
+        true => {
+            let toolchain = toolchain.clone();
+            tokio::task::spawn_blocking(move || images::install(&release, &toolchain))
+                .await
+                .expect("image builds do not panic")?
+        }
+        false => Vec::new(),
+    };
+
+    fs::create_dir_all(dir.join("logs")).map_err(io_err("creating", &dir))?;
+    let mut guard = Teardown { dir: dir.clone(), processes: Vec::new(), armed: true };
+
+    let step = progress::step(format!("starting cluster '{}' (Kubernetes {})", options.name, toolchain.version));
+    let node_names: Vec<String> = (0..options.nodes).map(|index| nodes::node_name(&options.name, index)).collect();
+    let pki = match real_nodes {
+        true => pki::generate(&dir.join("pki"), real::SERVICE_IP, &[real::HUB_IP], &node_names)?,
+        false => pki::generate(&dir.join("pki"), SERVICE_IP, &[], &[])?,
+    };
+    let egress = if real_nodes { Some(real::write_egress_config(&dir)?) } else { None };
+    let ports = Ports::pick(options.api_server_port)?;
+    let kubeconfig = dir.join("kubeconfig");
+    write_kubeconfig(&kubeconfig, &options.name, ports.api_server, &pki)?;
+    let kwok_config = dir.join("kwok.yaml");
+    fs::write(&kwok_config, KWOK_CONFIG).map_err(io_err("writing", &kwok_config))?;
+
+    let mut state = ClusterState {
+        name: options.name.clone(),
+        kubernetes_version: toolchain.version.clone(),
+        api_server: format!("https://127.0.0.1:{}", ports.api_server),
+        kubeconfig: kubeconfig.clone(),
+        nodes: Vec::new(),
+        cloud_url: None,
+        ccm_url: None,
+        ccm_port: None,
+        aws: None,
+        processes: Vec::new(),
+        stopped: Vec::new(),
+        created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+    };
+    let args =
+        ComponentArgs { dir: &dir, ports: &ports, pki: &pki, kubeconfig: &kubeconfig, egress: egress.as_deref() };
+    for component in ["etcd", "kube-apiserver"] {
+        start(&toolchain.binary(component), component, args.for_component(component), &mut guard, &mut state)?;
+    }
+    let client = wait_for_api(&state, &guard).await?;
+    let components: &[&str] = match real_nodes {
+        true => &["kube-controller-manager", "kube-scheduler"],
+        false => &["kube-controller-manager", "kube-scheduler", "kwok"],
+    };
+    for &component in components {
+        let mut component_args = args.for_component(component);
+        if component == "kwok" {
+            component_args.push(format!("--config={}", kwok_config.display()));
+        }
+        start(&toolchain.binary(component), component, component_args, &mut guard, &mut state)?;
+    }
+    step.done();
+
+    if let Some(cloud_options) = &options.cloud {
+        let step = progress::step(format!("starting the local cloud with {} instances", options.nodes));
+        let cloud_dir = dir.join("cloud");
+        let mut cloud_args = cloud::cloud_args(&cloud_dir, ports.cloud);
+        if real_nodes {
+            // Ingress IPs on the cluster's own network, where the data plane makes them carry traffic.
+            cloud_args.push(format!("--private-ip-pool={}", real::LB_POOL));
+        }
+        start(&cloud_options.ccm_binary, "local-cloud", cloud_args, &mut guard, &mut state)?;
+        state.cloud_url = Some(cloud::create_instances(&cloud_dir, &options.name, options.nodes, real_nodes).await?);
+        cloud::write_cloud_config(&dir.join(CLOUD_CONFIG), &cloud_dir)?;
+        state.ccm_port = Some(ports.ccm);
+        step.done();
+    }
+
+    if let Some(aws_options) = &options.aws {
+        let step = progress::step(format!("starting moto (the aws cloud) with {} instances", options.nodes));
+        start(&aws_options.moto_server, "moto", aws::moto_args(ports.moto), &mut guard, &mut state)?;
+        let moto = aws::query::QueryClient::new(&format!("http://127.0.0.1:{}", ports.moto), aws::REGION);
+        aws::wait_ready(&moto, || check_alive(&state)).await?;
+        let cloud = aws::provision(&moto, &options.name, options.nodes).await?;
+        aws::write_cloud_config(&dir.join(AWS_CLOUD_CONFIG), &cloud, &options.name)?;
+        state.aws = Some(cloud);
+        state.ccm_port = Some(ports.ccm);
+        save_state(&dir, &state)?;
+        step.done();
+    }
+
+    if real_nodes {
+        start_real_nodes(&options, &toolchain, &node_images, &pki, ports.api_server, &client, &mut guard, &mut state)
+            .await?;
+    } else {
+        register_simulated_nodes(&options, &toolchain, &client, &mut guard, &mut state).await?;
+    }
+
+    guard.armed = false;
+    let mut cluster = LocalCluster { state, dir };
+    if let Some(cloud_options) = options.cloud.as_ref().filter(|c| c.start_ccm) {
+        // Torn down like the rest if the CCM does not come up.
+        let mut guard = Teardown { dir: cluster.dir.clone(), processes: cluster.state.processes.clone(), armed: true };
+        let mut args = cloud::ccm_args(&options.name, &kubeconfig, &cluster.cloud_config(), ports.ccm);
+        if real_nodes {
+            for arg in args.iter_mut().filter(|a| a.starts_with("--cluster-cidr=")) {
+                *arg = format!("--cluster-cidr={}", real::CLUSTER_CIDR);
+            }
+        }
+        cluster.start_ccm(&cloud_options.ccm_binary, &args).await?;
+        guard.armed = false;
+    }
+    if real_nodes {
+        // Its pods schedule once the CCM has lifted the nodes' uninitialized taint: waited for here
+        // only when `up` started the CCM.
+        let wait = options.cloud.as_ref().is_some_and(|c| c.start_ccm);
+        let step = progress::step("starting CoreDNS");
+        let mut guard = Teardown { dir: cluster.dir.clone(), processes: cluster.state.processes.clone(), armed: true };
+        let client = cluster.client().await?;
+        let replicas = options.nodes.min(2) as i32;
+        dns::deploy(&client, &options.name, &images::coredns_reference(), replicas, wait).await?;
+        guard.armed = false;
+        step.done();
+    }
+    Ok(cluster)
+}
+
+/// Starts the hub and one real node per `options.nodes`, waits for them to register, gives them
+/// their pod network and waits until they are Ready.
+#[allow(clippy::too_many_arguments)]
+async fn start_real_nodes(
+    options: &UpOptions,
+    toolchain: &toolchain::Toolchain,
+    node_images: &[images::Image],
+    pki: &pki::Pki,
+    api_port: u16,
+    client: &Client,
+    guard: &mut Teardown,
+    state: &mut ClusterState,
+) -> Result<()> {
+    let step = progress::step(format!("starting {} real nodes (containerd, kubelet, kube-proxy)", options.nodes));
+    let hub = real::start_hub(toolchain, api_port, guard, state)?;
+    real::start_registry(toolchain, hub, &images::registry_index(&options.release), guard, state)?;
+    let mut holders = Vec::new();
+    for index in 0..options.nodes {
+        let name = nodes::node_name(&options.name, index);
+        let (client_cert, client_key) = pki::node_client(&guard.dir.join("pki"), &name);
+        let (proxy_cert, proxy_key) = pki::kube_proxy_client(&guard.dir.join("pki"));
+        let spec = real::NodeSpec {
+            name: name.clone(),
+            index,
+            hub,
+            toolchain,
+            images: node_images,
+            ca_cert: &pki.ca_cert,
+            client_cert: &client_cert,
+            client_key: &client_key,
+            proxy_cert: &proxy_cert,
+            proxy_key: &proxy_key,
+            api_port,
+        };
+        real::start_node(&spec, guard, state)?;
+        let holder = state.processes.iter().find(|p| p.component == format!("{name}-namespaces")).map(|p| p.pid);
+        holders.push((name.clone(), holder.unwrap_or_default()));
+        state.nodes.push(name);
+    }
+    save_state(&guard.dir, state)?;
+    if let Some(cloud) = &options.cloud {
+        real::start_data_plane(&cloud.ccm_binary, hub, &holders, guard, state)?;
+    }
+    real::configure_pod_network(client, state, &holders, &guard.dir).await?;
+    wait_for_ready_nodes(client, state, guard).await?;
+    step.done();
+    Ok(())
+}
+
+async fn register_simulated_nodes(
+    options: &UpOptions,
+    toolchain: &toolchain::Toolchain,
+    client: &Client,
+    guard: &mut Teardown,
+    state: &mut ClusterState,
+) -> Result<()> {
+    let dir = guard.dir.clone();
+    let step = progress::step(format!("registering {} simulated nodes", options.nodes));
+    let manifests: Vec<Node> = match &state.aws {
+        // As AWS kubelets register: named after the instance's private DNS name, its private IP.
+        Some(cloud) => (cloud.nodes.iter().zip(0..))
+            .map(|(name, index)| {
+                nodes::manifest_with(name, &[aws::node_ip(index).to_string()], index, &toolchain.version)
+            })
+            .collect(),
+        None => (0..options.nodes).map(|index| nodes::manifest(&options.name, index, &toolchain.version)).collect(),
+    };
+    state.nodes = register_nodes(client, &options.name, manifests).await?;
+    save_state(&dir, state)?;
+    wait_for_ready_nodes(client, state, guard).await?;
+    step.done();
+    Ok(())
+}
+
+/// A cluster dir left by a crash or a SIGKILL: nothing of it runs, so it is cleared.
+fn clear_stale(name: &str, dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if let Ok(state) = load_state(name)
+        && state.processes.iter().any(ProcessRecord::is_running)
+    {
+        return Err(ClusterError::AlreadyRunning { name: name.to_string() });
+    }
+    tracing::info!("clearing the state of cluster '{name}', which no longer runs");
+    process::sweep(dir);
+    real::cleanup(dir);
+    fs::remove_dir_all(dir).map_err(io_err("removing", dir))
+}
+
+/// Stops what `up` started unless `up` got to the end.
+struct Teardown {
+    dir: PathBuf,
+    processes: Vec<ProcessRecord>,
+    armed: bool,
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        tracing::info!("stopping the partly started cluster in {}", self.dir.display());
+        process::terminate(&self.processes, Duration::from_secs(3));
+        process::sweep(&self.dir);
+        real::cleanup(&self.dir);
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Free loopback ports for every listener of the control plane.
+struct Ports {
+    etcd_client: u16,
+    etcd_peer: u16,
+    api_server: u16,
+    controller_manager: u16,
+    scheduler: u16,
+    kwok: u16,
+    cloud: u16,
+    ccm: u16,
+    moto: u16,
+}
+
+impl Ports {
+    fn pick(api_server: Option<u16>) -> Result<Self> {
+        // Hold every listener until all are picked so no two components get the same port.
+        let listeners: Vec<TcpListener> = (0..9)
+            .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+            .collect::<std::io::Result<_>>()
+            .map_err(io_err("binding a free port on", Path::new("127.0.0.1")))?;
+        let port = |i: usize| listeners[i].local_addr().map(|a| a.port()).unwrap_or_default();
+        Ok(Ports {
+            etcd_client: port(0),
+            etcd_peer: port(1),
+            api_server: api_server.unwrap_or_else(|| port(2)),
+            controller_manager: port(3),
+            scheduler: port(4),
+            kwok: port(5),
+            cloud: port(6),
+            ccm: port(7),
+            moto: port(8),
+        })
+    }
+}
+
+impl ComponentArgs<'_> {
+    /// With real nodes, kube-apiserver advertises the hub address (pods reach it through the
+    /// `kubernetes` Service), reaches kubelets through the egress proxy with the admin certificate,
+    /// authorises kubelets with the Node authorizer; kube-controller-manager allocates pod CIDRs.
+    fn for_real_nodes(&self, component: &str, mut args: Vec<String>, egress: &Path) -> Vec<String> {
+        let replace = |args: &mut Vec<String>, flag: &str, value: String| {
+            args.retain(|a| !a.starts_with(&format!("{flag}=")));
+            args.push(format!("{flag}={value}"));
+        };
+        match component {
+            "kube-apiserver" => {
+                replace(&mut args, "--advertise-address", real::HUB_IP.to_string());
+                replace(&mut args, "--endpoint-reconciler-type", "lease".into());
+                replace(&mut args, "--service-cluster-ip-range", real::SERVICE_CIDR.into());
+                replace(&mut args, "--authorization-mode", "Node,RBAC".into());
+                replace(&mut args, "--egress-selector-config-file", egress.display().to_string());
+                replace(&mut args, "--kubelet-client-certificate", self.pki.admin_cert.display().to_string());
+                replace(&mut args, "--kubelet-client-key", self.pki.admin_key.display().to_string());
+                replace(&mut args, "--enable-admission-plugins", "NodeRestriction".into());
+                // Node names resolve nowhere; their InternalIP is on the hub network.
+                replace(&mut args, "--kubelet-preferred-address-types", "InternalIP,Hostname".into());
+                // Webhooks and aggregated API servers are dialled at their pods' IPs (routed in the
+                // hub, through the egress proxy), not at Service IPs, which only kube-proxy in a node
+                // translates.
+                replace(&mut args, "--enable-aggregator-routing", "true".into());
+            }
+            "kube-controller-manager" => {
+                replace(&mut args, "--service-cluster-ip-range", real::SERVICE_CIDR.into());
+                replace(&mut args, "--cluster-cidr", real::CLUSTER_CIDR.into());
+                replace(&mut args, "--allocate-node-cidrs", "true".into());
+                replace(&mut args, "--node-cidr-mask-size", "24".into());
+                // Real kubelets renew their Lease every 10 s too; give a loaded machine some slack.
+                replace(&mut args, "--node-monitor-grace-period", "40s".into());
+            }
+            _ => {}
+        }
+        args
+    }
+}
+
+struct ComponentArgs<'a> {
+    dir: &'a Path,
+    ports: &'a Ports,
+    pki: &'a pki::Pki,
+    kubeconfig: &'a Path,
+    /// With real nodes: kube-apiserver's egress selector configuration ([`real`]).
+    egress: Option<&'a Path>,
+}
+
+impl ComponentArgs<'_> {
+    fn for_component(&self, component: &str) -> Vec<String> {
+        let p = self.ports;
+        let path = |path: &Path| path.display().to_string();
+        let kubeconfig = path(self.kubeconfig);
+        let etcd_url = format!("http://127.0.0.1:{}", p.etcd_client);
+        let peer_url = format!("http://127.0.0.1:{}", p.etcd_peer);
+        let args: Vec<String> = match component {
+            "etcd" => vec![
+                "--name=local".into(),
+                format!("--data-dir={}", path(&self.dir.join("etcd"))),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=local={peer_url}"),
+                // A throwaway test cluster: durability is not worth an fsync per write.
+                "--unsafe-no-fsync=true".into(),
+                "--quota-backend-bytes=8589934592".into(),
+                "--log-level=warn".into(),
+            ],
+            "kube-apiserver" => vec![
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                // The endpoint reconciler refuses a loopback address; nothing runs in pods here
+                // that would dial the `kubernetes` Service anyway.
+                "--endpoint-reconciler-type=none".into(),
+                format!("--secure-port={}", p.api_server),
+                format!("--tls-cert-file={}", path(&self.pki.apiserver_cert)),
+                format!("--tls-private-key-file={}", path(&self.pki.apiserver_key)),
+                format!("--client-ca-file={}", path(&self.pki.ca_cert)),
+                format!("--service-account-key-file={}", path(&self.pki.service_account_pub)),
+                format!("--service-account-signing-key-file={}", path(&self.pki.service_account_key)),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+                // The front proxy (kubeadm's flags): aggregated API servers, such as the
+                // aggregator conformance test's sample-apiserver, authenticate the API server by
+                // this certificate and take the user from its headers.
+                format!("--requestheader-client-ca-file={}", path(&self.pki.front_proxy_ca_cert)),
+                format!("--requestheader-allowed-names={}", pki::FRONT_PROXY_CLIENT),
+                "--requestheader-username-headers=X-Remote-User".into(),
+                "--requestheader-group-headers=X-Remote-Group".into(),
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+                format!("--proxy-client-cert-file={}", path(&self.pki.front_proxy_client_cert)),
+                format!("--proxy-client-key-file={}", path(&self.pki.front_proxy_client_key)),
+                "--authorization-mode=RBAC".into(),
+                "--allow-privileged=true".into(),
+                "--profiling=false".into(),
+                "--max-requests-inflight=1600".into(),
+                "--max-mutating-requests-inflight=800".into(),
+            ],
+            "kube-controller-manager" => vec![
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--authentication-kubeconfig={kubeconfig}"),
+                format!("--authorization-kubeconfig={kubeconfig}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", p.controller_manager),
+                "--cloud-provider=external".into(),
+                "--leader-elect=false".into(),
+                // kwok renews node Leases every 10 s; a node silent for two renewals is NotReady.
+                "--node-monitor-grace-period=20s".into(),
+                // The quota controller re-checks every quota this often; at the default 5m, the
+                // conformance test that waits for it to repair a quota's status waits up to 3 minutes.
+                "--resource-quota-sync-period=15s".into(),
+                format!("--service-account-private-key-file={}", path(&self.pki.service_account_key)),
+                format!("--root-ca-file={}", path(&self.pki.ca_cert)),
+                format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+                format!("--cluster-cidr={}", nodes::CLUSTER_CIDR),
+                "--use-service-account-credentials=false".into(),
+                "--kube-api-qps=100".into(),
+                "--kube-api-burst=200".into(),
+                "--profiling=false".into(),
+            ],
+            "kube-scheduler" => vec![
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--authentication-kubeconfig={kubeconfig}"),
+                format!("--authorization-kubeconfig={kubeconfig}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", p.scheduler),
+                "--leader-elect=false".into(),
+                "--profiling=false".into(),
+            ],
+            "kwok" => vec![
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--server-address=127.0.0.1:{}", p.kwok),
+                format!("--cidr={}", nodes::CLUSTER_CIDR),
+                "--node-ip=127.1.0.0".into(),
+            ],
+            other => unreachable!("no arguments for component {other}"),
+        };
+        match self.egress {
+            Some(egress) => self.for_real_nodes(component, args, egress),
+            None => args,
+        }
+    }
+}
+
+fn start(
+    binary: &Path,
+    component: &str,
+    args: Vec<String>,
+    guard: &mut Teardown,
+    state: &mut ClusterState,
+) -> Result<()> {
+    start_with_env(binary, component, args, &process::Environment::default(), guard, state)
+}
+
+fn start_with_env(
+    binary: &Path,
+    component: &str,
+    args: Vec<String>,
+    env: &process::Environment,
+    guard: &mut Teardown,
+    state: &mut ClusterState,
+) -> Result<()> {
+    let log = guard.dir.join("logs").join(format!("{component}.log"));
+    let record = process::spawn_with_env(component, binary, &args, env, &log).map_err(io_err("starting", binary))?;
+    tracing::debug!("started {component} (pid {})", record.pid);
+    guard.processes.push(record.clone());
+    state.processes.push(record);
+    // Recorded at once, so `harness cluster down` from another terminal finds it.
+    save_state(&guard.dir, state)
+}
+
+fn check_alive(state: &ClusterState) -> Result<()> {
+    match state.processes.iter().find(|p| !p.is_running()) {
+        None => Ok(()),
+        Some(dead) => Err(ClusterError::ComponentExited {
+            cluster: state.name.clone(),
+            component: dead.component.clone(),
+            log: dead.log.clone(),
+            tail: dead.log_tail(12),
+        }),
+    }
+}
+
+pub(crate) async fn client_for(state: &ClusterState) -> Result<Client> {
+    let bad_kubeconfig = |e: kube::config::KubeconfigError| ClusterError::BadState {
+        name: state.name.clone(),
+        path: state.kubeconfig.clone(),
+        reason: e.to_string(),
+    };
+    let kubeconfig = kube::config::Kubeconfig::read_from(&state.kubeconfig).map_err(bad_kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.map_err(bad_kubeconfig)?;
+    Client::try_from(config).map_err(|source| ClusterError::Kube { cluster: state.name.clone(), source })
+}
+
+async fn wait_for_api(state: &ClusterState, guard: &Teardown) -> Result<Client> {
+    let client = client_for(state).await?;
+    let started = Instant::now();
+    let address = state.api_server.trim_start_matches("https://").to_string();
+    loop {
+        check_alive(state)?;
+        // Only ask /readyz once the port listens: the client logs every refused connection.
+        let listening = tokio::net::TcpStream::connect(&address).await.is_ok();
+        let request = http::Request::get("/readyz").body(Vec::new()).expect("a valid request");
+        if listening
+            && let Ok(body) = client.request_text(request).await
+            && body.trim() == "ok"
+        {
+            return Ok(client);
+        }
+        if started.elapsed() > API_READY_TIMEOUT {
+            return Err(timeout("kube-apiserver /readyz", started, guard));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn timeout(what: &str, started: Instant, guard: &Teardown) -> ClusterError {
+    ClusterError::Timeout { what: what.to_string(), waited: started.elapsed(), logs: guard.dir.join("logs") }
+}
+
+async fn register_nodes(client: &Client, cluster: &str, manifests: Vec<Node>) -> Result<Vec<String>> {
+    let api: Api<Node> = Api::all(client.clone());
+    let count = manifests.len();
+    let order: Vec<String> = manifests.iter().map(|n| n.metadata.name.clone().unwrap_or_default()).collect();
+    let creates = manifests.into_iter().map(|node| {
+        let api = api.clone();
+        async move { api.create(&PostParams::default(), &node).await }
+    });
+    let mut names = Vec::with_capacity(count);
+    // A bounded number in flight: a 1,000-node cluster must not open 1,000 requests at once.
+    let mut results = futures::stream::iter(creates).buffer_unordered(32);
+    use futures::StreamExt;
+    while let Some(result) = results.next().await {
+        let node = result.map_err(|source| ClusterError::Kube { cluster: cluster.to_string(), source })?;
+        names.push(node.metadata.name.unwrap_or_default());
+    }
+    // In node index order.
+    names.sort_by_key(|name| order.iter().position(|n| n == name));
+    Ok(names)
+}
+
+async fn wait_for_ready_nodes(client: &Client, state: &ClusterState, guard: &Teardown) -> Result<()> {
+    let total = state.nodes.len();
+    wait_for_nodes(client, state, guard, |nodes| {
+        let ready = nodes.iter().filter(|node| nodes::is_ready(node)).count();
+        (ready < total).then(|| format!("{total} nodes to be Ready ({ready} are)"))
+    })
+    .await
+}
+
+async fn wait_for_initialised_nodes(client: &Client, state: &ClusterState, guard: &Teardown) -> Result<()> {
+    wait_for_nodes(client, state, guard, |nodes| {
+        let waiting = nodes.iter().filter(|node| nodes::is_uninitialized(node)).count();
+        (waiting > 0).then(|| format!("the CCM to initialise {waiting} nodes"))
+    })
+    .await
+}
+
+/// Polls the nodes until `pending` says nothing is awaited any more (it returns what still is),
+/// failing early if a component dies.
+async fn wait_for_nodes(
+    client: &Client,
+    state: &ClusterState,
+    guard: &Teardown,
+    pending: impl Fn(&[Node]) -> Option<String>,
+) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let started = Instant::now();
+    loop {
+        check_alive(state)?;
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|source| ClusterError::Kube { cluster: state.name.clone(), source })?;
+        let Some(awaited) = pending(&list.items) else { return Ok(()) };
+        if started.elapsed() > NODES_READY_TIMEOUT {
+            return Err(timeout(&awaited, started, guard));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn write_kubeconfig(path: &Path, cluster: &str, port: u16, pki: &pki::Pki) -> Result<()> {
+    let context = format!("harness-{cluster}");
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": context, "cluster": {
+            "server": format!("https://127.0.0.1:{port}"),
+            "certificate-authority": pki.ca_cert,
+        }}],
+        "users": [{"name": context, "user": {
+            "client-certificate": pki.admin_cert,
+            "client-key": pki.admin_key,
+        }}],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+        "current-context": context,
+    });
+    let yaml = serde_yaml_ng::to_string(&config).expect("kubeconfig serialises");
+    fs::write(path, yaml).map_err(io_err("writing", path))
+}
+
+fn save_state(dir: &Path, state: &ClusterState) -> Result<()> {
+    let path = dir.join("cluster.json");
+    let partial = dir.join("cluster.json.partial");
+    fs::write(&partial, serde_json::to_vec_pretty(state).expect("state serialises"))
+        .map_err(io_err("writing", &partial))?;
+    fs::rename(&partial, &path).map_err(io_err("writing", &path))
+}
+
+/// The recorded state of cluster `name`.
+pub fn load_state(name: &str) -> Result<ClusterState> {
+    validate_name(name)?;
+    load_state_at(&cluster_dir(name))
+}
+
+/// The recorded state of the cluster in `dir`.
+fn load_state_at(dir: &Path) -> Result<ClusterState> {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let path = dir.join("cluster.json");
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.exists() => {
+            return Err(ClusterError::NotFound(name));
+        }
+        Err(e) => return Err(ClusterError::BadState { name, path, reason: e.to_string() }),
+    };
+    serde_json::from_str(&text).map_err(|e| ClusterError::BadState { name, path, reason: e.to_string() })
+}
+
+/// Brings cluster `name` down: stops its processes (SIGTERM, then SIGKILL), sweeps up strays and
+/// removes its state. Returns false when there was no such cluster (not an error: `down` is what a
+/// teardown step runs unconditionally).
+pub fn down(name: &str) -> Result<bool> {
+    validate_name(name)?;
+    let dir = cluster_dir(name);
+    if !dir.exists() {
+        // Real nodes' cgroups are found by the state dir's name even once the dir is gone.
+        real::cleanup(&dir);
+        return Ok(false);
+    }
+    match load_state(name) {
+        Ok(state) => process::terminate(&state.processes, STOP_GRACE),
+        Err(e) => tracing::warn!("{e}; stopping whatever still runs from {}", dir.display()),
+    }
+    process::sweep(&dir);
+    real::cleanup(&dir);
+    fs::remove_dir_all(&dir).map_err(io_err("removing", &dir))?;
+    Ok(true)
+}
+
+/// A line of `harness cluster list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterSummary {
+    pub name: String,
+    pub kubernetes_version: String,
+    pub nodes: usize,
+    pub api_server: String,
+    /// `running`, `degraded` (some components stopped) or `stopped`.
+    pub status: &'static str,
+}
+
+/// Every cluster with state on this machine, by name.
+pub fn list() -> Vec<std::result::Result<ClusterSummary, ClusterError>> {
+    let Ok(entries) = fs::read_dir(state_root().join("clusters")) else { return Vec::new() };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let state = load_state(&name)?;
+            let running = state.processes.iter().filter(|p| p.is_running()).count();
+            let status = match running {
+                0 => "stopped",
+                n if n == state.processes.len() => "running",
+                _ => "degraded",
+            };
+            Ok(ClusterSummary {
+                name: state.name,
+                kubernetes_version: state.kubernetes_version,
+                nodes: state.nodes.len(),
+                api_server: state.api_server,
+                status,
+            })
+        })
+        .collect()
+}
+
+/// The kubeconfig of cluster `name`.
+pub fn kubeconfig_path(name: &str) -> Result<PathBuf> {
+    Ok(load_state(name)?.kubeconfig)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_names_follow_kubernetes_naming() {
+        for good in ["harness", "ci-1", "a"] {
+            assert!(validate_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "Harness", "1abc", "a/b", "../x", &"a".repeat(41)] {
+            assert!(validate_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn picked_ports_are_distinct() {
+        let ports = Ports::pick(None).unwrap();
+        let all = [
+            ports.etcd_client,
+            ports.etcd_peer,
+            ports.api_server,
+            ports.controller_manager,
+            ports.scheduler,
+            ports.kwok,
+        ];
+        let distinct: std::collections::HashSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len());
+    }
+
+    #[test]
+    fn kwok_config_never_touches_network_unavailable_or_addresses() {
+        let stages: Vec<&str> = KWOK_CONFIG.split("\n---\n").filter(|doc| doc.contains("kind: Stage")).collect();
+        assert!(stages.len() >= 3);
+        for stage in stages.iter().filter(|s| s.contains("kind: Node")) {
+            let body = stage.split("template:").nth(1).unwrap_or_default();
+            assert!(!body.contains("NetworkUnavailable") && !body.contains("NodeConditions"), "{stage}");
+            assert!(!body.contains("addresses"), "{stage}");
+            assert!(stage.contains("type: strategic"), "conditions must merge by type: {stage}");
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Control-plane processes the harness starts and must be able to stop from another invocation.
+//!
+//! Each component runs in a process group of its own, detached from the terminal's (a Ctrl-C at
+//! `harness cluster up` reaches the harness, which then stops them; it does not kill them behind its
+//! back half way through). A process is identified by its PID *and* its start time from
+//! `/proc/<pid>/stat`, so a recycled PID is never signalled. Every component's command line names
+//! the cluster's state directory, which [`sweep`] uses to find strays a crash left unrecorded.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+/// A started component, as recorded in `cluster.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcessRecord {
+    pub component: String,
+    pub pid: i32,
+    /// Start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
+    pub start_ticks: u64,
+    pub log: PathBuf,
+}
+
+/// Starts `binary args...` with stdout and stderr appended to `log`, in a new process group.
+pub fn spawn(component: &str, binary: &Path, args: &[String], log: &Path) -> std::io::Result<ProcessRecord> {
+    spawn_with_env(component, binary, args, &Environment::default(), log)
+}
+
+/// Variables a process gets set, and inherited ones it must not see.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    pub set: Vec<(String, String)>,
+    pub removed: Vec<String>,
+}
+
+/// [`spawn`] with `env` applied to the inherited environment.
+pub fn spawn_with_env(
+    component: &str,
+    binary: &Path,
+    args: &[String],
+    env: &Environment,
+    log: &Path,
+) -> std::io::Result<ProcessRecord> {
+    use std::os::unix::process::CommandExt;
+    let out = fs::OpenOptions::new().create(true).append(true).open(log)?;
+    let mut command = Command::new(binary);
+    for name in &env.removed {
+        command.env_remove(name);
+    }
+    command.envs(env.set.iter().map(|(k, v)| (k, v)));
+    let child = cli_support::signals::with_default_signals(&mut command)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .process_group(0)
+        .spawn()?;
+    let pid = child.id() as i32;
+    // The Child handle is dropped on purpose: the process outlives this invocation of the harness.
+    // Whoever stops it reaps it if it is still our child (see `terminate`).
+    drop(child);
+    let start_ticks = stat(pid).map(|s| s.start_ticks).unwrap_or_default();
+    Ok(ProcessRecord { component: component.to_string(), pid, start_ticks, log: log.to_path_buf() })
+}
+
+struct Stat {
+    state: char,
+    start_ticks: u64,
+}
+
+fn stat(pid: i32) -> Option<Stat> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces: parse after the last ')'.
+    let rest = &text[text.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(Stat { state: fields.first()?.chars().next()?, start_ticks: fields.get(19)?.parse().ok()? })
+}
+
+impl ProcessRecord {
+    /// Whether this very process (not a recycled PID) is still running; zombies count as gone.
+    pub fn is_running(&self) -> bool {
+        reap(self.pid);
+        stat(self.pid).is_some_and(|s| s.start_ticks == self.start_ticks && s.state != 'Z')
+    }
+
+    /// The last `lines` lines of the component's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// Collects the exit status of `pid` if it is a child of this process, so it does not linger as a
+/// zombie that looks alive.
+fn reap(pid: i32) {
+    use nix::sys::wait::{WaitPidFlag, waitpid};
+    let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+}
+
+/// Stops every process, last started first (clients of the API server before it, and it before
+/// etcd, so none waits on a dependency already gone): SIGTERM, then SIGKILL after `grace`.
+pub fn terminate(records: &[ProcessRecord], grace: Duration) {
+    for record in records.iter().rev() {
+        stop(record, grace);
+    }
+}
+
+fn stop(record: &ProcessRecord, grace: Duration) {
+    if !record.is_running() {
+        return;
+    }
+    signal_group(record.pid, Signal::SIGTERM);
+    if wait_until_gone(record, grace) {
+        return;
+    }
+    tracing::warn!("{} (pid {}) ignored SIGTERM for {grace:?}; killing it", record.component, record.pid);
+    signal_group(record.pid, Signal::SIGKILL);
+    wait_until_gone(record, Duration::from_secs(5));
+}
+
+fn wait_until_gone(record: &ProcessRecord, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while record.is_running() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+fn signal_group(pid: i32, signal: Signal) {
+    // The component leads its own group; fall back to the single process if the group is gone.
+    if killpg(Pid::from_raw(pid), signal).is_err() {
+        let _ = kill(Pid::from_raw(pid), signal);
+    }
+}
+
+/// Processes (other than this one) whose command line mentions `marker`, e.g. a cluster's
+/// state directory (as a whole: see [`mentions`]).
+pub fn find_by_marker(marker: &Path) -> Vec<i32> {
+    let marker = marker.to_string_lossy().into_owned();
+    let me = std::process::id() as i32;
+    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| mentions(&String::from_utf8_lossy(&cmdline).replace('\0', " "), &marker))
+        })
+        .filter(|pid| stat(*pid).is_some_and(|s| s.state != 'Z'))
+        .collect()
+}
+
+/// Whether `text` mentions the path `marker` as a whole, not as the start or the end of a longer
+/// name: cluster `ci`'s state dir `/s/clusters/ci` is in `--data-dir=/s/clusters/ci/etcd`, never
+/// in cluster `ci-2`'s `/s/clusters/ci-2/etcd` (whose processes `down ci` must leave alone).
+pub fn mentions(text: &str, marker: &str) -> bool {
+    let continues_a_name = |c: char| c.is_alphanumeric() || "-_.".contains(c);
+    !marker.is_empty()
+        && text.match_indices(marker).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + marker.len()..].chars().next();
+            !before.is_some_and(|c| continues_a_name(c) || c == '/') && !after.is_some_and(continues_a_name)
+        })
+}
+
+/// Kills every process whose command line mentions `marker` (strays a crash left unrecorded).
+pub fn sweep(marker: &Path) -> usize {
+    let strays = find_by_marker(marker);
+    for pid in &strays {
+        tracing::warn!("stopping stray process {pid} of {}", marker.display());
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        reap(*pid);
+    }
+    strays.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminate_stops_a_running_process_and_is_running_tells_the_truth() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("sleep.log");
+        let record = spawn("sleep", Path::new("/bin/sleep"), &["300".into()], &log).unwrap();
+        assert!(record.is_running());
+        terminate(std::slice::from_ref(&record), Duration::from_secs(5));
+        assert!(!record.is_running());
+    }
+
+    #[test]
+    fn a_recycled_pid_is_not_mistaken_for_the_recorded_process() {
+        let me = ProcessRecord {
+            component: "me".into(),
+            pid: std::process::id() as i32,
+            start_ticks: stat(std::process::id() as i32).unwrap().start_ticks + 1,
+            log: PathBuf::new(),
+        };
+        assert!(!me.is_running());
+    }
+
+    #[test]
+    fn sweep_finds_processes_by_the_marker_in_their_command_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("unique-marker");
+        // One process that never forks, with the marker in its command line (a shell would fork).
+        fs::write(&marker, "").unwrap();
+        let args = ["-f".to_string(), marker.display().to_string()];
+        let record = spawn("tail", Path::new("/usr/bin/tail"), &args, &dir.path().join("log")).unwrap();
+        // Until it has exec'd, the child still shows the test binary's command line.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while find_by_marker(&marker).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(find_by_marker(&marker), vec![record.pid]);
+        // A marker that only starts the process's path (another cluster's dir named `<this>-2`)
+        // finds nothing: sweeping it must not kill the other cluster's processes.
+        let prefix = dir.path().join("unique");
+        assert_eq!(find_by_marker(&prefix), Vec::<i32>::new());
+        assert_eq!(sweep(&prefix), 0);
+        assert!(record.is_running());
+        assert_eq!(sweep(&marker), 1);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(find_by_marker(&marker).is_empty());
+    }
+
+    #[test]
+    fn a_marker_is_mentioned_only_as_a_whole_path() {
+        let dir = "/s/clusters/ci";
+        for text in
+            ["tail -f /s/clusters/ci", "etcd --data-dir=/s/clusters/ci/etcd", "x,/s/clusters/ci:y", "a /s/clusters/ci/"]
+        {
+            assert!(mentions(text, dir), "{text}");
+        }
+        for text in [
+            "etcd --data-dir=/s/clusters/ci-2/etcd",
+            "tail -f /s/clusters/ci.old",
+            "/t/s/clusters/ci/etcd",
+            "/s/clusters/cix",
+        ] {
+            assert!(!mentions(text, dir), "{text}");
+        }
+        // The second mention counts when the first is another cluster's.
+        assert!(mentions("--a=/s/clusters/ci-2 --b=/s/clusters/ci/x", dir));
+        assert!(mentions("--http-port=18089", "--http-port=18089"));
+        assert!(!mentions("--http-port=180890", "--http-port=18089"));
+        assert!(!mentions("anything", ""));
+    }
+}

@@ -1,0 +1,264 @@
+//! What the `aws` provider needs beyond the Kubernetes toolchain, installed by `harness toolchain
+//! install --all` and cached under the cache dir:
+//!
+//! - cloud-provider-aws's `aws-cloud-controller-manager`, built unmodified from the Go module proxy
+//!   at the release pinned for each Kubernetes minor in `tools/aws/v1.<minor>/` (`tools/aws/pin.sh`),
+//!   stamped with its version as upstream's Makefile does: `<cache>/providers/aws/<version>/bin/`;
+//! - moto's server (`moto[server]` from PyPI, every package pinned in
+//!   `tools/aws/moto-requirements.txt`) in a virtualenv: `<cache>/moto/<version>/venv/`.
+//!
+//! Both are built in place of a `.partial` (the CCM) or marked complete by a last file written
+//! (moto: a virtualenv cannot move), so a cache entry is whole or rebuilt.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::pins::GoModule;
+use super::{Build, GoCommand, Release, Result, ToolchainError, cache_root, find_go, go_build, io_err, search_path};
+use cli_support::progress;
+
+/// The CCM's binary, the one `ccm.build: {kind: toolchain, binary: ...}` names.
+pub const CCM_BINARY: &str = config::pins::AWS_CCM_BINARY;
+/// The Go module the CCM is released from; its tags are the provider's versions.
+pub const CCM_MODULE: &str = "k8s.io/cloud-provider-aws";
+const CCM_PACKAGE: &str = "k8s.io/cloud-provider-aws/cmd/aws-cloud-controller-manager";
+
+macro_rules! aws_module {
+    ($dir:literal) => {
+        GoModule {
+            dir: concat!("aws-", $dir),
+            go_mod: include_str!(concat!("../../../tools/aws/", $dir, "/go.mod")),
+            go_sum: include_str!(concat!("../../../tools/aws/", $dir, "/go.sum")),
+            files: &[],
+        }
+    };
+}
+
+/// The pinned CCM releases, one per Kubernetes minor, newest first.
+pub const CCM_PINS: &[GoModule] = &[aws_module!("v1.37"), aws_module!("v1.36")];
+
+/// moto and everything it pulls in, pinned.
+pub const MOTO_REQUIREMENTS: &str = include_str!("../../../tools/aws/moto-requirements.txt");
+
+/// moto's server with the AWS default health check of a new classic ELB (a gap of moto's the CCM
+/// cannot do without): run by the virtualenv's python.
+const MOTO_SERVER: &str = include_str!("../../../tools/aws/moto_server.py");
+const MOTO_SERVER_FILE: &str = "moto_server.py";
+
+/// The pin of the CCM release that goes with `release`'s minor.
+pub fn ccm_pin(release: &Release) -> Result<&'static GoModule> {
+    let dir = format!("aws-v1.{}", release.minor());
+    CCM_PINS.iter().find(|pin| pin.dir == dir).ok_or_else(|| ToolchainError::ProviderNotInstalled {
+        what: format!("cloud-provider-aws for Kubernetes {}", release.version),
+        hint: format!(
+            "no cloud-provider-aws release is pinned for Kubernetes 1.{}; pin one with `tools/aws/pin.sh v1.{}.N`",
+            release.minor(),
+            release.minor()
+        ),
+    })
+}
+
+/// The CCM version (`k8s.io/cloud-provider-aws` tag) pinned for `release`.
+pub fn ccm_version(release: &Release) -> Result<&'static str> {
+    let pin = ccm_pin(release)?;
+    Ok(super::pins::required_version(pin, CCM_MODULE).expect("aws pins require k8s.io/cloud-provider-aws"))
+}
+
+/// moto's pinned version.
+pub fn moto_version() -> &'static str {
+    MOTO_REQUIREMENTS
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("moto[server]=="))
+        .expect("tools/aws/moto-requirements.txt pins moto[server]")
+}
+
+fn ccm_dir(version: &str) -> PathBuf {
+    cache_root().join("providers").join("aws").join(version)
+}
+
+/// The installed CCM for `release`.
+pub fn installed_ccm(release: &Release) -> Result<PathBuf> {
+    let version = ccm_version(release)?;
+    let binary = ccm_dir(version).join("bin").join(CCM_BINARY);
+    match fs::metadata(&binary) {
+        Ok(meta) if meta.len() > 0 => Ok(binary),
+        _ => Err(ToolchainError::ProviderNotInstalled {
+            what: format!("cloud-provider-aws {version} (for Kubernetes {})", release.version),
+            hint: "run `harness toolchain install --all`".into(),
+        }),
+    }
+}
+
+/// Builds the CCM for `release` unless it is cached (or `force`); returns the binary.
+pub fn install_ccm(release: &Release, force: bool) -> Result<PathBuf> {
+    if !force && let Ok(binary) = installed_ccm(release) {
+        return Ok(binary);
+    }
+    let pin = ccm_pin(release)?;
+    let version = ccm_version(release)?;
+    let root = cache_root();
+    let parent = root.join("providers").join("aws");
+    fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
+    let lock_path = parent.join(format!("{version}.lock"));
+    let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
+    lock.lock().map_err(io_err("locking", &lock_path))?;
+    if !force && let Ok(binary) = installed_ccm(release) {
+        return Ok(binary);
+    }
+    let go = find_go()?;
+    let partial = parent.join(format!("{version}.partial"));
+    let _ = fs::remove_dir_all(&partial);
+    let bin = partial.join("bin");
+    fs::create_dir_all(&bin).map_err(io_err("creating", &bin))?;
+    let build = Build {
+        module: pin,
+        command: GoCommand::Build,
+        packages: vec![CCM_PACKAGE],
+        outputs: vec![CCM_BINARY],
+        stamped: false,
+        version_vars: vec![],
+        label: format!("cloud-provider-aws {version} ({CCM_BINARY}, for Kubernetes 1.{})", release.minor()),
+    };
+    let step = progress::step(format!("building {}", build.label));
+    let module_dir = super::write_module(&root.join("build"), pin)?;
+    go_build(&go, &module_dir, &build, &ccm_ldflags(version), &bin)?;
+    step.done();
+    let dir = ccm_dir(version);
+    let _ = fs::remove_dir_all(&dir);
+    fs::rename(&partial, &dir).map_err(io_err("renaming into place", &dir))?;
+    installed_ccm(release)
+}
+
+/// Upstream's Makefile `LDFLAGS`: the version in `--version` and in the metrics.
+fn ccm_ldflags(version: &str) -> String {
+    format!("-s -w -X k8s.io/component-base/version.gitVersion={version} -X main.gitVersion={version}")
+}
+
+fn moto_dir() -> PathBuf {
+    cache_root().join("moto").join(moto_version())
+}
+
+/// Written last by [`install_moto`]: the virtualenv is complete.
+const MOTO_COMPLETE: &str = "installed.txt";
+
+/// The installed moto server: [`MOTO_SERVER`], an executable whose interpreter is the virtualenv's
+/// python (rewritten when this harness carries another version of it).
+pub fn installed_moto() -> Result<PathBuf> {
+    let dir = moto_dir();
+    let python = dir.join("venv").join("bin").join("python3");
+    if dir.join(MOTO_COMPLETE).is_file() && python.is_file() {
+        let server = dir.join(MOTO_SERVER_FILE);
+        let text = format!("#!{}\n{MOTO_SERVER}", python.display());
+        if fs::read_to_string(&server).ok().as_deref() != Some(text.as_str()) {
+            fs::write(&server, &text).map_err(io_err("writing", &server))?;
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&server, fs::Permissions::from_mode(0o755))
+                .map_err(io_err("making executable", &server))?;
+        }
+        Ok(server)
+    } else {
+        Err(ToolchainError::ProviderNotInstalled {
+            what: format!("moto {} (the aws provider's cloud)", moto_version()),
+            hint: "run `harness toolchain install --all`".into(),
+        })
+    }
+}
+
+/// Installs moto into a virtualenv unless it is there (or `force`); returns `moto_server`.
+pub fn install_moto(force: bool) -> Result<PathBuf> {
+    if !force && let Ok(server) = installed_moto() {
+        return Ok(server);
+    }
+    let dir = moto_dir();
+    let parent = dir.parent().expect("moto's dir has a parent").to_path_buf();
+    fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
+    let lock_path = parent.join(format!("{}.lock", moto_version()));
+    let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
+    lock.lock().map_err(io_err("locking", &lock_path))?;
+    if !force && let Ok(server) = installed_moto() {
+        return Ok(server);
+    }
+    let python = find_python()?;
+    let step = progress::step(format!("installing moto {} into a virtualenv (pip)", moto_version()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
+    let requirements = dir.join("requirements.txt");
+    fs::write(&requirements, MOTO_REQUIREMENTS).map_err(io_err("writing", &requirements))?;
+    let venv = dir.join("venv");
+    let log = dir.join("install.log");
+    run_logged(Command::new(&python).args(["-m", "venv"]).arg(&venv), &log, "python3 -m venv", || {
+        "python3 -m venv failed: install Python's venv module (Debian: apt-get install python3-venv)".into()
+    })?;
+    let pip = venv.join("bin").join("pip");
+    let mut install = Command::new(&pip);
+    install.args(["install", "--no-input", "--disable-pip-version-check", "-r"]).arg(&requirements);
+    run_logged(&mut install, &log, "pip install moto", || {
+        "pip could not install moto's pinned packages (is PyPI, or the index in PIP_INDEX_URL, reachable?)".into()
+    })?;
+    let complete = dir.join(MOTO_COMPLETE);
+    fs::write(&complete, format!("moto {}\n", moto_version())).map_err(io_err("writing", &complete))?;
+    step.done();
+    installed_moto()
+}
+
+fn find_python() -> Result<PathBuf> {
+    match std::env::var_os("PYTHON") {
+        Some(python) => Ok(PathBuf::from(python)),
+        None => search_path("python3")
+            .ok_or_else(|| ToolchainError::PythonMissing { detail: "`python3` is not on PATH".into() }),
+    }
+}
+
+/// Runs `command` with its output appended to `log`; a failure is an error with `hint` and the log.
+fn run_logged(command: &mut Command, log: &Path, what: &str, hint: impl FnOnce() -> String) -> Result<()> {
+    let out = fs::OpenOptions::new().create(true).append(true).open(log).map_err(io_err("opening", log))?;
+    let err = out.try_clone().map_err(io_err("opening", log))?;
+    let status = command
+        .stdout(out)
+        .stderr(err)
+        .status()
+        .map_err(|e| ToolchainError::PythonMissing { detail: format!("running {what}: {e}") })?;
+    if status.success() {
+        return Ok(());
+    }
+    Err(ToolchainError::BuildFailed {
+        what: format!("{what} ({})", hint()),
+        status: status.to_string(),
+        log: log.into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kubernetes_minor_has_a_ccm_release_of_the_same_minor() {
+        for release in super::super::releases() {
+            let version = ccm_version(&release).unwrap();
+            assert!(version.starts_with(&format!("v1.{}.", release.minor())), "{} → {version}", release.version);
+            let pin = ccm_pin(&release).unwrap();
+            assert!(pin.go_mod.contains(&format!("tool {CCM_PACKAGE}")), "{}", pin.dir);
+            assert!(pin.go_sum.contains(&format!("{CCM_MODULE} {version} h1:")), "{}", pin.dir);
+            // The module's own replace directive is not ours: cel-go comes from its original path.
+            assert!(!pin.go_mod.contains("=>"), "{}", pin.dir);
+        }
+    }
+
+    #[test]
+    fn moto_is_pinned_with_everything_it_pulls_in() {
+        assert_eq!(moto_version(), "5.2.5");
+        for line in MOTO_REQUIREMENTS.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+            assert!(line.contains("=="), "unpinned requirement {line}");
+        }
+        assert!(MOTO_REQUIREMENTS.lines().any(|l| l.starts_with("Flask==")), "moto's server needs Flask");
+    }
+
+    #[test]
+    fn the_ccm_is_stamped_like_upstreams_makefile_does() {
+        let flags = ccm_ldflags("v1.37.1");
+        assert!(flags.contains("-X k8s.io/component-base/version.gitVersion=v1.37.1"), "{flags}");
+        assert!(flags.contains("-X main.gitVersion=v1.37.1"), "{flags}");
+    }
+}

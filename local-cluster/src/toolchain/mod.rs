@@ -1,0 +1,1012 @@
+//! The Kubernetes toolchain: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, the
+//! upstream conformance suite `e2e.test` and the `ginkgo` CLI that runs it, etcd, kwok and
+//! `local-upstream-ccm` (upstream's CCM over the local cloud: [`UPSTREAM_CCM`]), built from the Go
+//! module proxy at the versions pinned in `tools/kube/` and `tools/local-upstream-ccm/` (`go build`, and `go test -c
+//! k8s.io/kubernetes/test/e2e` for `e2e.test`), the Kubernetes ones stamped with their real version,
+//! and cached under the user cache dir keyed by version.
+//!
+//! Layout: `<cache>/toolchains/<version>/{bin/<binary>, manifest.json}`; a build happens in
+//! `<cache>/toolchains/<version>.partial` and is renamed into place once every binary is there, so
+//! a cache entry is either whole or absent. The manifest records each binary's size and SHA-256:
+//! a cheap size check on every use catches truncation, `harness toolchain verify` hashes.
+//!
+//! An entry an older harness wrote, whose manifest lacks binaries added since (`e2e.test`,
+//! `ginkgo`, `local-upstream-ccm`), is *incomplete*: `install` keeps the binaries it has (hard-linked into the
+//! `.partial` directory with their manifest records) and builds only the missing ones.
+
+pub mod aws;
+pub use config::pins;
+pub mod proxy_pins;
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use cli_support::progress;
+use pins::GoModule;
+
+/// The binaries every toolchain holds.
+pub const BINARIES: &[&str] = &[
+    "e2e.test",
+    "etcd",
+    "ginkgo",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kwok",
+    UPSTREAM_CCM,
+    "kubelet",
+    "kube-proxy",
+    "agnhost",
+    "containerd",
+    "containerd-shim-runc-v2",
+    "ctr",
+    "coredns",
+    "netproxy",
+    "wget",
+    "registry",
+    "sample-apiserver",
+    "nonewprivs",
+];
+
+/// What real nodes run (`harness cluster up --node-kind real`), built with every toolchain:
+/// kubelet and kube-proxy of the release, containerd v2 with its runc shim and `ctr`, CoreDNS, the
+/// image registry, and the programs of the conformance tests' images (packed into OCI images by
+/// [`crate::images`]): agnhost, sample-apiserver and nonewprivs of the release, and wget.
+pub const NODE_BINARIES: &[&str] = &[
+    "kubelet",
+    "kube-proxy",
+    "agnhost",
+    "containerd",
+    "containerd-shim-runc-v2",
+    "ctr",
+    "coredns",
+    "netproxy",
+    "wget",
+    "registry",
+    "sample-apiserver",
+    "nonewprivs",
+];
+
+pub use config::pins::{BUILDABLE_CCMS, TOOLCHAIN_CCMS, UPSTREAM_CCM_BINARY as UPSTREAM_CCM};
+
+/// The CCM `bin` (one of [`BUILDABLE_CCMS`]) for `release`, built unless cached.
+pub fn install_ccm(release: &Release, bin: &str) -> Result<PathBuf> {
+    if bin == aws::CCM_BINARY {
+        return aws::install_ccm(release, false);
+    }
+    Ok(install(release, false)?.binary(bin))
+}
+
+/// The version a CCM the toolchain builds from a provider's module reports itself as (its release
+/// tag), or `None` for the toolchain's own CCMs, which are built from this workspace.
+pub fn provider_ccm_version(release: &Release, bin: &str) -> Option<&'static str> {
+    (bin == aws::CCM_BINARY).then(|| aws::ccm_version(release).ok()).flatten()
+}
+
+/// The package `e2e.test` is the test binary of.
+const E2E_PACKAGE: &str = "k8s.io/kubernetes/test/e2e";
+
+/// The ginkgo CLI, built at the version of `github.com/onsi/ginkgo/v2` the release requires.
+const GINKGO_PACKAGE: &str = "github.com/onsi/ginkgo/v2/ginkgo";
+
+/// agnhost, the image most conformance tests run, from the release's own sources.
+const AGNHOST_PACKAGE: &str = "k8s.io/kubernetes/test/images/agnhost";
+
+/// The programs of two more conformance images, from the release's own module: the aggregated API
+/// server of the aggregator tests (`k8s.io/sample-apiserver`, replaced there by the release's
+/// staging version) and `nonewprivs` (`test/images/nonewprivs`).
+const IMAGE_PACKAGES: &[&str] = &["k8s.io/sample-apiserver", "k8s.io/kubernetes/test/images/nonewprivs"];
+
+/// containerd's commands, as `tools/kube/containerd/go.mod` names them.
+const CONTAINERD_PACKAGES: &[&str] = &[
+    "github.com/containerd/containerd/v2/cmd/containerd",
+    "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+    "github.com/containerd/containerd/v2/cmd/ctr",
+];
+
+/// The containerd release `tools/kube/containerd` pins.
+pub fn containerd_version() -> &'static str {
+    pins::required_version(&pins::CONTAINERD, "github.com/containerd/containerd/v2").unwrap_or("v2")
+}
+
+/// The oldest Go that builds the pinned modules (their `go` directive).
+const MIN_GO_MINOR: u32 = 26;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ToolchainError {
+    #[error(
+        "Kubernetes version '{requested}' is not pinned by this harness (pinned: {pinned}); use one of those, install a release or pre-release tag the Go module proxy serves with `harness toolchain install --kubernetes v1.X.Y[-rc.N]`, or pin it with `tools/kube/pin.sh vX.Y.Z`"
+    )]
+    UnknownVersion { requested: String, pinned: String },
+    #[error("Go toolchain not usable ({detail}): install Go 1.{MIN_GO_MINOR} or newer on PATH, or set GO=/path/to/go")]
+    GoMissing { detail: String },
+    #[error(
+        "Kubernetes {version} toolchain is not installed in {dir}; run `harness toolchain install --kubernetes {version}`"
+    )]
+    NotInstalled { version: String, dir: PathBuf },
+    #[error(
+        "toolchain cache entry {dir} is corrupt ({reason}); rebuild it with `harness toolchain install --kubernetes {version} --force`"
+    )]
+    Corrupt { version: String, dir: PathBuf, reason: String },
+    #[error(
+        "Kubernetes {version} toolchain in {dir} lacks {} (an older harness installed it); run `harness toolchain install --kubernetes {version}` to build just those",
+        missing.join(", ")
+    )]
+    Incomplete { version: String, dir: PathBuf, missing: Vec<&'static str> },
+    #[error("building {what} failed ({status}); see {log} for the compiler's output")]
+    BuildFailed { what: String, status: String, log: PathBuf },
+    #[error("{what} is not installed: {hint}")]
+    ProviderNotInstalled { what: String, hint: String },
+    #[error(
+        "Python not usable ({detail}): install Python 3 with its venv module (Debian: apt-get install python3-venv), or set PYTHON=/path/to/python3"
+    )]
+    PythonMissing { detail: String },
+    #[error("{action} {path}: {source}")]
+    Io { action: &'static str, path: PathBuf, source: std::io::Error },
+}
+
+type Result<T> = std::result::Result<T, ToolchainError>;
+
+fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ToolchainError {
+    let path = path.to_path_buf();
+    move |source| ToolchainError::Io { action, path, source }
+}
+
+/// The harness's cache root: `$HARNESS_CACHE_DIR`, else `<user cache dir>/cloud-provider-harness`.
+pub fn cache_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("HARNESS_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("cloud-provider-harness")
+}
+
+/// A pinned Kubernetes release.
+#[derive(Debug, Clone, Copy)]
+pub struct Release {
+    /// e.g. `v1.37.1`
+    pub version: &'static str,
+    module: &'static GoModule,
+    /// `local-upstream-ccm`'s module for the release.
+    ccm: &'static GoModule,
+    /// Pinned at run time ([`proxy_pins`]) rather than embedded.
+    pub made_at_run_time: bool,
+}
+
+impl Release {
+    /// `1` and `37` of `v1.37.1`.
+    pub fn minor(&self) -> &'static str {
+        self.version.split('.').nth(1).unwrap_or_default()
+    }
+}
+
+/// Every pinned release, newest first.
+pub fn releases() -> Vec<Release> {
+    pins::KUBERNETES
+        .iter()
+        .map(|module| Release {
+            version: pins::required_version(module, "k8s.io/kubernetes").expect("pins require k8s.io/kubernetes"),
+            module,
+            ccm: pins::upstream_ccm(module).expect("every Kubernetes pin has a local-upstream-ccm module"),
+            made_at_run_time: false,
+        })
+        .collect()
+}
+
+/// The default release: the newest pinned one.
+pub fn default_release() -> Release {
+    releases()[0]
+}
+
+/// Resolves `v1.37.1`, `1.37.1`, `v1.37`, `1.37` (newest pinned patch) or `latest` to a pinned release.
+pub fn resolve(requested: Option<&str>) -> Result<Release> {
+    let Some(requested) = requested.map(str::trim).filter(|r| !r.is_empty() && *r != "latest") else {
+        return Ok(default_release());
+    };
+    let wanted = requested.strip_prefix('v').unwrap_or(requested);
+    releases()
+        .into_iter()
+        .find(|release| {
+            let pinned = &release.version[1..];
+            pinned == wanted || pinned.rsplit_once('.').is_some_and(|(minor, _)| minor == wanted)
+        })
+        .or_else(|| made_at_run_time(requested))
+        .ok_or_else(|| ToolchainError::UnknownVersion {
+            requested: requested.to_string(),
+            pinned: releases().iter().map(|r| r.version).collect::<Vec<_>>().join(", "),
+        })
+}
+
+/// The release whose pin [`proxy_pins`] made earlier for the tag `version`, if any.
+fn made_at_run_time(version: &str) -> Option<Release> {
+    let (version, module, ccm) = proxy_pins::load(version)?;
+    Some(Release { version, module, ccm, made_at_run_time: true })
+}
+
+/// [`resolve`], else a pin made from the Go module proxy for the release or pre-release tag
+/// `requested` (`v1.37.0-rc.1`): what `harness toolchain install --kubernetes` and `harness bisect
+/// --side kubernetes` take. Needs the proxy the first time; cached under [`proxy_pins::pins_dir`].
+pub fn resolve_or_pin(requested: &str) -> Result<Release> {
+    match resolve(Some(requested)) {
+        Err(ToolchainError::UnknownVersion { .. }) if proxy_pins::Tag::parse(requested.trim()).is_some() => {
+            let tag = proxy_pins::Tag::parse(requested.trim()).expect("checked");
+            proxy_pins::make(&tag)?;
+            made_at_run_time(&tag.to_string()).ok_or_else(|| ToolchainError::Corrupt {
+                version: tag.to_string(),
+                dir: proxy_pins::pins_dir().join(tag.to_string()),
+                reason: "its pin lacks go.mod, go.sum or e2e_imports.go".into(),
+            })
+        }
+        other => other,
+    }
+}
+
+/// An installed toolchain.
+#[derive(Debug, Clone)]
+pub struct Toolchain {
+    pub version: String,
+    pub dir: PathBuf,
+}
+
+impl Toolchain {
+    pub fn binary(&self, name: &str) -> PathBuf {
+        self.dir.join("bin").join(name)
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    kubernetes_version: String,
+    go_version: String,
+    binaries: std::collections::BTreeMap<String, BinaryRecord>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct BinaryRecord {
+    size: u64,
+    sha256: String,
+    /// The digest of the module sources it was built from ([`source_digest`]): a binary built from
+    /// other sources (a harness whose `tools/kube/` changed since) is rebuilt. Absent in records of
+    /// harnesses before it, which are kept as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+}
+
+/// The digest of what `module` is built from: its go.mod, go.sum and source files.
+fn source_digest(module: &GoModule) -> String {
+    let mut hasher = Sha256::new();
+    for (name, text) in [("go.mod", module.go_mod), ("go.sum", module.go_sum)].iter().chain(module.files) {
+        hasher.update(format!("{name} {}\n", text.len()));
+        hasher.update(text);
+    }
+    format!("{:x}", hasher.finalize())
+}
+
+/// The binaries of `manifest` built from sources other than `release`'s plan has now.
+fn stale(release: &Release, manifest: &Manifest) -> Vec<&'static str> {
+    let mut stale = Vec::new();
+    for build in plan(release) {
+        let digest = source_digest(build.module);
+        for name in &build.outputs {
+            let recorded = manifest.binaries.get(*name).and_then(|r| r.source.as_deref());
+            if recorded.is_some_and(|r| r != digest) {
+                stale.push(*name);
+            }
+        }
+    }
+    stale
+}
+
+fn toolchain_dir(release: &Release) -> PathBuf {
+    cache_root().join("toolchains").join(release.version)
+}
+
+/// The installed toolchain for `release`, checked against its manifest (sizes only: fast).
+pub fn installed(release: &Release) -> Result<Toolchain> {
+    let dir = toolchain_dir(release);
+    let (manifest, mut missing) = inspect(release.version, &dir)?;
+    missing.extend(stale(release, &manifest));
+    if !missing.is_empty() {
+        return Err(ToolchainError::Incomplete { version: release.version.into(), dir, missing });
+    }
+    Ok(Toolchain { version: release.version.into(), dir })
+}
+
+/// Reads the manifest of the cache entry `dir` and checks the size of every binary it records;
+/// returns it with the names of [`BINARIES`] it lacks. A binary of the wrong size is corrupt even
+/// when others are missing.
+fn inspect(version: &str, dir: &Path) -> Result<(Manifest, Vec<&'static str>)> {
+    let corrupt = |reason: String| ToolchainError::Corrupt { version: version.into(), dir: dir.to_path_buf(), reason };
+    let manifest_path = dir.join("manifest.json");
+    let text = match fs::read_to_string(&manifest_path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(if dir.exists() {
+                corrupt("manifest.json is missing".into())
+            } else {
+                ToolchainError::NotInstalled { version: version.into(), dir: dir.to_path_buf() }
+            });
+        }
+        Err(e) => return Err(io_err("reading", &manifest_path)(e)),
+    };
+    let manifest: Manifest =
+        serde_json::from_str(&text).map_err(|e| corrupt(format!("manifest.json does not parse: {e}")))?;
+    if manifest.kubernetes_version != version {
+        return Err(corrupt(format!("manifest is for {}", manifest.kubernetes_version)));
+    }
+    let mut missing = Vec::new();
+    for name in BINARIES {
+        let Some(record) = manifest.binaries.get(*name) else {
+            missing.push(*name);
+            continue;
+        };
+        let path = dir.join("bin").join(name);
+        let size = fs::metadata(&path).map_err(|e| corrupt(format!("{name}: {e}")))?.len();
+        if size != record.size {
+            return Err(corrupt(format!("{name} is {size} bytes, the manifest says {}", record.size)));
+        }
+    }
+    Ok((manifest, missing))
+}
+
+/// Hashes every binary against the manifest (slow; `harness toolchain verify`).
+pub fn verify(release: &Release) -> Result<Toolchain> {
+    let toolchain = installed(release)?;
+    let (manifest, _) = inspect(release.version, &toolchain.dir)?;
+    for (name, record) in &manifest.binaries {
+        let actual = sha256_file(&toolchain.binary(name))?;
+        if actual != record.sha256 {
+            return Err(ToolchainError::Corrupt {
+                version: release.version.into(),
+                dir: toolchain.dir.clone(),
+                reason: format!("{name} has SHA-256 {actual}, the manifest says {}", record.sha256),
+            });
+        }
+    }
+    Ok(toolchain)
+}
+
+/// Installs `release` unless it already is: a no-op on a warm cache. A corrupt entry is an error
+/// unless `force`, which rebuilds everything; an incomplete one gets its missing binaries.
+pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
+    if !force {
+        match installed(release) {
+            Err(ToolchainError::NotInstalled { .. } | ToolchainError::Incomplete { .. }) => {}
+            other => return other,
+        }
+    }
+    let root = cache_root();
+    let toolchains = root.join("toolchains");
+    fs::create_dir_all(&toolchains).map_err(io_err("creating", &toolchains))?;
+    // Two installs of one version at once (parallel tests, two terminals) take turns.
+    let lock_path = toolchains.join(format!("{}.lock", release.version));
+    let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
+    lock.lock().map_err(io_err("locking", &lock_path))?;
+    let dir = toolchain_dir(release);
+    // What an older harness left (checked by size), kept with its manifest records.
+    let (mut kept, kept_go) = match inspect(release.version, &dir) {
+        Ok((manifest, missing)) if !force && missing.is_empty() && stale(release, &manifest).is_empty() => {
+            return installed(release);
+        }
+        Ok((manifest, _)) if !force => {
+            let stale = stale(release, &manifest);
+            let mut binaries = manifest.binaries;
+            binaries.retain(|name, _| !stale.contains(&name.as_str()));
+            (binaries, Some(manifest.go_version))
+        }
+        _ => (Default::default(), None),
+    };
+    kept.retain(|name, _| BINARIES.contains(&name.as_str()));
+
+    let go = find_go()?;
+    let partial = toolchains.join(format!("{}.partial", release.version));
+    let _ = fs::remove_dir_all(&partial);
+    let bin = partial.join("bin");
+    fs::create_dir_all(&bin).map_err(io_err("creating", &bin))?;
+    for name in kept.keys() {
+        let (from, to) = (dir.join("bin").join(name), bin.join(name));
+        fs::hard_link(&from, &to).or_else(|_| fs::copy(&from, &to).map(drop)).map_err(io_err("copying", &from))?;
+    }
+
+    let build_root = root.join("build");
+    let plan = plan(release);
+    let builds = needed(&plan, &kept);
+    let kubernetes_ldflags = match builds.iter().any(|build| build.stamped) {
+        true => version_ldflags(release, &build_date(release, &go, &build_root)?),
+        false => String::new(),
+    };
+    for build in builds {
+        let own_ldflags =
+            build.version_vars.iter().fold("-s -w".to_string(), |f, (var, v)| format!("{f} -X {var}={v}"));
+        let ldflags = if build.stamped { kubernetes_ldflags.as_str() } else { own_ldflags.as_str() };
+        let step = progress::step(format!("building {}", build.label));
+        let module_dir = write_module(&build_root, build.module)?;
+        go_build(&go, &module_dir, build, ldflags, &bin)?;
+        step.done();
+    }
+
+    let mut binaries = std::collections::BTreeMap::new();
+    let sources: std::collections::BTreeMap<&str, String> =
+        plan.iter().flat_map(|b| b.outputs.iter().map(|name| (*name, source_digest(b.module)))).collect();
+    for name in BINARIES {
+        let path = bin.join(name);
+        let size = fs::metadata(&path).map_err(io_err("reading", &path))?.len();
+        let record = match kept.remove(*name) {
+            Some(record) => record,
+            None => BinaryRecord { size, sha256: sha256_file(&path)?, source: sources.get(name).cloned() },
+        };
+        binaries.insert((*name).to_string(), record);
+    }
+    let go_version = match kept_go.filter(|old| *old != go.version) {
+        Some(old) => format!("{} (binaries kept from an earlier install: {old})", go.version),
+        None => go.version.clone(),
+    };
+    let manifest = Manifest { kubernetes_version: release.version.into(), go_version, binaries };
+    let manifest_path = partial.join("manifest.json");
+    fs::write(&manifest_path, serde_json::to_vec_pretty(&manifest).expect("manifest serialises"))
+        .map_err(io_err("writing", &manifest_path))?;
+
+    let _ = fs::remove_dir_all(&dir);
+    fs::rename(&partial, &dir).map_err(io_err("renaming into place", &dir))?;
+    installed(release)
+}
+
+/// How a [`Build`] runs Go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GoCommand {
+    /// `go build -o bin/ <packages>`: a binary per package, named after its last path element.
+    Build,
+    /// `go test -c -vet=off -o bin/<output> <package>`: the test binary of one package. `go test`
+    /// vets the package first, which needs vet facts of every package it imports (thousands for
+    /// `e2e.test`) and adds minutes to a cold build for code upstream's CI already vetted.
+    TestBinary,
+}
+
+/// One Go invocation of an install and what it leaves in `bin/`.
+#[derive(Debug)]
+struct Build {
+    module: &'static GoModule,
+    command: GoCommand,
+    packages: Vec<&'static str>,
+    outputs: Vec<&'static str>,
+    /// Stamped with the Kubernetes version, as upstream's release binaries are.
+    stamped: bool,
+    /// `-X variable=value` flags of a binary stamped with its own version (containerd).
+    version_vars: Vec<(&'static str, &'static str)>,
+    label: String,
+}
+
+/// Every build of `release`'s toolchain. Kubernetes' commands come first, so that `e2e.test`
+/// (which shares most of their packages) finds them in Go's build cache.
+fn plan(release: &Release) -> Vec<Build> {
+    let version = release.version;
+    let ginkgo = pins::required_version(release.module, "github.com/onsi/ginkgo/v2").unwrap_or("?");
+    vec![
+        Build {
+            module: release.module,
+            command: GoCommand::Build,
+            packages: vec![
+                "k8s.io/kubernetes/cmd/kube-apiserver",
+                "k8s.io/kubernetes/cmd/kube-controller-manager",
+                "k8s.io/kubernetes/cmd/kube-scheduler",
+                "k8s.io/kubernetes/cmd/kubectl",
+            ],
+            outputs: vec!["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"],
+            stamped: true,
+            version_vars: vec![],
+            label: format!("Kubernetes {version} (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)"),
+        },
+        Build {
+            module: release.module,
+            command: GoCommand::TestBinary,
+            packages: vec![E2E_PACKAGE],
+            outputs: vec!["e2e.test"],
+            stamped: true,
+            version_vars: vec![],
+            label: format!("e2e.test of Kubernetes {version} (go test -c {E2E_PACKAGE})"),
+        },
+        Build {
+            module: release.module,
+            command: GoCommand::Build,
+            packages: vec![GINKGO_PACKAGE],
+            outputs: vec!["ginkgo"],
+            stamped: false,
+            version_vars: vec![],
+            label: format!("ginkgo {ginkgo} (for Kubernetes {version})"),
+        },
+        // etcd's wrapper module builds a binary named after its folder.
+        Build {
+            module: &pins::ETCD,
+            command: GoCommand::Build,
+            packages: vec!["."],
+            outputs: vec!["etcd"],
+            stamped: false,
+            version_vars: vec![],
+            label: etcd_label(),
+        },
+        Build {
+            module: release.ccm,
+            command: GoCommand::Build,
+            packages: vec!["."],
+            outputs: vec![UPSTREAM_CCM],
+            stamped: true,
+            version_vars: vec![],
+            label: format!("{UPSTREAM_CCM} (k8s.io/cloud-provider v0.{} over the local cloud)", &version[3..]),
+        },
+        Build {
+            module: release.module,
+            command: GoCommand::Build,
+            packages: vec!["k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"],
+            outputs: vec!["kubelet", "kube-proxy"],
+            stamped: true,
+            version_vars: vec![],
+            label: format!("Kubernetes {version} node binaries (kubelet, kube-proxy)"),
+        },
+        Build {
+            module: release.module,
+            command: GoCommand::Build,
+            packages: vec![AGNHOST_PACKAGE],
+            outputs: vec!["agnhost"],
+            stamped: false,
+            version_vars: vec![],
+            label: format!("agnhost of Kubernetes {version} (the conformance tests' image)"),
+        },
+        Build {
+            module: release.module,
+            command: GoCommand::Build,
+            packages: IMAGE_PACKAGES.to_vec(),
+            outputs: vec!["sample-apiserver", "nonewprivs"],
+            stamped: true,
+            version_vars: vec![],
+            label: format!("sample-apiserver and nonewprivs of Kubernetes {version} (conformance images)"),
+        },
+        Build {
+            module: &pins::CONTAINERD,
+            command: GoCommand::Build,
+            packages: CONTAINERD_PACKAGES.to_vec(),
+            outputs: vec!["containerd", "containerd-shim-runc-v2", "ctr"],
+            stamped: false,
+            version_vars: vec![("github.com/containerd/containerd/v2/version.Version", containerd_version())],
+            label: format!("containerd {} (containerd, containerd-shim-runc-v2, ctr)", containerd_version()),
+        },
+        Build {
+            module: &pins::COREDNS,
+            command: GoCommand::Build,
+            packages: vec!["."],
+            outputs: vec!["coredns"],
+            stamped: false,
+            version_vars: vec![],
+            label: format!(
+                "CoreDNS {}",
+                pins::required_version(&pins::COREDNS, "github.com/coredns/coredns").unwrap_or("?")
+            ),
+        },
+        Build {
+            module: &pins::NETPROXY,
+            command: GoCommand::Build,
+            packages: vec!["."],
+            outputs: vec!["netproxy"],
+            stamped: false,
+            version_vars: vec![],
+            label: "netproxy (the harness's root-to-hub namespace forwarder)".into(),
+        },
+        Build {
+            module: &pins::WGET,
+            command: GoCommand::Build,
+            packages: vec!["."],
+            outputs: vec!["wget"],
+            stamped: false,
+            version_vars: vec![],
+            label: "wget (the busybox images' wget)".into(),
+        },
+        Build {
+            module: &pins::REGISTRY,
+            command: GoCommand::Build,
+            packages: vec!["."],
+            outputs: vec!["registry"],
+            stamped: false,
+            version_vars: vec![],
+            label: "registry (real nodes' read-only image registry)".into(),
+        },
+        Build {
+            module: &pins::KWOK,
+            command: GoCommand::Build,
+            packages: vec!["sigs.k8s.io/kwok/cmd/kwok"],
+            outputs: vec!["kwok"],
+            stamped: false,
+            version_vars: vec![],
+            label: kwok_label(),
+        },
+    ]
+}
+
+/// The builds that make a binary not in `kept`.
+fn needed<'a, V>(plan: &'a [Build], kept: &std::collections::BTreeMap<String, V>) -> Vec<&'a Build> {
+    plan.iter().filter(|build| build.outputs.iter().any(|name| !kept.contains_key(*name))).collect()
+}
+
+fn etcd_label() -> String {
+    format!("etcd {}", pins::required_version(&pins::ETCD, "go.etcd.io/etcd/server/v3").unwrap_or("?"))
+}
+
+fn kwok_label() -> String {
+    format!("kwok {}", pins::required_version(&pins::KWOK, "sigs.k8s.io/kwok").unwrap_or("?"))
+}
+
+struct Go {
+    path: PathBuf,
+    version: String,
+}
+
+impl Go {
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.path);
+        // Never let go fetch another toolchain (no internet beyond the module proxy), and build
+        // static binaries as upstream's release does.
+        cmd.env("GOTOOLCHAIN", "local").env("CGO_ENABLED", "0");
+        cmd
+    }
+}
+
+fn find_go() -> Result<Go> {
+    let path = match std::env::var_os("GO") {
+        Some(go) => PathBuf::from(go),
+        None => search_path("go").ok_or_else(|| ToolchainError::GoMissing { detail: "`go` is not on PATH".into() })?,
+    };
+    let output = Command::new(&path)
+        .arg("version")
+        .output()
+        .map_err(|e| ToolchainError::GoMissing { detail: format!("running {}: {e}", path.display()) })?;
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    let version = text.split_whitespace().nth(2).unwrap_or_default().to_string();
+    let minor =
+        version.strip_prefix("go1.").and_then(|rest| rest.split('.').next()).and_then(|m| m.parse::<u32>().ok());
+    match minor {
+        Some(minor) if minor >= MIN_GO_MINOR => Ok(Go { path, version }),
+        _ => Err(ToolchainError::GoMissing { detail: format!("{} reports '{}'", path.display(), text.trim()) }),
+    }
+}
+
+/// Finds an executable on PATH, as a shell would.
+pub fn search_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(name)).find(|candidate| {
+        use std::os::unix::fs::PermissionsExt;
+        fs::metadata(candidate).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+fn write_module(build_root: &Path, module: &GoModule) -> Result<PathBuf> {
+    let dir = build_root.join(module.dir);
+    fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
+    let files = [("go.mod", module.go_mod), ("go.sum", module.go_sum)].into_iter().chain(module.files.iter().copied());
+    for (name, contents) in files {
+        let path = dir.join(name);
+        fs::write(&path, contents).map_err(io_err("writing", &path))?;
+    }
+    Ok(dir)
+}
+
+/// The source of the release's `k8s.io/kubernetes` module in Go's module cache (downloaded through
+/// the module proxy unless there): what node images are built from.
+pub fn kubernetes_source(release: &Release) -> Result<PathBuf> {
+    let go = find_go()?;
+    let dir = write_module(&cache_root().join("build"), release.module)?;
+    let output = go
+        .command()
+        .args(["mod", "download", "-json", &format!("k8s.io/kubernetes@{}", release.version)])
+        .current_dir(&dir)
+        .output()
+        .map_err(io_err("running go mod download in", &dir))?;
+    let parsed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    match parsed["Dir"].as_str() {
+        Some(source) if output.status.success() => Ok(PathBuf::from(source)),
+        _ => Err(ToolchainError::BuildFailed {
+            what: format!("downloading the source of k8s.io/kubernetes {}", release.version),
+            status: format!("{}: {}", output.status, String::from_utf8_lossy(&output.stderr).trim()),
+            log: dir,
+        }),
+    }
+}
+
+/// The release's publication time on the module proxy, upstream's `buildDate` format
+/// (reproducible, unlike the time of the build).
+fn build_date(release: &Release, go: &Go, build_root: &Path) -> Result<String> {
+    let dir = write_module(build_root, release.module)?;
+    let output = go
+        .command()
+        .args(["list", "-m", "-f", "{{.Time}}", "k8s.io/kubernetes"])
+        .current_dir(&dir)
+        .output()
+        .map_err(io_err("running go list in", &dir))?;
+    let build_date = String::from_utf8_lossy(&output.stdout).trim().replace(" +0000 UTC", "Z").replace(' ', "T");
+    Ok(if output.status.success() && !build_date.is_empty() { build_date } else { "1970-01-01T00:00:00Z".into() })
+}
+
+/// The `-X` flags upstream's `hack/lib/version.sh` sets, so `--version` and `/version` tell the
+/// truth (and `e2e.test`'s framework logs the right version).
+fn version_ldflags(release: &Release, build_date: &str) -> String {
+    let minor = release.minor();
+    [
+        ("k8s.io/component-base/version.gitVersion", release.version),
+        ("k8s.io/component-base/version.gitMajor", "1"),
+        ("k8s.io/component-base/version.gitMinor", minor),
+        ("k8s.io/component-base/version.gitTreeState", "clean"),
+        ("k8s.io/component-base/version.buildDate", build_date),
+        ("k8s.io/client-go/pkg/version.gitVersion", release.version),
+        ("k8s.io/client-go/pkg/version.gitMajor", "1"),
+        ("k8s.io/client-go/pkg/version.gitMinor", minor),
+        ("k8s.io/client-go/pkg/version.buildDate", build_date),
+    ]
+    .iter()
+    .fold("-s -w".to_string(), |flags, (var, value)| format!("{flags} -X {var}={value}"))
+}
+
+/// The arguments of `go` for `build`, writing into `bin`.
+fn go_args(build: &Build, ldflags: &str, bin: &Path) -> Vec<std::ffi::OsString> {
+    let (mut args, out): (Vec<std::ffi::OsString>, PathBuf) = match build.command {
+        // A trailing slash makes `-o` a directory even for one package.
+        GoCommand::Build => (vec!["build".into()], bin.join("")),
+        GoCommand::TestBinary => (vec!["test".into(), "-c".into(), "-vet=off".into()], bin.join(build.outputs[0])),
+    };
+    args.extend(["-trimpath", "-ldflags", ldflags, "-o"].map(Into::into));
+    args.push(out.into());
+    args.extend(build.packages.iter().map(Into::into));
+    args
+}
+
+fn go_build(go: &Go, module_dir: &Path, build: &Build, ldflags: &str, bin: &Path) -> Result<()> {
+    let log_path = module_dir.join(format!("build-{}.log", build.outputs[0]));
+    let log = fs::File::create(&log_path).map_err(io_err("creating", &log_path))?;
+    let status = go
+        .command()
+        .current_dir(module_dir)
+        .args(go_args(build, ldflags, bin))
+        .stdout(log.try_clone().map_err(io_err("opening", &log_path))?)
+        .stderr(log)
+        .status()
+        .map_err(io_err("running go in", module_dir))?;
+    if !status.success() {
+        if let Ok(text) = fs::read_to_string(&log_path) {
+            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            for line in tail.into_iter().rev() {
+                tracing::error!("go: {line}");
+            }
+        }
+        return Err(ToolchainError::BuildFailed {
+            what: build.label.clone(),
+            status: status.to_string(),
+            log: log_path,
+        });
+    }
+    Ok(())
+}
+
+fn sha256_file(path: &Path) -> Result<String> {
+    let mut file = fs::File::open(path).map_err(io_err("opening", path))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(io_err("reading", path))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_every_spelling_of_a_pinned_version() {
+        let newest = default_release();
+        let minor = &newest.version[..newest.version.rfind('.').unwrap()];
+        for spelling in [newest.version, &newest.version[1..], minor, &minor[1..], "latest"] {
+            assert_eq!(resolve(Some(spelling)).unwrap().version, newest.version, "{spelling}");
+        }
+        assert_eq!(resolve(None).unwrap().version, newest.version);
+    }
+
+    #[test]
+    fn an_unknown_version_names_the_pinned_ones() {
+        let err = resolve(Some("v1.99.0")).unwrap_err().to_string();
+        assert!(err.contains("'v1.99.0' is not pinned"), "{err}");
+        for release in releases() {
+            assert!(err.contains(release.version), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_build_plan_makes_every_binary_once() {
+        for release in releases() {
+            let mut made: Vec<&str> = plan(&release).iter().flat_map(|b| b.outputs.clone()).collect();
+            made.sort();
+            let mut expected = BINARIES.to_vec();
+            expected.sort();
+            assert_eq!(made, expected, "{}", release.version);
+        }
+    }
+
+    #[test]
+    fn e2e_test_is_upstreams_test_binary_stamped_like_the_control_plane() {
+        let release = default_release();
+        let plan = plan(&release);
+        let e2e = plan.iter().find(|b| b.outputs == ["e2e.test"]).unwrap();
+        assert_eq!(
+            (e2e.command, e2e.packages.as_slice(), e2e.stamped),
+            (GoCommand::TestBinary, &[E2E_PACKAGE][..], true)
+        );
+        assert!(std::ptr::eq(e2e.module, release.module), "built in the release's own module");
+        let apiserver = plan.iter().find(|b| b.outputs.contains(&"kube-apiserver")).unwrap();
+        assert!(apiserver.stamped);
+
+        let ldflags = version_ldflags(&release, "2026-01-02T03:04:05Z");
+        let minor = release.minor();
+        for flag in [
+            format!("-X k8s.io/component-base/version.gitVersion={}", release.version),
+            format!("-X k8s.io/component-base/version.gitMinor={minor}"),
+            "-X k8s.io/component-base/version.buildDate=2026-01-02T03:04:05Z".into(),
+            format!("-X k8s.io/client-go/pkg/version.gitVersion={}", release.version),
+        ] {
+            assert!(ldflags.contains(&flag), "{ldflags} lacks {flag}");
+        }
+        let args: Vec<String> =
+            go_args(e2e, &ldflags, Path::new("/c/v/bin")).into_iter().map(|a| a.into_string().unwrap()).collect();
+        assert_eq!(args[..3], ["test", "-c", "-vet=off"]);
+        assert_eq!(args[args.len() - 3..], ["-o", "/c/v/bin/e2e.test", E2E_PACKAGE]);
+        assert!(args.contains(&ldflags));
+
+        let build = go_args(apiserver, "-s -w", Path::new("/c/v/bin"));
+        assert_eq!(build[0], "build");
+        assert!(build.contains(&"/c/v/bin/".into()), "{build:?}: -o names the directory");
+    }
+
+    #[test]
+    fn ginkgo_is_built_at_the_version_the_release_requires() {
+        for release in releases() {
+            let ginkgo = pins::required_version(release.module, "github.com/onsi/ginkgo/v2").unwrap();
+            let build = plan(&release).into_iter().find(|b| b.outputs == ["ginkgo"]).unwrap();
+            assert_eq!(
+                (build.command, build.packages.as_slice(), build.stamped),
+                (GoCommand::Build, &[GINKGO_PACKAGE][..], false)
+            );
+            assert!(std::ptr::eq(build.module, release.module), "{}", release.version);
+            assert!(build.label.contains(ginkgo), "{}", build.label);
+        }
+    }
+
+    #[test]
+    fn a_binary_built_from_other_sources_is_stale_and_one_without_a_record_of_them_is_kept() {
+        let release = default_release();
+        let record =
+            |source: Option<&str>| BinaryRecord { size: 1, sha256: "00".into(), source: source.map(Into::into) };
+        let current = source_digest(&pins::REGISTRY);
+        let manifest = Manifest {
+            kubernetes_version: release.version.into(),
+            go_version: "go".into(),
+            binaries: [
+                ("wget".to_string(), record(Some("an older wget's sources"))),
+                ("registry".to_string(), record(Some(&current))),
+                ("netproxy".to_string(), record(None)),
+            ]
+            .into(),
+        };
+        assert_eq!(stale(&release, &manifest), ["wget"]);
+        assert_ne!(source_digest(&pins::WGET), source_digest(&pins::REGISTRY));
+    }
+
+    /// A cache entry in `dir` holding `names`, each a file of `size` bytes, with a manifest saying
+    /// each is `recorded` bytes.
+    fn entry(dir: &Path, version: &str, names: &[&str], size: usize, recorded: u64) {
+        fs::create_dir_all(dir.join("bin")).unwrap();
+        let mut binaries = std::collections::BTreeMap::new();
+        for name in names {
+            fs::write(dir.join("bin").join(name), vec![b'x'; size]).unwrap();
+            binaries.insert(name.to_string(), BinaryRecord { size: recorded, sha256: "00".into(), source: None });
+        }
+        let manifest = Manifest { kubernetes_version: version.into(), go_version: "go1.26.0".into(), binaries };
+        fs::write(dir.join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+    }
+
+    /// What the harness installed before e2e.test and ginkgo were part of the toolchain.
+    const OLDER_BINARIES: &[&str] =
+        &["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"];
+
+    #[test]
+    fn an_entry_from_before_e2e_test_is_incomplete_and_only_the_missing_builds_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let version = default_release().version;
+        let dir = tmp.path().join(version);
+
+        entry(&dir, version, BINARIES, 3, 3);
+        let (_, missing) = inspect(version, &dir).unwrap();
+        assert!(missing.is_empty(), "{missing:?}");
+
+        fs::remove_dir_all(&dir).unwrap();
+        entry(&dir, version, OLDER_BINARIES, 3, 3);
+        let (manifest, missing) = inspect(version, &dir).unwrap();
+        let expected: Vec<&str> =
+            ["e2e.test", "ginkgo", UPSTREAM_CCM].into_iter().chain(NODE_BINARIES.iter().copied()).collect();
+        assert_eq!(missing, expected);
+        let err = ToolchainError::Incomplete { version: version.into(), dir: dir.clone(), missing };
+        let text = err.to_string();
+        assert!(text.contains("lacks e2e.test, ginkgo, local-upstream-ccm"), "{text}");
+        assert!(text.contains(&format!("harness toolchain install --kubernetes {version}")), "{text}");
+
+        let plan = plan(&default_release());
+        let labels: Vec<&str> = needed(&plan, &manifest.binaries).iter().map(|b| b.outputs[0]).collect();
+        assert_eq!(
+            labels,
+            [
+                "e2e.test",
+                "ginkgo",
+                UPSTREAM_CCM,
+                "kubelet",
+                "agnhost",
+                "sample-apiserver",
+                "containerd",
+                "coredns",
+                "netproxy",
+                "wget",
+                "registry"
+            ]
+        );
+        assert_eq!(needed(&plan, &std::collections::BTreeMap::<String, ()>::new()).len(), plan.len());
+    }
+
+    #[test]
+    fn a_truncated_binary_is_corrupt_even_in_an_incomplete_entry() {
+        let tmp = tempfile::tempdir().unwrap();
+        let version = default_release().version;
+        let dir = tmp.path().join(version);
+        entry(&dir, version, OLDER_BINARIES, 3, 1_000);
+        let err = inspect(version, &dir).unwrap_err().to_string();
+        assert!(err.contains("is corrupt") && err.contains("3 bytes, the manifest says 1000"), "{err}");
+        assert!(matches!(inspect(version, &tmp.path().join("absent")), Err(ToolchainError::NotInstalled { .. })));
+    }
+
+    #[test]
+    fn the_upstream_ccm_is_built_per_release_from_its_own_module_and_stamped() {
+        for release in releases() {
+            let build = plan(&release).into_iter().find(|b| b.outputs == [UPSTREAM_CCM]).unwrap();
+            let module = pins::upstream_ccm(release.module).unwrap();
+            assert!(std::ptr::eq(build.module, module), "{}", release.version);
+            assert!(build.module.dir.ends_with(release.module.dir), "{}", build.module.dir);
+            assert_eq!((build.command, build.packages.as_slice(), build.stamped), (GoCommand::Build, &["."][..], true));
+            let cloud_provider = pins::required_version(module, "k8s.io/cloud-provider").unwrap();
+            assert!(build.label.contains(cloud_provider), "{}", build.label);
+        }
+    }
+
+    #[test]
+    fn node_binaries_are_built_from_the_release_and_containerd_is_stamped_with_its_version() {
+        let release = default_release();
+        let plan = plan(&release);
+        let kubelet = plan.iter().find(|b| b.outputs.contains(&"kubelet")).unwrap();
+        assert!(std::ptr::eq(kubelet.module, release.module) && kubelet.stamped);
+        assert!(kubelet.outputs.contains(&"kube-proxy"));
+        let containerd = plan.iter().find(|b| b.outputs.contains(&"containerd")).unwrap();
+        assert_eq!(containerd.outputs, ["containerd", "containerd-shim-runc-v2", "ctr"]);
+        assert_eq!(
+            containerd.version_vars,
+            [("github.com/containerd/containerd/v2/version.Version", containerd_version())]
+        );
+        assert!(containerd_version().starts_with("v2."), "{}", containerd_version());
+        for name in NODE_BINARIES {
+            assert!(BINARIES.contains(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn at_least_two_minors_are_pinned_for_the_matrix() {
+        let minors: std::collections::BTreeSet<_> = releases().iter().map(|r| r.minor()).collect();
+        assert!(minors.len() >= 2, "{minors:?}");
+    }
+}
