@@ -177,8 +177,10 @@ async fn a_real_machine_really_stops_starts_again_and_is_terminated() {
         return;
     }
     let release = toolchain::default_release();
-    let ccm_binary =
-        tokio::task::spawn_blocking(cloud::build_reference_ccm).await.unwrap().expect("building reference-ccm");
+    let ccm_binary = tokio::task::spawn_blocking(local_cluster::toolchain::workspace::build_reference_ccm)
+        .await
+        .unwrap()
+        .expect("building reference-ccm");
     let mut options = common::options("e2e-real-machine", release, 2);
     options.node_kind = NodeKind::Real;
     options.cloud = Some(CloudOptions::new(ccm_binary));
@@ -294,7 +296,10 @@ async fn the_local_cloud_carries_load_balancer_traffic_and_routes_on_real_nodes(
     let links_before = root_links();
     let iptables_before = root_iptables();
     let (ccm_binary, harness_binary) = tokio::task::spawn_blocking(|| {
-        (cloud::build_reference_ccm().expect("reference-ccm"), cloud::build_workspace_binary("harness", "harness"))
+        (
+            local_cluster::toolchain::workspace::build_reference_ccm().expect("reference-ccm"),
+            local_cluster::toolchain::workspace::build_workspace_binary("harness", "harness"),
+        )
     })
     .await
     .unwrap();
@@ -424,7 +429,8 @@ fn sigint_half_way_through_cluster_up_on_real_nodes_leaves_nothing() {
         eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
         return;
     }
-    let binary = cloud::build_workspace_binary("harness", "harness").expect("building harness");
+    let binary =
+        local_cluster::toolchain::workspace::build_workspace_binary("harness", "harness").expect("building harness");
     let host = HostSnapshot::take();
     let name = "e2e-real-sigint";
     let dir = local_cluster::state_root().join("clusters").join(name);

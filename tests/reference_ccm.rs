@@ -22,8 +22,10 @@ use local_cluster::toolchain;
 use serde_json::json;
 
 async fn up_with_cloud(name: &str, node_count: u32) -> TestCluster {
-    let ccm_binary =
-        tokio::task::spawn_blocking(cloud::build_reference_ccm).await.unwrap().expect("building reference-ccm");
+    let ccm_binary = tokio::task::spawn_blocking(local_cluster::toolchain::workspace::build_reference_ccm)
+        .await
+        .unwrap()
+        .expect("building reference-ccm");
     let mut options = options(name, toolchain::default_release(), node_count);
     options.cloud = Some(CloudOptions::new(ccm_binary));
     bring_up(options).await
@@ -313,7 +315,8 @@ async fn a_second_replica_waits_and_takes_over_when_the_leader_dies() {
     assert!(first_identity.ends_with(&format!("_{}", first.pid)), "{first_identity}");
 
     // A second replica, as a Deployment with two pods would run.
-    let ccm_binary = tokio::task::spawn_blocking(cloud::build_reference_ccm).await.unwrap().unwrap();
+    let ccm_binary =
+        tokio::task::spawn_blocking(local_cluster::toolchain::workspace::build_reference_ccm).await.unwrap().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let args = cloud::ccm_args("ccm-ha", &cluster.state.kubeconfig, &cluster.dir.join("cloud-config.yaml"), port);
     let log = cluster.dir.join("logs").join("reference-ccm-2.log");

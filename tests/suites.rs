@@ -20,7 +20,7 @@ use harness::suites::exec::ExecSuite;
 use harness::suites::ginkgo::GinkgoSuite;
 use harness::suites::{SuiteContext, SuiteOutcome, SuiteRunner};
 use junit::{self, Attempt, ReadOptions, Report, Status, Suite, TestCase};
-use local_cluster::cloud::{self, CloudOptions};
+use local_cluster::cloud::CloudOptions;
 use local_cluster::process;
 use local_cluster::toolchain::{self, Release};
 
@@ -197,7 +197,10 @@ fn ran(report: &Report) -> Vec<(String, Status)> {
 async fn ginkgo_suites_run_upstream_e2e_test() {
     // e2e.test waits for every node to be schedulable: the CCM must have initialised them.
     let started = Instant::now();
-    let ccm = tokio::task::spawn_blocking(cloud::build_reference_ccm).await.unwrap().expect("building reference-ccm");
+    let ccm = tokio::task::spawn_blocking(local_cluster::toolchain::workspace::build_reference_ccm)
+        .await
+        .unwrap()
+        .expect("building reference-ccm");
     eprintln!("reference-ccm built: {:?}", started.elapsed());
     let mut up = options("suites-ginkgo", release(), 2);
     up.cloud = Some(CloudOptions::new(ccm));

@@ -78,7 +78,7 @@ async fn main() {
     let only = args.iter().position(|a| a == "--only").and_then(|at| args.get(at + 1)).cloned();
 
     let release = toolchain::default_release();
-    let reference = cloud::build_reference_ccm().expect("building reference-ccm");
+    let reference = local_cluster::toolchain::workspace::build_reference_ccm().expect("building reference-ccm");
     let installed = toolchain::install(&release, false).expect("installing the toolchain (with local-upstream-ccm)");
     let ccms = [
         Ccm {

@@ -30,7 +30,7 @@ async fn main() {
     let real = args.next().is_some_and(|kind| kind == "real");
     let release = toolchain::default_release();
     toolchain::install(&release, false).expect("toolchain");
-    let ccm = real.then(|| local_cluster::cloud::build_reference_ccm().expect("reference-ccm"));
+    let ccm = real.then(|| local_cluster::toolchain::workspace::build_reference_ccm().expect("reference-ccm"));
 
     let mut times = Vec::new();
     for run in 0..runs {

@@ -177,8 +177,11 @@ impl ConfigArg {
 
 #[derive(Debug, Subcommand)]
 pub enum ToolchainCommand {
-    /// Build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok for a
-    /// Kubernetes version; a no-op when they are already cached.
+    /// Build the binaries of a Kubernetes version from the Go module proxy: the control plane
+    /// (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), kubectl, e2e.test and
+    /// ginkgo, what nodes run (kubelet, kube-proxy, containerd with its shim and ctr, CoreDNS, kwok),
+    /// the conformance images' programs (agnhost, sample-apiserver, nonewprivs, wget), the image
+    /// registry, netproxy and local-upstream-ccm; a no-op for what is already cached.
     Install {
         #[command(flatten)]
         version: VersionArg,
@@ -471,7 +474,8 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
                 (Some(CloudKind::Local), Some(ccm_binary)) => Some(local_cluster::cloud::CloudOptions::new(ccm_binary)),
                 (Some(CloudKind::Local), None) => {
                     let step = cli_support::progress::step("building the reference CCM");
-                    let ccm_binary = tokio::task::spawn_blocking(local_cluster::cloud::build_reference_ccm).await??;
+                    let ccm_binary =
+                        tokio::task::spawn_blocking(local_cluster::toolchain::workspace::build_reference_ccm).await??;
                     step.done();
                     Some(local_cluster::cloud::CloudOptions::new(ccm_binary))
                 }

@@ -194,11 +194,21 @@ fn the_check_catches_an_upward_edge_and_a_cycle() {
         dependencies: deps.iter().map(|(d, k)| (d.to_string(), d.to_string(), k.to_string())).collect(),
         manifest: PathBuf::new(),
     };
-    let ok = [package("a", &[("b", "normal"), ("c", "dev"), ("testing", "dev")]), package("b", &[]), package("c", &[])];
+    let ok = [
+        package("a", &[("b", "normal"), ("c", "dev"), ("testing", "dev")]),
+        package("b", &[]),
+        package("c", &[]),
+        package("testing", &[("c", "normal")]),
+    ];
     assert!(forbidden_edges(&ok, &allowed).is_empty(), "{:?}", forbidden_edges(&ok, &allowed));
-    let upward = [package("c", &[("a", "normal")]), package("b", &[("testing", "normal")]), package("a", &[])];
+    let upward = [
+        package("c", &[("a", "normal")]),
+        package("b", &[("testing", "normal")]),
+        package("a", &[]),
+        package("testing", &[]),
+    ];
     assert_eq!(forbidden_edges(&upward, &allowed), ["c -> a (normal)", "b -> testing (normal)"]);
-    let test_upward = [package("c", &[("b", "dev")]), package("b", &[]), package("a", &[])];
+    let test_upward = [package("c", &[("b", "dev")]), package("b", &[]), package("a", &[]), package("testing", &[])];
     assert_eq!(forbidden_edges(&test_upward, &allowed), ["c -> b (dev)"]);
     let circular = allowed_graph("```text dependency-graph\na -> b\nb -> a\n```\n");
     assert!(cycle(&circular).is_some());

@@ -345,6 +345,8 @@ fn read_only_commands_refuse_a_database_that_does_not_exist() {
         assert_eq!(output.status.code(), Some(1), "{args:?}: {}", text(&output));
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(&format!("no index at {}", missing.display())), "{args:?}: {stderr}");
+        // Someone setting up a new central service is told the commands that create the index.
+        assert!(stderr.contains("`harness migrate`") && stderr.contains("`harness serve --migrate`"), "{stderr}");
         assert!(!tmp.path().join("typo").exists(), "{args:?} created the directory");
     }
 }

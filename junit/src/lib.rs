@@ -47,7 +47,7 @@
 //! (a `<skipped>` with no text and no message but "skipped") take the numbers after those. A name
 //! that appears once is left alone. By default TestGrid instead merges same-named results into
 //! one row (FLAKY when some passed and some failed, in either order); `tests/data/junit/README.md`
-//! says where the two differ and `tests/testgrid_parity.rs` compares both with TestGrid's own code.
+//! says where the two differ and the workspace's `tests/testgrid_parity.rs` compares both with TestGrid's own code.
 //!
 //! # Reading: streaming, bounded, refusing what is dangerous
 //! The reader drives quick-xml's event reader and never builds a tree of the file. Character data

@@ -77,8 +77,6 @@ pub enum ClusterError {
         "the state of cluster '{name}' in {path} is unreadable ({reason}); `harness cluster down --name {name}` removes it"
     )]
     BadState { name: String, path: PathBuf, reason: String },
-    #[error("building the reference CCM failed ({detail}); run `cargo build -p ccm` to see why")]
-    CcmBuild { detail: String },
     #[error("local cloud: {0}")]
     Cloud(String),
     #[error("aws cloud (moto): {0}")]

@@ -57,7 +57,7 @@ pub enum IndexError {
     )]
     BadUrl { url: String },
     #[error(
-        "no index at {path}: nothing was published there yet (run `harness run`, `harness publish` or `harness index` first), or --database / DATABASE_URL names the wrong file"
+        "no index at {path}: nothing was published there yet. Publish first (`harness run`, `harness publish` or `harness index`), or create an empty index for a new central service (`harness migrate`, or `harness serve --migrate`); else --database / DATABASE_URL names the wrong file"
     )]
     Missing { path: std::path::PathBuf },
     #[error("cannot create {dir} for the SQLite index: {source}")]

@@ -20,10 +20,10 @@
 
 pub mod claims;
 pub mod dashboard;
-mod http;
 pub mod ingest;
 mod metrics;
 mod reconcile;
+mod responses;
 pub mod uploads;
 
 use std::collections::BTreeMap;
@@ -209,9 +209,9 @@ fn router(
             );
             lkg::api::ApiError { status: StatusCode::NOT_FOUND, message }.into_response()
         })
-        .layer(axum::middleware::from_fn(http::validators))
+        .layer(axum::middleware::from_fn(responses::validators))
         .layer(CompressionLayer::new())
-        .layer(axum::middleware::from_fn_with_state(observed, http::observe))
+        .layer(axum::middleware::from_fn_with_state(observed, responses::observe))
 }
 
 /// Ready to take publishes: the index answers, the object store can be reached, and an upload

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, LogParams, PostParams};
-use local_cluster::cloud::{self, CloudOptions};
+use local_cluster::cloud::CloudOptions;
 use local_cluster::toolchain::Release;
 use local_cluster::{NodeKind, real};
 use serde_json::json;
@@ -19,8 +19,10 @@ pub async fn real_cluster(name: &str, release: Release, nodes: u32) -> Option<Te
         eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
         return None;
     }
-    let ccm_binary =
-        tokio::task::spawn_blocking(cloud::build_reference_ccm).await.unwrap().expect("building reference-ccm");
+    let ccm_binary = tokio::task::spawn_blocking(local_cluster::toolchain::workspace::build_reference_ccm)
+        .await
+        .unwrap()
+        .expect("building reference-ccm");
     let mut options = super::options(name, release, nodes);
     options.node_kind = NodeKind::Real;
     options.cloud = Some(CloudOptions::new(ccm_binary));

@@ -6,8 +6,11 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::Args;
 use futures::StreamExt;
+use sha2::Digest as _;
 
 use cli_support::signals::Interrupted;
+
+use config::Cell;
 
 use super::ConfigArg;
 use harness::run::{self, RunOptions, RunReport, steps::StepResult};
@@ -80,6 +83,35 @@ pub struct MatrixArgs {
     pub common: CommonArgs,
 }
 
+impl MatrixArgs {
+    /// Whether `--provider` and `--kubernetes` keep `cell` (no filter keeps every cell).
+    pub(super) fn selects(&self, cell: &Cell<'_>) -> bool {
+        let provider = self.providers.is_empty() || self.providers.contains(&cell.provider.name);
+        let version = self.versions.is_empty()
+            || self.versions.iter().any(|v| cell.provider.kubernetes_version(Some(v)) == Some(cell.kubernetes));
+        provider && version
+    }
+}
+
+/// A matrix cell's cluster: `m-<provider>[-<job>]-<minor>`; past a cluster name's 40 characters,
+/// the provider and job are cut short and a digest of the whole name keeps cells apart.
+pub(super) fn cluster_name(cell: &Cell<'_>) -> String {
+    const MAX: usize = 40;
+    let minor = cell.kubernetes.minor_line().replace('.', "-");
+    let stem = match &cell.job.name {
+        Some(job) => format!("m-{}-{job}", cell.provider.name),
+        None => format!("m-{}", cell.provider.name),
+    };
+    let name = format!("{stem}-{minor}");
+    if name.len() <= MAX {
+        return name;
+    }
+    let digest = hex::encode(&sha2::Sha256::digest(name.as_bytes())[..3]);
+    let keep = MAX - digest.len() - minor.len() - 2;
+    let kept: String = stem.chars().take(keep).collect();
+    format!("{}-{digest}-{minor}", kept.trim_end_matches('-'))
+}
+
 impl CommonArgs {
     fn options(&self, provider: &str, build_id: String, artifacts: PathBuf, cluster_name: String) -> RunOptions {
         RunOptions {
@@ -120,40 +152,29 @@ pub async fn run_one(args: RunArgs) -> Result<()> {
     outcome(&report)
 }
 
+/// Every cell of the matrix (`config::jobs::cells`: provider × Kubernetes version × job, each job
+/// with its own suites), or those the filters keep, each a `harness run` on a cluster of its own.
 pub async fn run_matrix(args: MatrixArgs) -> Result<()> {
     let config = args.common.config.load()?;
-    let mut cells = Vec::new();
-    for provider in &config.providers {
-        if !args.providers.is_empty() && !args.providers.contains(&provider.name) {
-            continue;
-        }
-        for version in &provider.kubernetes {
-            let wanted = args.versions.is_empty()
-                || args.versions.iter().any(|v| provider.kubernetes_version(Some(v)) == Some(version));
-            if wanted {
-                cells.push((provider, version));
-            }
-        }
-    }
     for name in &args.providers {
         if config.provider(name).is_none() {
             bail!("unknown provider {name:?}: providers.yaml defines {}", provider_names(&config));
         }
     }
+    let cells: Vec<Cell<'_>> = config.cells().into_iter().filter(|cell| args.selects(cell)).collect();
     if cells.is_empty() {
         bail!("the matrix is empty: no provider × Kubernetes version matches the filters");
     }
     let base = run::generated_build_id();
-    let runs = cells.iter().enumerate().map(|(i, (provider, version))| {
+    let runs = cells.iter().enumerate().map(|(i, cell)| {
         // Its own cluster (name, state dir, free ports) and artifacts directory per cell.
-        let cluster = format!("m-{}-{}", provider.name, version.minor_line().replace('.', "-"));
-        let job = config::jobs::job_name(&provider.name, None, version);
-        let artifacts = args.common.artifacts.join(&job);
-        let mut opts = args.common.options(&provider.name, format!("{base}{i}"), artifacts, cluster);
-        opts.kubernetes = Some(version.to_string());
-        opts.suites = args.suites.clone();
+        let artifacts = args.common.artifacts.join(&cell.name);
+        let mut opts = args.common.options(&cell.provider.name, format!("{base}{i}"), artifacts, cluster_name(cell));
+        opts.kubernetes = Some(cell.kubernetes.to_string());
+        opts.job = Some(cell.name.clone());
+        opts.suites = Some(args.suites.clone().unwrap_or_else(|| cell.suites().to_vec()));
         let config = &config;
-        async move { (format!("{} {version}", provider.name), run::run(config, &opts).await) }
+        async move { (cell.name.clone(), run::run(config, &opts).await) }
     });
     let results: Vec<_> = futures::stream::iter(runs).buffer_unordered(args.parallel.max(1)).collect().await;
     let mut failed = Vec::new();

@@ -61,3 +61,59 @@ fn harness_run_accepts_the_jobs_command_line() {
         assert_eq!(run.common.timeout, Timeouts::for_cell(&config, &cell).run);
     }
 }
+
+/// `harness matrix` runs the cells `config` defines, jobs included: a provider whose `jobs` split
+/// its suites runs each job with its own suites, as its own job, on a cluster of its own.
+#[test]
+fn the_matrix_runs_each_job_of_a_provider_with_its_own_suites() {
+    let yaml = "\
+testgrid:
+  gcs_bucket: my-logs
+providers:
+  - name: provider-with-long-name
+    repo: https://github.com/o/a
+    branch: main
+    kubernetes: [v1.37.1, v1.36.4]
+    ccm:
+      build: {kind: cargo, package: ccm, bin: reference-ccm}
+      deploy: {kind: process}
+    deployer: {kind: existing}
+    capabilities: [instances]
+    suites: [cloud-e2e, conformance]
+    jobs:
+      - {name: e2e, suites: [cloud-e2e]}
+      - {name: conformance, suites: [conformance]}
+  - name: b
+    repo: https://github.com/o/b
+    branch: main
+    kubernetes: [v1.37.1]
+    ccm:
+      build: {kind: cargo, package: ccm, bin: reference-ccm}
+      deploy: {kind: process}
+    deployer: {kind: existing}
+    capabilities: [instances]
+    suites: [cloud-e2e]
+";
+    let config = ProvidersConfig::parse(yaml, Path::new("providers.yaml")).unwrap();
+    let Command::Matrix(args) =
+        Cli::try_parse_from(["harness", "matrix", "--provider", "provider-with-long-name", "--kubernetes", "1.37"])
+            .unwrap()
+            .command
+    else {
+        panic!("not `harness matrix`")
+    };
+    let cells: Vec<_> = config.cells().into_iter().filter(|cell| args.selects(cell)).collect();
+    let chosen: Vec<(&str, &[String])> = cells.iter().map(|cell| (cell.name.as_str(), cell.suites())).collect();
+    assert_eq!(
+        chosen,
+        [
+            ("ci-cloud-provider-provider-with-long-name-e2e-k8s-1.37", &["cloud-e2e".to_owned()][..]),
+            ("ci-cloud-provider-provider-with-long-name-conformance-k8s-1.37", &["conformance".to_owned()][..]),
+        ]
+    );
+    let clusters: Vec<String> = cells.iter().map(super::run::cluster_name).collect();
+    assert!(clusters.iter().all(|name| name.len() <= 40 && name.ends_with("-1-37")), "{clusters:?}");
+    assert_ne!(clusters[0], clusters[1], "each cell has a cluster of its own");
+    let short = config.cells().into_iter().find(|cell| cell.provider.name == "b").unwrap();
+    assert_eq!(super::run::cluster_name(&short), "m-b-1-37", "as before jobs were honoured");
+}

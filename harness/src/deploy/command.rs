@@ -274,5 +274,4 @@ pub(crate) fn tail(log: &Path, start: u64, lines: usize) -> String {
 }
 
 #[cfg(test)]
-#[path = "tests/command.rs"]
 mod tests;

@@ -398,9 +398,4 @@ impl Deployer for ExistingDeployer {
 }
 
 #[cfg(test)]
-#[path = "tests/support.rs"]
-pub(crate) mod test_support;
-
-#[cfg(test)]
-#[path = "tests/existing.rs"]
 mod tests;

@@ -384,5 +384,4 @@ impl Deployer for KindDeployer {
 }
 
 #[cfg(test)]
-#[path = "tests/kind.rs"]
 mod tests;

@@ -407,5 +407,4 @@ impl Deployer for Kubetest2Deployer {
 }
 
 #[cfg(test)]
-#[path = "tests/kubetest2.rs"]
 mod tests;

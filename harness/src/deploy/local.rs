@@ -1,7 +1,7 @@
 //! `local`: the embedded cluster of this repository ([`local_cluster`]): etcd, kube-apiserver,
 //! kube-controller-manager (`--cloud-provider=external`) and kube-scheduler as supervised
 //! processes on loopback, with the local simulated cloud (one instance per node), and nodes that
-//! are real (kubelet, containerd, kube-proxy in namespaces of their own, [`cluster::real`]) or
+//! are real (kubelet, containerd, kube-proxy in namespaces of their own, [`local_cluster::real`]) or
 //! simulated by kwok (`providers.yaml` `deployer.node_kind`). The CCM is not started by `up`: the
 //! run deploys it as a step of its own ([`Deployer::start_ccm_process`]), so a broken CCM shows as
 //! a failed Deploy, not a failed Up.

@@ -1,7 +1,7 @@
 //! Deployers: how a run gets a cluster, in kubetest2's model (`up`, `down`, `is_up`, `kubeconfig`,
 //! `dump_logs`). One per `providers.yaml` `deployer.kind`:
-//! - `local` ([`local`]): the embedded cluster of this repository (control plane processes, kwok
-//!   nodes, the local simulated cloud);
+//! - `local` ([`local`]): the embedded cluster of this repository (control plane processes, real
+//!   nodes by default or kwok nodes, the local simulated cloud or moto);
 //! - `existing` ([`existing`]): a cluster someone else runs, reached through a kubeconfig;
 //! - `kind` ([`kind`]): shells out to `kind`, with the CCM configured as external;
 //! - `kubetest2` ([`kubetest2`]): passes through to any `kubetest2-<deployer>` on `PATH`.
@@ -20,6 +20,8 @@ pub mod existing;
 pub mod kind;
 pub mod kubetest2;
 pub mod local;
+#[cfg(test)]
+mod test_support;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
@@ -65,7 +67,7 @@ pub fn from_config(deployer: &DeployerConfig, run: &RunSetting<'_>) -> Result<Bo
                 local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string())).map_err(|e| local_error(&e))?;
             let reference = match run.built_ccm {
                 Some(binary) if binary.file_name().is_some_and(|n| n == "reference-ccm") => binary.to_path_buf(),
-                _ => local_cluster::cloud::build_reference_ccm().map_err(|e| local_error(&e))?,
+                _ => local_cluster::toolchain::workspace::build_reference_ccm().map_err(|e| local_error(&e))?,
             };
             let deployer =
                 local::LocalDeployer::new(run.cluster_name, *nodes, release, reference).with_node_kind(*node_kind);

@@ -32,8 +32,8 @@ pub(super) async fn build(
             let (package, bin) = (package.clone(), bin.clone());
             let workspace = opts.cargo_workspace.clone();
             let build = tokio::task::spawn_blocking(move || match workspace {
-                Some(workspace) => local_cluster::cloud::build_binary_in(&workspace, &package, &bin),
-                None => local_cluster::cloud::build_workspace_binary(&package, &bin),
+                Some(workspace) => local_cluster::toolchain::workspace::build_binary_in(&workspace, &package, &bin),
+                None => local_cluster::toolchain::workspace::build_workspace_binary(&package, &bin),
             });
             let binary = tokio::time::timeout(*timeout, build)
                 .await

@@ -489,5 +489,4 @@ fn read_end(file: &Path, max: u64) -> std::io::Result<(String, bool)> {
 }
 
 #[cfg(test)]
-#[path = "tests/exec.rs"]
 mod tests;

@@ -216,5 +216,4 @@ impl SuiteRunner for GinkgoSuite {
 }
 
 #[cfg(test)]
-#[path = "tests/ginkgo.rs"]
 mod tests;

@@ -17,6 +17,7 @@
 pub mod aws;
 pub use config::pins;
 pub mod proxy_pins;
+pub mod workspace;
 
 use std::fs;
 use std::io::Read;
@@ -141,6 +142,10 @@ pub enum ToolchainError {
     Incomplete { version: String, dir: PathBuf, missing: Vec<&'static str> },
     #[error("building {what} failed ({status}); see {log} for the compiler's output")]
     BuildFailed { what: String, status: String, log: PathBuf },
+    #[error(
+        "cargo could not build {bin} of package {package} ({detail}); run `cargo build -p {package} --bin {bin}` to see why"
+    )]
+    CargoBuild { package: String, bin: String, detail: String },
     #[error("{what} is not installed: {hint}")]
     ProviderNotInstalled { what: String, hint: String },
     #[error(

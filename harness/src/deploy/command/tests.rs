@@ -4,7 +4,7 @@ use std::ffi::OsStr;
 use std::time::Duration;
 
 use super::*;
-use crate::deploy::existing::test_support::*;
+use crate::deploy::test_support::*;
 
 fn invocation<'a>(bin: &'a OsStr, log: &Path, timeout: Duration) -> Invocation<'a> {
     Invocation {

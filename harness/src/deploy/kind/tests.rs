@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_yaml_ng::Value;
 
 use super::*;
-use crate::deploy::existing::test_support::*;
+use crate::deploy::test_support::*;
 
 fn deployer(tmp: &Path) -> KindDeployer {
     KindDeployer::new(None, None, "harness-test", &version(), &tmp.join("artifacts"), &tmp.join("repo"))

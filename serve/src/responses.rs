@@ -31,7 +31,7 @@ pub async fn observe(State(metrics): State<Arc<Metrics>>, request: Request, next
     if let Some(rejected) = response.extensions().get::<dashboards::web::FilterRejected>() {
         metrics.filter_rejected(rejected.0);
     }
-    info!(target: "crate::access", %method, %path, %route, status, micros = took.as_micros() as u64, "request");
+    info!(target: "harness::serve::access", %method, %path, %route, status, micros = took.as_micros() as u64, "request");
     response
 }
 

@@ -1,7 +1,7 @@
 //! The kubetest2 passthrough against a fake `kubetest2-fake` first on `PATH`.
 
 use super::*;
-use crate::deploy::existing::test_support::*;
+use crate::deploy::test_support::*;
 
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|a| a.to_string()).collect()

@@ -17,9 +17,9 @@
 //!   as a row (split) or the name as FLAKY (merged).
 //! - a pass then a failure of one name is a failed case here; merged, TestGrid calls it FLAKY.
 
-#[path = "../../tests/common/go_tools.rs"]
-#[allow(dead_code)]
-mod go_tools;
+mod common;
+
+use common::go_tools;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::test_support::*;
 use super::*;
+use crate::deploy::test_support::*;
 
 fn paths(paths: &[&Path]) -> Option<OsString> {
     Some(std::env::join_paths(paths).unwrap())
