@@ -86,7 +86,7 @@ async fn a_local_cluster_serves_kube_rs_and_kubectl_then_leaves_nothing_behind()
     assert_eq!(names, cluster.state.nodes.iter().map(String::as_str).collect::<Vec<_>>());
 
     // The reference CCM's manifests are valid for this API server (RBAC, Deployment, ...).
-    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ccm/deploy");
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../reference-ccm/deploy");
     let output = Command::new(&kubectl)
         .arg("--kubeconfig")
         .arg(&cluster.state.kubeconfig)

@@ -10,12 +10,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use ccm::cloud::{Route, Routes};
-use ccm::local_cloud::LocalCloud;
-use ccm::local_cloud::api::{FaultMode, FaultSpec};
 use common::{TestCluster, assert_torn_down, bring_up, options, wait_for};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use local_cloud::LocalCloud;
+use local_cloud::api::{FaultMode, FaultSpec};
 use local_cluster::cloud::{self, CloudOptions};
 use local_cluster::nodes;
 use local_cluster::toolchain;
@@ -369,4 +369,72 @@ impl Drop for KillOnDrop {
     fn drop(&mut self) {
         local_cluster::process::terminate(std::slice::from_ref(&self.0), Duration::from_secs(5));
     }
+}
+
+/// `cargo build -p ccm --example own_cloud`: a provider's own CCM, ccm's controllers over a cloud
+/// of its own (`ccm/examples/own_cloud.rs`), with no local cloud linked in.
+fn build_own_cloud_example() -> std::path::PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let output = std::process::Command::new(cargo)
+        .current_dir(&workspace)
+        .args(["build", "--locked", "-p", "ccm", "--example", "own_cloud", "--message-format=json-render-diagnostics"])
+        .output()
+        .expect("running cargo");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|message| message["target"]["name"] == "own_cloud" && message["executable"].is_string())
+        .map(|message| message["executable"].as_str().unwrap().into())
+        .expect("cargo names the example's executable")
+}
+
+/// The controllers are reusable unchanged: a CCM whose `main` brings a cloud of its own (an
+/// inventory file) initialises a real cluster's nodes from it (providerID, zone, instance type,
+/// addresses, the uninitialized taint gone).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_main_with_its_own_cloud_initialises_nodes_with_ccms_controllers() {
+    let binary = tokio::task::spawn_blocking(build_own_cloud_example).await.unwrap();
+    let cluster = bring_up(options("ccm-own-cloud", toolchain::default_release(), 2)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("inventory.txt");
+    let lines: Vec<String> = (0..2)
+        .map(|i| {
+            let name = nodes::node_name("ccm-own-cloud", i);
+            format!("{name} zone-{i} m.large {},{}", nodes::node_ip(i), nodes::node_ipv6(i))
+        })
+        .collect();
+    std::fs::write(&inventory, lines.join("\n")).unwrap();
+    let mut ccm = std::process::Command::new(&binary)
+        .arg(format!("--kubeconfig={}", cluster.state.kubeconfig.display()))
+        .args(["--cloud-provider=inventory", "--leader-elect=false", "--secure-port=0", "--controllers=cloud-node"])
+        .arg(format!("--cloud-config={}", inventory.display()))
+        .stderr(std::fs::File::create(dir.path().join("ccm.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let client = cluster.client().await.unwrap();
+    let nodes_api: Api<Node> = Api::all(client);
+    let initialised = wait_for("both nodes initialised by the example CCM", Duration::from_secs(60), || async {
+        let nodes = nodes_api.list(&ListParams::default()).await.ok()?.items;
+        (nodes.len() == 2 && nodes.iter().all(|n| !nodes::is_uninitialized(n))).then_some(nodes)
+    })
+    .await;
+    let _ = ccm.kill();
+    let _ = ccm.wait();
+    for node in initialised {
+        let name = node.metadata.name.clone().unwrap();
+        let index: u32 = name.rsplit('-').next().unwrap().parse().unwrap();
+        assert_eq!(node.spec.as_ref().unwrap().provider_id.as_deref(), Some(format!("inventory://{name}").as_str()));
+        let labels = labels(&node);
+        assert_eq!(
+            labels.get("topology.kubernetes.io/zone").map(String::as_str),
+            Some(format!("zone-{index}").as_str())
+        );
+        assert_eq!(labels.get("node.kubernetes.io/instance-type").map(String::as_str), Some("m.large"));
+        let addresses: Vec<String> =
+            node.status.unwrap().addresses.unwrap_or_default().into_iter().map(|a| a.address).collect();
+        assert_eq!(addresses.first(), Some(&nodes::node_ip(index).to_string()), "{name}: {addresses:?}");
+    }
+    assert_torn_down(cluster);
 }

@@ -1,12 +1,15 @@
-//! `reference-ccm`: upstream's cloud-controller-manager command line, leader election on the
-//! Lease `kube-system/cloud-controller-manager`, the controllers, and `/healthz`, `/readyz`,
-//! `/metrics` on `--secure-port`.
+//! A cloud-controller-manager's command line and life, as upstream's `k8s.io/cloud-provider` app
+//! shapes it: upstream's flags ([`Options`]), leader election on the Lease
+//! `kube-system/cloud-controller-manager`, the controllers, and `/healthz`, `/readyz`, `/metrics`
+//! on `--secure-port`. The cloud comes from the caller: a provider's `main` passes its name and
+//! how to make it from `--cloud-config` to [`run`], as upstream's `NewCloudControllerManagerCommand`
+//! takes a cloud initializer (`reference-ccm`'s `main` wires the local cloud this way).
 //!
 //! One deviation from upstream: the port serves plain HTTP (upstream serves HTTPS with a
 //! self-signed certificate); the paths and their meaning are the same.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -16,7 +19,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use clap::{ArgAction, Parser, Subcommand};
+use clap::{ArgAction, Parser};
 use ipnet::IpNet;
 
 use crate::bugs::{Bug, Bugs};
@@ -25,14 +28,12 @@ use crate::controllers::{self, Context, Settings};
 use crate::metrics::Metrics;
 
 #[derive(Debug, Parser)]
-#[command(name = "reference-ccm", version, about = "The bundled reference cloud-controller-manager")]
+#[command(name = "cloud-controller-manager", version, about = "A cloud-controller-manager")]
 pub struct Options {
-    #[command(subcommand)]
-    pub command: Option<Command>,
     /// Path to a kubeconfig; in-cluster configuration when absent.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// The cloud provider to run against (this CCM knows `local`).
+    /// The cloud provider to run against (the one the binary was built with).
     #[arg(long)]
     pub cloud_provider: Option<String>,
     /// The cloud provider's configuration file.
@@ -82,12 +83,6 @@ pub struct Options {
     pub testing_bugs: Vec<Bug>,
 }
 
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// The local simulated cloud: serve it, or administer a running one.
-    LocalCloud(crate::local_cloud::cli::LocalCloudCommand),
-}
-
 /// Which controllers `--controllers` enables, upstream's way: `-name` beats `name` beats `*`.
 pub fn enabled_controllers(flags: &[String]) -> Result<Vec<&'static str>> {
     for flag in flags {
@@ -106,10 +101,12 @@ pub fn enabled_controllers(flags: &[String]) -> Result<Vec<&'static str>> {
     Ok(controllers::ALL.iter().copied().filter(|name| on(name)).collect())
 }
 
-pub async fn run(options: Options) -> Result<()> {
-    if let Some(Command::LocalCloud(command)) = options.command {
-        return crate::local_cloud::cli::run(command).await;
-    }
+/// Runs the CCM for the cloud `provider` names: `initialize` makes it from `--cloud-config` once
+/// the flags name that provider (`--cloud-provider`).
+pub async fn run<F>(options: Options, provider: &str, initialize: F) -> Result<()>
+where
+    F: FnOnce(Option<&Path>) -> Result<Arc<dyn CloudProvider>>,
+{
     let mut enabled = enabled_controllers(&options.controllers)?;
     if !(options.allocate_node_cidrs && options.configure_cloud_routes) {
         // Upstream runs the route controller only when both are set.
@@ -120,7 +117,7 @@ pub async fn run(options: Options) -> Result<()> {
         let names: Vec<&str> = bugs.iter().map(|bug| bug.name()).collect();
         tracing::warn!(bugs = %names.join(","), "running with deliberate testing bugs: this CCM is broken on purpose");
     }
-    let cloud = cloud_provider(&options)?;
+    let cloud = cloud_provider(&options, provider, initialize)?;
     let client = client(&options).await?;
     let metrics = Arc::new(Metrics::default());
     let settings = Settings {
@@ -145,35 +142,15 @@ pub async fn run(options: Options) -> Result<()> {
     Ok(())
 }
 
-fn cloud_provider(options: &Options) -> Result<Arc<dyn CloudProvider>> {
+fn cloud_provider<F>(options: &Options, provider: &str, initialize: F) -> Result<Arc<dyn CloudProvider>>
+where
+    F: FnOnce(Option<&Path>) -> Result<Arc<dyn CloudProvider>>,
+{
     match options.cloud_provider.as_deref() {
-        Some("local") => local_provider(options.cloud_config.as_deref()),
-        Some(other) => bail!("unknown --cloud-provider '{other}': this CCM knows 'local'"),
-        None => bail!("--cloud-provider is required (this CCM knows 'local')"),
+        Some(name) if name == provider => initialize(options.cloud_config.as_deref()),
+        Some(other) => bail!("unknown --cloud-provider '{other}': this CCM knows '{provider}'"),
+        None => bail!("--cloud-provider is required (this CCM knows '{provider}')"),
     }
-}
-
-/// `--cloud-config` of the `local` provider: where its cloud is, by URL or by the state dir the
-/// cloud serves (whose address file gives the URL).
-#[derive(Debug, serde::Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct LocalCloudConfig {
-    url: Option<String>,
-    state_dir: Option<PathBuf>,
-}
-
-fn local_provider(path: Option<&std::path::Path>) -> Result<Arc<dyn CloudProvider>> {
-    let path = path.context("--cloud-provider=local needs --cloud-config (a file with `url:` or `stateDir:`)")?;
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading --cloud-config {}", path.display()))?;
-    let config: LocalCloudConfig =
-        serde_yaml_ng::from_str(&text).with_context(|| format!("--cloud-config {} is not valid", path.display()))?;
-    let url = match (config.url, config.state_dir) {
-        (Some(url), _) => url,
-        (None, Some(dir)) => crate::local_cloud::url_from_state_dir(&dir)?,
-        (None, None) => bail!("--cloud-config {} names neither `url` nor `stateDir`", path.display()),
-    };
-    let cloud = crate::local_cloud::LocalCloud::new(crate::local_cloud::ClientConfig::new(url))?;
-    Ok(Arc::new(cloud))
 }
 
 async fn client(options: &Options) -> Result<kube::Client> {

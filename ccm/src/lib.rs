@@ -3,13 +3,14 @@
 //! It follows upstream `k8s.io/cloud-provider`: a provider implements the traits in [`cloud`]
 //! (mirroring `cloudprovider.Interface`), and the controllers (cloud-node, cloud-node-lifecycle,
 //! service, route) drive them. The controllers' decisions live in pure functions ([`node`]) so
-//! they can be tested without a cluster. The harness builds and deploys this CCM against its
-//! local simulated cloud; a provider can fork it as a starting point.
+//! they can be tested without a cluster. [`app::run`] is the CCM's command line and life, with the
+//! cloud passed in by the caller: a provider's `main` brings its own cloud and reuses the
+//! controllers unchanged (`examples/own_cloud.rs`). The bundled `reference-ccm` (its own package)
+//! wires the local simulated cloud (the `local-cloud` crate) in the same way.
 
 pub mod app;
 pub mod bugs;
 pub mod cloud;
 pub mod controllers;
-pub mod local_cloud;
 pub mod metrics;
 pub mod node;

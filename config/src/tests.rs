@@ -17,7 +17,7 @@ providers:
     branch: main
     kubernetes: [v1.37.1]
     ccm:
-      build: {kind: cargo, package: ccm, bin: reference-ccm}
+      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}
       deploy: {kind: process}
     deployer: {kind: existing}
     capabilities: [instances]
@@ -61,7 +61,7 @@ fn the_repository_providers_yaml_is_valid_and_describes_the_local_reference_prov
     assert_eq!(
         local.ccm.build,
         CcmBuild::Cargo {
-            package: "ccm".into(),
+            package: "reference-ccm".into(),
             bin: "reference-ccm".into(),
             timeout: validate::DEFAULT_BUILD_TIMEOUT
         }
@@ -143,7 +143,7 @@ fn an_unknown_local_cloud_or_toolchain_ccm_is_refused_with_the_known_ones() {
     assert!(message.contains("`ec2`") && message.contains("local, moto"), "{message}");
 
     let text = edit(
-        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}",
         "      build: {kind: toolchain, bin: gce-ccm}",
     );
     let message = only_problem(&text).problem.to_string();
@@ -183,7 +183,7 @@ fn local_upstream_runs_upstreams_ccm_from_the_toolchain_with_the_reference_ccms_
 #[test]
 fn a_toolchain_build_names_a_ccm_the_toolchain_builds() {
     let text = edit(
-        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}",
         "      build: {kind: toolchain, bin: kube-apiserver}",
     );
     let problem = only_problem(&text);
@@ -193,12 +193,12 @@ fn a_toolchain_build_names_a_ccm_the_toolchain_builds() {
     assert!(message.contains("local-upstream-ccm"), "{message}");
 
     let text = edit(
-        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
-        "      build: {kind: toolchain, bin: local-upstream-ccm, package: ccm}",
+        "      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}",
+        "      build: {kind: toolchain, bin: local-upstream-ccm, package: reference-ccm}",
     );
     assert!(only_problem(&text).problem.to_string().contains("`package` is not an option of a `toolchain` build"));
     let text = edit(
-        "      build: {kind: cargo, package: ccm, bin: reference-ccm}",
+        "      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}",
         "      build: {kind: toolchain, bin: local-upstream-ccm}",
     );
     assert_eq!(load(&text).unwrap().providers[0].ccm.build.kind(), "toolchain");
@@ -531,11 +531,11 @@ fn every_problem_is_reported_one_per_line() {
 #[test]
 fn a_build_command_needs_one_output_and_a_process_deploy_a_binary() {
     let build = "      build: {kind: command, command: [make], manifest: out/ccm.yaml}";
-    let problem = only_problem(&edit("      build: {kind: cargo, package: ccm, bin: reference-ccm}", build));
+    let problem = only_problem(&edit("      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}", build));
     assert_eq!((problem.path.as_str(), problem.problem), ("providers[0].ccm.deploy.kind", Problem::ProcessNeedsBinary));
 
     let build = "      build: {kind: command, command: [make]}";
-    let problem = only_problem(&edit("      build: {kind: cargo, package: ccm, bin: reference-ccm}", build));
+    let problem = only_problem(&edit("      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}", build));
     assert!(matches!(problem.problem, Problem::MissingOption { .. }), "{problem:?}");
     assert_eq!(problem.location, at(9, 14));
 }

@@ -228,7 +228,7 @@ async fn measure(
     }
 }
 
-async fn create_instances(local_cloud: &ccm::local_cloud::LocalCloud, indices: &[u32]) {
+async fn create_instances(local_cloud: &local_cloud::LocalCloud, indices: &[u32]) {
     futures::stream::iter(
         indices.iter().map(|&i| async move { local_cloud.create_instance(&cloud::instance_for(CLUSTER, i)).await }),
     )
@@ -239,7 +239,7 @@ async fn create_instances(local_cloud: &ccm::local_cloud::LocalCloud, indices: &
     .await;
 }
 
-async fn terminate_instances(local_cloud: &ccm::local_cloud::LocalCloud, indices: &[u32]) {
+async fn terminate_instances(local_cloud: &local_cloud::LocalCloud, indices: &[u32]) {
     futures::stream::iter(
         indices.iter().map(|&i| async move { local_cloud.terminate_instance(&nodes::node_name(CLUSTER, i)).await }),
     )
@@ -301,7 +301,7 @@ async fn wait_initialised(api: &Api<Node>, indices: &[u32], what: &str) {
 }
 
 /// Waits until the cloud routes no pod CIDR of a node that is gone (the CCM deletes them).
-async fn wait_routes_cleaned(api: &Api<Node>, local_cloud: &ccm::local_cloud::LocalCloud) {
+async fn wait_routes_cleaned(api: &Api<Node>, local_cloud: &local_cloud::LocalCloud) {
     let started = Instant::now();
     loop {
         let live: std::collections::BTreeSet<String> =

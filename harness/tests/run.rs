@@ -84,7 +84,7 @@ suites:
     );
     assert!(local_kwok.contains("node_kind: kwok") && fixture.contains("node_kind: kwok"), "pinned to kwok nodes");
     let broken = fixture.replacen("- name: fixture", "- name: broken", 1).replace(
-        "build:\n        kind: cargo\n        package: ccm\n        bin: reference-ccm",
+        "build:\n        kind: cargo\n        package: reference-ccm\n        bin: reference-ccm",
         &format!(
             "build:\n        kind: command\n        command: [\"true\"]\n        binary: {}",
             broken_ccm.display()

@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ccm::local_cloud::api::{Address, AddressType, CreateInstance};
-use ccm::local_cloud::{ClientConfig, LocalCloud};
 use futures::StreamExt;
+use local_cloud::api::{Address, AddressType, CreateInstance};
+use local_cloud::{ClientConfig, LocalCloud};
 
 use super::{ClusterError, nodes};
 
@@ -103,7 +103,7 @@ pub fn real_instance_for(cluster: &str, index: u32) -> CreateInstance {
 pub async fn create_instances(state_dir: &Path, cluster: &str, count: u32, real: bool) -> Result<String, ClusterError> {
     let started = Instant::now();
     let url = loop {
-        match ccm::local_cloud::url_from_state_dir(state_dir) {
+        match local_cloud::url_from_state_dir(state_dir) {
             Ok(url) => break url,
             Err(_) if started.elapsed() < Duration::from_secs(30) => {
                 tokio::time::sleep(Duration::from_millis(50)).await

@@ -21,8 +21,8 @@ use super::process::{self, ProcessRecord};
 use super::{
     ClusterError, ClusterState, Result, aws, client_for, cloud, cluster_dir, load_state, nodes, real, save_state,
 };
-use ccm::local_cloud::api::LoadBalancer;
-use ccm::local_cloud::client::LocalCloud;
+use local_cloud::api::LoadBalancer;
+use local_cloud::client::LocalCloud;
 use serde::{Deserialize, Serialize};
 
 /// What happens to a machine.

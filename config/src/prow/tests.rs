@@ -15,7 +15,7 @@ providers:
     branch: main
     kubernetes: [v1.37.1]
     ccm:
-      build: {kind: cargo, package: ccm, bin: reference-ccm}
+      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}
       deploy: {kind: process}
     deployer: {kind: existing}
     capabilities: [instances]
@@ -26,7 +26,7 @@ providers:
     branch: main
     kubernetes: [v1.37.1, v1.36.4]
     ccm:
-      build: {kind: cargo, package: ccm, bin: reference-ccm, timeout: 10m}
+      build: {kind: cargo, package: reference-ccm, bin: reference-ccm, timeout: 10m}
       deploy: {kind: process, timeout: 1m}
     deployer: {kind: existing}
     capabilities: [instances]
@@ -40,7 +40,7 @@ providers:
     branch: main
     kubernetes: [v1.36.4]
     ccm:
-      build: {kind: cargo, package: ccm, bin: reference-ccm}
+      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}
       deploy: {kind: process}
     deployer: {kind: existing}
     capabilities: [instances]

@@ -75,7 +75,7 @@ providers:
     branch: main
     kubernetes: [v1.37.1, v1.36.4]
     ccm:
-      build: {kind: cargo, package: ccm, bin: reference-ccm}
+      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}
       deploy: {kind: process}
     deployer: {kind: existing}
     capabilities: [instances]
@@ -88,7 +88,7 @@ providers:
     branch: main
     kubernetes: [v1.37.1]
     ccm:
-      build: {kind: cargo, package: ccm, bin: reference-ccm}
+      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}
       deploy: {kind: process}
     deployer: {kind: existing}
     capabilities: [instances]

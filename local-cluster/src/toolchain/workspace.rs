@@ -10,7 +10,7 @@ use super::{Result, ToolchainError, io_err};
 /// Builds `reference-ccm` from this workspace with cargo (the harness's own build profile) and
 /// returns its path.
 pub fn build_reference_ccm() -> Result<PathBuf> {
-    build_workspace_binary("ccm", "reference-ccm")
+    build_workspace_binary("reference-ccm", "reference-ccm")
 }
 
 /// Builds binary `bin` of package `package` of this workspace with cargo (the harness's own build

@@ -20,7 +20,7 @@ use super::api::{
     self, CreateInstance, CreateRoute, ErrorBody, Fault, FaultSpec, Instance, InstanceState, LoadBalancerPort,
     LoadBalancerSpec, OPERATION_HEADER, UpdateBackends,
 };
-use crate::cloud::{self, CloudError, CloudProvider, InstanceMetadata, InstancesV2, LoadBalancer, Routes};
+use ccm::cloud::{self, CloudError, CloudProvider, InstanceMetadata, InstancesV2, LoadBalancer, Routes};
 
 /// The name passed as `--cloud-provider`.
 pub const PROVIDER_NAME: &str = "local";

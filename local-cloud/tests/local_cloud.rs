@@ -4,17 +4,17 @@ use std::path::Path;
 use std::time::Duration;
 
 use ccm::cloud::{CloudError, CloudProvider, InstancesV2, LoadBalancer, Route, Routes};
-use ccm::local_cloud::api::{
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use local_cloud::api::{
     Address, AddressType, CreateInstance, ErrorBody, FaultMode, FaultSpec, InstanceState,
     LoadBalancer as LoadBalancerBody,
 };
-use ccm::local_cloud::client::SOURCE_RANGES_ANNOTATION;
-use ccm::local_cloud::{
+use local_cloud::client::SOURCE_RANGES_ANNOTATION;
+use local_cloud::{
     ADDRESS_FILE, ClientConfig, IpPool, LocalCloud, LocalCloudServer, STATE_FILE, ServeError, ServerConfig, StoreError,
     url_from_state_dir,
 };
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, Service, ServicePort, ServiceSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tempfile::TempDir;
 
 const CLUSTER: &str = "kubernetes";

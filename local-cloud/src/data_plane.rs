@@ -365,7 +365,7 @@ impl DataPlane {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::local_cloud::api::{Address, LoadBalancerPort};
+    use crate::api::{Address, LoadBalancerPort};
 
     fn instance(name: &str, ip: &str, state: InstanceState) -> Instance {
         Instance {
