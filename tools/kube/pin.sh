@@ -6,7 +6,7 @@
 #
 # k8s.io/kubernetes replaces every staging module with ./staging/src/k8s.io/<x>, which a dependent
 # module cannot use, so the pin replaces each of them with the published k8s.io/<x> v0.MINOR.PATCH.
-# The harness embeds these files (harness/src/toolchain/pins.rs) and builds from them: `go build`
+# The harness embeds these files (config/src/pins.rs) and builds from them: `go build`
 # of the tools below, and `go test -c k8s.io/kubernetes/test/e2e` for e2e.test.
 #
 # Tools: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, and for real nodes

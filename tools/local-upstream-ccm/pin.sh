@@ -7,7 +7,7 @@
 #   tools/local-upstream-ccm/pin.sh v1.37.1
 #
 # The Go source (*.go here) is shared by every release; the harness embeds it with each release's
-# go.mod and go.sum (harness/src/toolchain/pins.rs) and builds it with the toolchain.
+# go.mod and go.sum (config/src/pins.rs) and builds it with the toolchain.
 set -euo pipefail
 
 version=${1:?usage: tools/local-upstream-ccm/pin.sh vMAJOR.MINOR.PATCH}
