@@ -329,7 +329,7 @@ impl Provider {
     /// The release line of each branch it tests: `master` for `branch`, `1.36` for
     /// `release-1.36`.
     pub fn release_lines(&self) -> Vec<(String, String)> {
-        let mut lines = vec![(lkg::api::DEFAULT_LINE.to_owned(), self.branch.clone())];
+        let mut lines = vec![(lkg::DEFAULT_LINE.to_owned(), self.branch.clone())];
         lines.extend(self.release_branches.iter().filter_map(|b| Some((release_line_of(b)?, b.clone()))));
         lines
     }

@@ -33,6 +33,10 @@ mod model;
 mod report;
 mod verdict;
 
+/// The release line of a provider's master branch (against Kubernetes' master): the line an answer
+/// is for when none is named.
+pub const DEFAULT_LINE: &str = "master";
+
 #[cfg(feature = "api")]
 pub mod api;
 #[cfg(feature = "sources")]

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Culprit, Engine, LkgError, PairReport, ProviderReport, Verdict, VersionSet};
 
 /// The line of a provider's default branch (`master`, `main`): the newest one.
-pub const DEFAULT_LINE: &str = "master";
+pub use crate::DEFAULT_LINE;
 
 /// One engine per release line with every run loaded, and where each run's artifacts are.
 ///
