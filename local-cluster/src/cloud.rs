@@ -10,7 +10,9 @@ use futures::StreamExt;
 use local_cloud::api::{Address, AddressType, CreateInstance};
 use local_cloud::{ClientConfig, LocalCloud};
 
-use super::{ClusterError, nodes};
+use super::node_sets::NodeSet;
+use super::{ClusterError, LocalCluster, nodes};
+use cli_support::progress;
 
 /// The zones instances are spread over, round robin.
 pub const ZONES: &[&str] = &["local-a", "local-b", "local-c"];
@@ -99,8 +101,39 @@ pub fn real_instance_for(cluster: &str, index: u32) -> CreateInstance {
     instance
 }
 
-/// Waits for the cloud's address file, then creates one instance per node.
-pub async fn create_instances(state_dir: &Path, cluster: &str, count: u32, real: bool) -> Result<String, ClusterError> {
+impl CloudOptions {
+    /// Starts the cloud as the cluster's process `local-cloud` on `port`, with one instance per
+    /// node (`nodes` gives each its addresses), and writes the CCM's `--cloud-config`.
+    pub(crate) async fn start(
+        &self,
+        cluster: &mut LocalCluster,
+        port: u16,
+        count: u32,
+        nodes: &impl NodeSet,
+    ) -> Result<(), ClusterError> {
+        let step = progress::step(format!("starting the local cloud with {count} instances"));
+        let state_dir = cluster.cloud_state_dir();
+        let mut args = cloud_args(&state_dir, port);
+        if let Some(pool) = nodes.ingress_pool() {
+            args.push(format!("--private-ip-pool={pool}"));
+        }
+        cluster.start(&self.ccm_binary, "local-cloud", args)?;
+        let name = cluster.state.name.clone();
+        let url = create_instances(&state_dir, count, |index| nodes.cloud_instance(&name, index)).await?;
+        cluster.state.cloud_url = Some(url);
+        write_cloud_config(&cluster.dir.join(super::CLOUD_CONFIG), &state_dir)?;
+        step.done();
+        Ok(())
+    }
+}
+
+/// Waits for the cloud's address file, then creates the instances `instance` gives for node
+/// indices `0..count`.
+pub async fn create_instances(
+    state_dir: &Path,
+    count: u32,
+    instance: impl Fn(u32) -> CreateInstance,
+) -> Result<String, ClusterError> {
     let started = Instant::now();
     let url = loop {
         match local_cloud::url_from_state_dir(state_dir) {
@@ -114,7 +147,7 @@ pub async fn create_instances(state_dir: &Path, cluster: &str, count: u32, real:
     let cloud = client(&url)?;
     let creates = (0..count).map(|index| {
         let cloud = &cloud;
-        let instance = if real { real_instance_for(cluster, index) } else { instance_for(cluster, index) };
+        let instance = instance(index);
         async move { cloud.create_instance(&instance).await }
     });
     let mut results = futures::stream::iter(creates).buffer_unordered(32);

@@ -16,7 +16,9 @@ pub mod aws;
 pub mod cloud;
 pub mod dns;
 pub mod images;
+mod launch;
 pub mod machines;
+mod node_sets;
 pub mod nodes;
 pub mod pki;
 pub mod probe;
@@ -35,6 +37,8 @@ use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
 
 use cli_support::progress;
+use launch::Launch;
+use node_sets::{Joining, KwokNodes, NodeSet, RealNodes};
 use process::ProcessRecord;
 use toolchain::{Release, ToolchainError};
 
@@ -148,6 +152,24 @@ pub struct ClusterState {
 }
 
 impl ClusterState {
+    /// A cluster about to start: nothing runs yet.
+    fn new(name: &str, kubernetes_version: &str, kubeconfig: PathBuf) -> Self {
+        ClusterState {
+            name: name.to_owned(),
+            kubernetes_version: kubernetes_version.to_owned(),
+            api_server: String::new(),
+            kubeconfig,
+            nodes: Vec::new(),
+            cloud_url: None,
+            ccm_url: None,
+            ccm_port: None,
+            aws: None,
+            processes: Vec::new(),
+            stopped: Vec::new(),
+            created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        }
+    }
+
     /// What its nodes are: real ones have a hub network namespace, held by a process of its own.
     pub fn node_kind(&self) -> NodeKind {
         match self.processes.iter().any(|p| p.component == "hub") {
@@ -234,7 +256,6 @@ impl LocalCluster {
     pub async fn start_ccm(&mut self, binary: &Path, args: &[String]) -> Result<()> {
         let step = progress::step("starting the CCM and waiting for it to initialise every node");
         let component = binary.file_name().map_or("ccm".into(), |n| n.to_string_lossy().into_owned());
-        let mut guard = Teardown { dir: self.dir.clone(), processes: Vec::new(), armed: false };
         let env = match &self.state.aws {
             Some(_) => process::Environment {
                 set: aws::ccm_env(),
@@ -242,12 +263,12 @@ impl LocalCluster {
             },
             None => process::Environment::default(),
         };
-        start_with_env(binary, &component, args.to_vec(), &env, &mut guard, &mut self.state)?;
+        self.start_with_env(binary, &component, args.to_vec(), &env)?;
         let scheme = if self.state.aws.is_some() { "https" } else { "http" };
         self.state.ccm_url = self.state.ccm_port.map(|port| format!("{scheme}://127.0.0.1:{port}"));
-        save_state(&self.dir, &self.state)?;
+        self.save()?;
         let client = self.client().await?;
-        wait_for_initialised_nodes(&client, &self.state, &guard).await?;
+        wait_for_initialised_nodes(&client, self).await?;
         step.done();
         Ok(())
     }
@@ -260,6 +281,38 @@ impl LocalCluster {
         self.state.processes = kept;
         process::terminate(&stopping, Duration::from_secs(10));
         save_state(&self.dir, &self.state)
+    }
+
+    /// Starts `binary` as the cluster's process `component` (log `logs/<component>.log`).
+    pub(crate) fn start(&mut self, binary: &Path, component: &str, args: Vec<String>) -> Result<()> {
+        self.start_with_env(binary, component, args, &process::Environment::default())
+    }
+
+    /// [`LocalCluster::start`] with changes to the environment it inherits.
+    pub(crate) fn start_with_env(
+        &mut self,
+        binary: &Path,
+        component: &str,
+        args: Vec<String>,
+        env: &process::Environment,
+    ) -> Result<()> {
+        let log = self.dir.join("logs").join(format!("{component}.log"));
+        let record =
+            process::spawn_with_env(component, binary, &args, env, &log).map_err(io_err("starting", binary))?;
+        tracing::debug!("started {component} (pid {})", record.pid);
+        self.state.processes.push(record);
+        // Recorded at once, so `harness cluster down` from another terminal finds it.
+        self.save()
+    }
+
+    /// Writes `cluster.json`.
+    pub(crate) fn save(&self) -> Result<()> {
+        save_state(&self.dir, &self.state)
+    }
+
+    /// A wait for `what` that started at `started` and took too long.
+    fn timeout(&self, what: &str, started: Instant) -> ClusterError {
+        ClusterError::Timeout { what: what.to_string(), waited: started.elapsed(), logs: self.dir.join("logs") }
     }
 
     /// Stops every process and removes the cluster's state.
@@ -276,10 +329,58 @@ fn validate_name(name: &str) -> Result<()> {
 }
 
 /// Brings a cluster up: builds the toolchain if it is not cached yet, starts the control plane,
-/// registers the nodes and waits until all of them are Ready. Whatever goes wrong — an error, a
-/// panic, or the caller dropping this future (Ctrl-C) — stops every process it started and removes
-/// the state.
+/// the cloud and the nodes, and waits until all of them are Ready. Whatever goes wrong — an error,
+/// a panic, or the caller dropping this future (Ctrl-C) — stops every process it started and
+/// removes the state ([`launch`]).
 pub async fn up(options: UpOptions) -> Result<LocalCluster> {
+    match options.node_kind {
+        NodeKind::Kwok => up_with(options, KwokNodes).await,
+        NodeKind::Real => up_with(options, RealNodes::default()).await,
+    }
+}
+
+async fn up_with(options: UpOptions, mut nodes: impl NodeSet) -> Result<LocalCluster> {
+    check_options(&options)?;
+    nodes.preflight(&options)?;
+    let dir = cluster_dir(&options.name);
+    clear_stale(&options.name, &dir)?;
+    let toolchain = install_toolchain(options.release).await?;
+    nodes.prepare(options.release, &toolchain).await?;
+
+    fs::create_dir_all(dir.join("logs")).map_err(io_err("creating", &dir))?;
+    let state = ClusterState::new(&options.name, &toolchain.version, dir.join("kubeconfig"));
+    let mut cluster = Launch::new(LocalCluster { state, dir });
+    let ports = Ports::pick(options.api_server_port)?;
+    let (pki, client) = start_control_plane(&options, &nodes, &toolchain, &ports, &mut cluster).await?;
+    if let Some(local_cloud) = &options.cloud {
+        local_cloud.start(&mut cluster, ports.cloud, options.nodes, &nodes).await?;
+        cluster.state.ccm_port = Some(ports.ccm);
+    }
+    if let Some(moto) = &options.aws {
+        moto.start(&mut cluster, ports.moto, options.nodes).await?;
+        cluster.state.ccm_port = Some(ports.ccm);
+        cluster.save()?;
+    }
+    let joining =
+        Joining { options: &options, toolchain: &toolchain, pki: &pki, api_port: ports.api_server, client: &client };
+    nodes.start(&joining, &mut cluster).await?;
+
+    let reference_ccm = options.cloud.as_ref().filter(|c| c.start_ccm);
+    if let Some(local_cloud) = reference_ccm {
+        let kubeconfig = cluster.state.kubeconfig.clone();
+        let mut args = cloud::ccm_args(&options.name, &kubeconfig, &cluster.cloud_config(), ports.ccm);
+        for arg in args.iter_mut().filter(|a| a.starts_with("--cluster-cidr=")) {
+            *arg = format!("--cluster-cidr={}", nodes.cluster_cidr());
+        }
+        cluster.start_ccm(&local_cloud.ccm_binary, &args).await?;
+    }
+    // Their pods schedule once a CCM has lifted the nodes' uninitialized taint: waited for here
+    // only when `up` started the CCM.
+    nodes.start_addons(&cluster, reference_ccm.is_some()).await?;
+    Ok(cluster.finish())
+}
+
+fn check_options(options: &UpOptions) -> Result<()> {
     validate_name(&options.name)?;
     if !(1..=nodes::MAX_NODES).contains(&options.nodes) {
         return Err(ClusterError::InvalidNodeCount(options.nodes));
@@ -289,216 +390,51 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
     {
         return Err(ClusterError::PortInUse(port));
     }
-    let real_nodes = options.node_kind == NodeKind::Real;
-    if real_nodes {
-        real::preflight(options.nodes)?;
-        if options.cloud.is_none() {
-            return Err(ClusterError::RealNodes(
-                "real nodes register as external-cloud-provider kubelets and need a CCM to initialise them: add --cloud local".into(),
-            ));
-        }
-    }
-    let dir = cluster_dir(&options.name);
-    clear_stale(&options.name, &dir)?;
-    let release = options.release;
+    Ok(())
+}
+
+/// Installs the toolchain of `release` if it is not cached yet.
+async fn install_toolchain(release: Release) -> Result<toolchain::Toolchain> {
     let toolchain = tokio::task::spawn_blocking(move || toolchain::install(&release, false))
         .await
         .expect("toolchain install does not panic")?;
-    let node_images = match real_nodes {
-        true => {
-            let toolchain = toolchain.clone();
-            tokio::task::spawn_blocking(move || images::install(&release, &toolchain))
-                .await
-                .expect("image builds do not panic")?
-        }
-        false => Vec::new(),
-    };
+    Ok(toolchain)
+}
 
-    fs::create_dir_all(dir.join("logs")).map_err(io_err("creating", &dir))?;
-    let mut guard = Teardown { dir: dir.clone(), processes: Vec::new(), armed: true };
-
+/// Writes the certificates and the kubeconfig, starts etcd, kube-apiserver and, once it answers,
+/// the other components the nodes need; returns the certificates and an admin client.
+async fn start_control_plane(
+    options: &UpOptions,
+    nodes: &impl NodeSet,
+    toolchain: &toolchain::Toolchain,
+    ports: &Ports,
+    cluster: &mut LocalCluster,
+) -> Result<(pki::Pki, Client)> {
     let step = progress::step(format!("starting cluster '{}' (Kubernetes {})", options.name, toolchain.version));
+    let dir = cluster.dir.clone();
     let node_names: Vec<String> = (0..options.nodes).map(|index| nodes::node_name(&options.name, index)).collect();
-    let pki = match real_nodes {
-        true => pki::generate(&dir.join("pki"), real::SERVICE_IP, &[real::HUB_IP], &node_names)?,
-        false => pki::generate(&dir.join("pki"), SERVICE_IP, &[], &[])?,
-    };
-    let egress = if real_nodes { Some(real::write_egress_config(&dir)?) } else { None };
-    let ports = Ports::pick(options.api_server_port)?;
-    let kubeconfig = dir.join("kubeconfig");
+    let pki = nodes.pki(&dir.join("pki"), &node_names)?;
+    let egress = nodes.egress_config(&dir)?;
+    let kubeconfig = cluster.state.kubeconfig.clone();
+    cluster.state.api_server = format!("https://127.0.0.1:{}", ports.api_server);
     write_kubeconfig(&kubeconfig, &options.name, ports.api_server, &pki)?;
     let kwok_config = dir.join("kwok.yaml");
     fs::write(&kwok_config, KWOK_CONFIG).map_err(io_err("writing", &kwok_config))?;
 
-    let mut state = ClusterState {
-        name: options.name.clone(),
-        kubernetes_version: toolchain.version.clone(),
-        api_server: format!("https://127.0.0.1:{}", ports.api_server),
-        kubeconfig: kubeconfig.clone(),
-        nodes: Vec::new(),
-        cloud_url: None,
-        ccm_url: None,
-        ccm_port: None,
-        aws: None,
-        processes: Vec::new(),
-        stopped: Vec::new(),
-        created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-    };
-    let args =
-        ComponentArgs { dir: &dir, ports: &ports, pki: &pki, kubeconfig: &kubeconfig, egress: egress.as_deref() };
+    let args = ComponentArgs { dir: &dir, ports, pki: &pki, kubeconfig: &kubeconfig, egress: egress.as_deref() };
     for component in ["etcd", "kube-apiserver"] {
-        start(&toolchain.binary(component), component, args.for_component(component), &mut guard, &mut state)?;
+        cluster.start(&toolchain.binary(component), component, args.for_component(component))?;
     }
-    let client = wait_for_api(&state, &guard).await?;
-    let components: &[&str] = match real_nodes {
-        true => &["kube-controller-manager", "kube-scheduler"],
-        false => &["kube-controller-manager", "kube-scheduler", "kwok"],
-    };
-    for &component in components {
+    let client = wait_for_api(cluster).await?;
+    for &component in nodes.components() {
         let mut component_args = args.for_component(component);
         if component == "kwok" {
             component_args.push(format!("--config={}", kwok_config.display()));
         }
-        start(&toolchain.binary(component), component, component_args, &mut guard, &mut state)?;
+        cluster.start(&toolchain.binary(component), component, component_args)?;
     }
     step.done();
-
-    if let Some(cloud_options) = &options.cloud {
-        let step = progress::step(format!("starting the local cloud with {} instances", options.nodes));
-        let cloud_dir = dir.join("cloud");
-        let mut cloud_args = cloud::cloud_args(&cloud_dir, ports.cloud);
-        if real_nodes {
-            // Ingress IPs on the cluster's own network, where the data plane makes them carry traffic.
-            cloud_args.push(format!("--private-ip-pool={}", real::LB_POOL));
-        }
-        start(&cloud_options.ccm_binary, "local-cloud", cloud_args, &mut guard, &mut state)?;
-        state.cloud_url = Some(cloud::create_instances(&cloud_dir, &options.name, options.nodes, real_nodes).await?);
-        cloud::write_cloud_config(&dir.join(CLOUD_CONFIG), &cloud_dir)?;
-        state.ccm_port = Some(ports.ccm);
-        step.done();
-    }
-
-    if let Some(aws_options) = &options.aws {
-        let step = progress::step(format!("starting moto (the aws cloud) with {} instances", options.nodes));
-        start(&aws_options.moto_server, "moto", aws::moto_args(ports.moto), &mut guard, &mut state)?;
-        let moto = aws::query::QueryClient::new(&format!("http://127.0.0.1:{}", ports.moto), aws::REGION);
-        aws::wait_ready(&moto, || check_alive(&state)).await?;
-        let cloud = aws::provision(&moto, &options.name, options.nodes).await?;
-        aws::write_cloud_config(&dir.join(AWS_CLOUD_CONFIG), &cloud, &options.name)?;
-        state.aws = Some(cloud);
-        state.ccm_port = Some(ports.ccm);
-        save_state(&dir, &state)?;
-        step.done();
-    }
-
-    if real_nodes {
-        start_real_nodes(&options, &toolchain, &node_images, &pki, ports.api_server, &client, &mut guard, &mut state)
-            .await?;
-    } else {
-        register_simulated_nodes(&options, &toolchain, &client, &mut guard, &mut state).await?;
-    }
-
-    guard.armed = false;
-    let mut cluster = LocalCluster { state, dir };
-    if let Some(cloud_options) = options.cloud.as_ref().filter(|c| c.start_ccm) {
-        // Torn down like the rest if the CCM does not come up.
-        let mut guard = Teardown { dir: cluster.dir.clone(), processes: cluster.state.processes.clone(), armed: true };
-        let mut args = cloud::ccm_args(&options.name, &kubeconfig, &cluster.cloud_config(), ports.ccm);
-        if real_nodes {
-            for arg in args.iter_mut().filter(|a| a.starts_with("--cluster-cidr=")) {
-                *arg = format!("--cluster-cidr={}", real::CLUSTER_CIDR);
-            }
-        }
-        cluster.start_ccm(&cloud_options.ccm_binary, &args).await?;
-        guard.armed = false;
-    }
-    if real_nodes {
-        // Its pods schedule once the CCM has lifted the nodes' uninitialized taint: waited for here
-        // only when `up` started the CCM.
-        let wait = options.cloud.as_ref().is_some_and(|c| c.start_ccm);
-        let step = progress::step("starting CoreDNS");
-        let mut guard = Teardown { dir: cluster.dir.clone(), processes: cluster.state.processes.clone(), armed: true };
-        let client = cluster.client().await?;
-        let replicas = options.nodes.min(2) as i32;
-        dns::deploy(&client, &options.name, &images::coredns_reference(), replicas, wait).await?;
-        guard.armed = false;
-        step.done();
-    }
-    Ok(cluster)
-}
-
-/// Starts the hub and one real node per `options.nodes`, waits for them to register, gives them
-/// their pod network and waits until they are Ready.
-#[allow(clippy::too_many_arguments)]
-async fn start_real_nodes(
-    options: &UpOptions,
-    toolchain: &toolchain::Toolchain,
-    node_images: &[images::Image],
-    pki: &pki::Pki,
-    api_port: u16,
-    client: &Client,
-    guard: &mut Teardown,
-    state: &mut ClusterState,
-) -> Result<()> {
-    let step = progress::step(format!("starting {} real nodes (containerd, kubelet, kube-proxy)", options.nodes));
-    let hub = real::start_hub(toolchain, api_port, guard, state)?;
-    real::start_registry(toolchain, hub, &images::registry_index(&options.release), guard, state)?;
-    let mut holders = Vec::new();
-    for index in 0..options.nodes {
-        let name = nodes::node_name(&options.name, index);
-        let (client_cert, client_key) = pki::node_client(&guard.dir.join("pki"), &name);
-        let (proxy_cert, proxy_key) = pki::kube_proxy_client(&guard.dir.join("pki"));
-        let spec = real::NodeSpec {
-            name: name.clone(),
-            index,
-            hub,
-            toolchain,
-            images: node_images,
-            ca_cert: &pki.ca_cert,
-            client_cert: &client_cert,
-            client_key: &client_key,
-            proxy_cert: &proxy_cert,
-            proxy_key: &proxy_key,
-            api_port,
-        };
-        real::start_node(&spec, guard, state)?;
-        let holder = state.processes.iter().find(|p| p.component == format!("{name}-namespaces")).map(|p| p.pid);
-        holders.push((name.clone(), holder.unwrap_or_default()));
-        state.nodes.push(name);
-    }
-    save_state(&guard.dir, state)?;
-    if let Some(cloud) = &options.cloud {
-        real::start_data_plane(&cloud.ccm_binary, hub, &holders, guard, state)?;
-    }
-    real::configure_pod_network(client, state, &holders, &guard.dir).await?;
-    wait_for_ready_nodes(client, state, guard).await?;
-    step.done();
-    Ok(())
-}
-
-async fn register_simulated_nodes(
-    options: &UpOptions,
-    toolchain: &toolchain::Toolchain,
-    client: &Client,
-    guard: &mut Teardown,
-    state: &mut ClusterState,
-) -> Result<()> {
-    let dir = guard.dir.clone();
-    let step = progress::step(format!("registering {} simulated nodes", options.nodes));
-    let manifests: Vec<Node> = match &state.aws {
-        // As AWS kubelets register: named after the instance's private DNS name, its private IP.
-        Some(cloud) => (cloud.nodes.iter().zip(0..))
-            .map(|(name, index)| {
-                nodes::manifest_with(name, &[aws::node_ip(index).to_string()], index, &toolchain.version)
-            })
-            .collect(),
-        None => (0..options.nodes).map(|index| nodes::manifest(&options.name, index, &toolchain.version)).collect(),
-    };
-    state.nodes = register_nodes(client, &options.name, manifests).await?;
-    save_state(&dir, state)?;
-    wait_for_ready_nodes(client, state, guard).await?;
-    step.done();
-    Ok(())
+    Ok((pki, client))
 }
 
 /// A cluster dir left by a crash or a SIGKILL: nothing of it runs, so it is cleared.
@@ -515,26 +451,6 @@ fn clear_stale(name: &str, dir: &Path) -> Result<()> {
     process::sweep(dir);
     real::cleanup(dir);
     fs::remove_dir_all(dir).map_err(io_err("removing", dir))
-}
-
-/// Stops what `up` started unless `up` got to the end.
-struct Teardown {
-    dir: PathBuf,
-    processes: Vec<ProcessRecord>,
-    armed: bool,
-}
-
-impl Drop for Teardown {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        tracing::info!("stopping the partly started cluster in {}", self.dir.display());
-        process::terminate(&self.processes, Duration::from_secs(3));
-        process::sweep(&self.dir);
-        real::cleanup(&self.dir);
-        let _ = fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// Free loopback ports for every listener of the control plane.
@@ -719,33 +635,6 @@ impl ComponentArgs<'_> {
     }
 }
 
-fn start(
-    binary: &Path,
-    component: &str,
-    args: Vec<String>,
-    guard: &mut Teardown,
-    state: &mut ClusterState,
-) -> Result<()> {
-    start_with_env(binary, component, args, &process::Environment::default(), guard, state)
-}
-
-fn start_with_env(
-    binary: &Path,
-    component: &str,
-    args: Vec<String>,
-    env: &process::Environment,
-    guard: &mut Teardown,
-    state: &mut ClusterState,
-) -> Result<()> {
-    let log = guard.dir.join("logs").join(format!("{component}.log"));
-    let record = process::spawn_with_env(component, binary, &args, env, &log).map_err(io_err("starting", binary))?;
-    tracing::debug!("started {component} (pid {})", record.pid);
-    guard.processes.push(record.clone());
-    state.processes.push(record);
-    // Recorded at once, so `harness cluster down` from another terminal finds it.
-    save_state(&guard.dir, state)
-}
-
 fn check_alive(state: &ClusterState) -> Result<()> {
     match state.processes.iter().find(|p| !p.is_running()) {
         None => Ok(()),
@@ -769,7 +658,8 @@ pub(crate) async fn client_for(state: &ClusterState) -> Result<Client> {
     Client::try_from(config).map_err(|source| ClusterError::Kube { cluster: state.name.clone(), source })
 }
 
-async fn wait_for_api(state: &ClusterState, guard: &Teardown) -> Result<Client> {
+async fn wait_for_api(cluster: &LocalCluster) -> Result<Client> {
+    let state = &cluster.state;
     let client = client_for(state).await?;
     let started = Instant::now();
     let address = state.api_server.trim_start_matches("https://").to_string();
@@ -785,14 +675,10 @@ async fn wait_for_api(state: &ClusterState, guard: &Teardown) -> Result<Client> 
             return Ok(client);
         }
         if started.elapsed() > API_READY_TIMEOUT {
-            return Err(timeout("kube-apiserver /readyz", started, guard));
+            return Err(cluster.timeout("kube-apiserver /readyz", started));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-fn timeout(what: &str, started: Instant, guard: &Teardown) -> ClusterError {
-    ClusterError::Timeout { what: what.to_string(), waited: started.elapsed(), logs: guard.dir.join("logs") }
 }
 
 async fn register_nodes(client: &Client, cluster: &str, manifests: Vec<Node>) -> Result<Vec<String>> {
@@ -816,17 +702,17 @@ async fn register_nodes(client: &Client, cluster: &str, manifests: Vec<Node>) ->
     Ok(names)
 }
 
-async fn wait_for_ready_nodes(client: &Client, state: &ClusterState, guard: &Teardown) -> Result<()> {
-    let total = state.nodes.len();
-    wait_for_nodes(client, state, guard, |nodes| {
+async fn wait_for_ready_nodes(client: &Client, cluster: &LocalCluster) -> Result<()> {
+    let total = cluster.state.nodes.len();
+    wait_for_nodes(client, cluster, |nodes| {
         let ready = nodes.iter().filter(|node| nodes::is_ready(node)).count();
         (ready < total).then(|| format!("{total} nodes to be Ready ({ready} are)"))
     })
     .await
 }
 
-async fn wait_for_initialised_nodes(client: &Client, state: &ClusterState, guard: &Teardown) -> Result<()> {
-    wait_for_nodes(client, state, guard, |nodes| {
+async fn wait_for_initialised_nodes(client: &Client, cluster: &LocalCluster) -> Result<()> {
+    wait_for_nodes(client, cluster, |nodes| {
         let waiting = nodes.iter().filter(|node| nodes::is_uninitialized(node)).count();
         (waiting > 0).then(|| format!("the CCM to initialise {waiting} nodes"))
     })
@@ -837,10 +723,10 @@ async fn wait_for_initialised_nodes(client: &Client, state: &ClusterState, guard
 /// failing early if a component dies.
 async fn wait_for_nodes(
     client: &Client,
-    state: &ClusterState,
-    guard: &Teardown,
+    cluster: &LocalCluster,
     pending: impl Fn(&[Node]) -> Option<String>,
 ) -> Result<()> {
+    let state = &cluster.state;
     let api: Api<Node> = Api::all(client.clone());
     let started = Instant::now();
     loop {
@@ -851,7 +737,7 @@ async fn wait_for_nodes(
             .map_err(|source| ClusterError::Kube { cluster: state.name.clone(), source })?;
         let Some(awaited) = pending(&list.items) else { return Ok(()) };
         if started.elapsed() > NODES_READY_TIMEOUT {
-            return Err(timeout(&awaited, started, guard));
+            return Err(cluster.timeout(&awaited, started));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

@@ -39,7 +39,7 @@ use kube::api::ListParams;
 use sha2::{Digest, Sha256};
 
 use super::images::Image;
-use super::{ClusterError, ClusterState, Result, Teardown, io_err, nodes, process};
+use super::{ClusterError, ClusterState, LocalCluster, Result, io_err, nodes, process};
 use crate::toolchain::Toolchain;
 
 /// The hub's address on the cluster network, which kube-apiserver advertises.
@@ -247,21 +247,15 @@ fn nsenter(holder: i32, mount: bool, program: &str) -> Command {
 }
 
 /// Starts a process that holds new namespaces open (`unshare ... tail -f <marker>`), and returns its PID.
-fn start_holder(
-    component: &str,
-    marker: &Path,
-    mount: bool,
-    guard: &mut Teardown,
-    state: &mut ClusterState,
-) -> Result<i32> {
+fn start_holder(component: &str, marker: &Path, mount: bool, cluster: &mut LocalCluster) -> Result<i32> {
     fs::write(marker, "").map_err(io_err("writing", marker))?;
     let mut args = vec!["--net".to_string()];
     if mount {
         args.extend(["--mount".into(), "--propagation".into(), "private".into()]);
     }
     args.extend(["--".into(), "tail".into(), "-f".into(), marker.display().to_string()]);
-    super::start(Path::new("/usr/bin/unshare"), component, args, guard, state)?;
-    let pid = state.processes.last().expect("just started").pid;
+    cluster.start(Path::new("/usr/bin/unshare"), component, args)?;
+    let pid = cluster.state.processes.last().expect("just started").pid;
     // Until unshare has exec'd tail, the namespaces may not be there yet.
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
@@ -272,41 +266,36 @@ fn start_holder(
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    super::check_alive(state)?;
+    super::check_alive(&cluster.state)?;
     Err(ClusterError::RealNodes(format!("{component} did not enter new namespaces")))
 }
 
 /// Starts the hub namespace with its bridge and the two `netproxy`s. `api_port` is kube-apiserver's
 /// port on 127.0.0.1, forwarded to `HUB_IP:api_port` in the hub.
-pub(super) fn start_hub(
-    toolchain: &Toolchain,
-    api_port: u16,
-    guard: &mut Teardown,
-    state: &mut ClusterState,
-) -> Result<i32> {
-    let dir = real_dir(&guard.dir);
+pub(super) fn start_hub(toolchain: &Toolchain, api_port: u16, cluster: &mut LocalCluster) -> Result<i32> {
+    let dir = real_dir(&cluster.dir);
     fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
-    let hub = start_holder("hub", &dir.join("hub.holder"), false, guard, state)?;
+    let hub = start_holder("hub", &dir.join("hub.holder"), false, cluster)?;
     let ip = |args: &[&str]| run("setting up the hub network", nsenter(hub, false, "ip").args(args));
     ip(&["link", "set", "lo", "up"])?;
     ip(&["link", "add", "br0", "type", "bridge"])?;
     ip(&["addr", "add", &format!("{HUB_IP}/24"), "dev", "br0"])?;
     ip(&["link", "set", "br0", "up"])?;
 
-    let sockets = socket_dir(&guard.dir);
+    let sockets = socket_dir(&cluster.dir);
     fs::create_dir_all(&sockets).map_err(io_err("creating", &sockets))?;
     let api_socket = sockets.join("apiserver.sock");
     let netproxy = toolchain.binary("netproxy");
     let root_args = vec![format!("-forward=unix:{}=tcp:127.0.0.1:{api_port}", api_socket.display())];
-    super::start(&netproxy, "netproxy-root", root_args, guard, state)?;
+    cluster.start(&netproxy, "netproxy-root", root_args)?;
     let hub_args = vec![
         format!("--net=/proc/{hub}/ns/net"),
         "--".into(),
         netproxy.display().to_string(),
-        format!("-connect=unix:{}", egress_socket(&guard.dir).display()),
+        format!("-connect=unix:{}", egress_socket(&cluster.dir).display()),
         format!("-forward=tcp:{HUB_IP}:{api_port}=unix:{}", api_socket.display()),
     ];
-    super::start(Path::new("/usr/bin/nsenter"), "netproxy-hub", hub_args, guard, state)?;
+    cluster.start(Path::new("/usr/bin/nsenter"), "netproxy-hub", hub_args)?;
     Ok(hub)
 }
 
@@ -327,36 +316,29 @@ pub struct NodeSpec<'a> {
 
 /// Starts node `spec`: its namespaces, link, mounts, cgroups, containerd (with the images imported)
 /// and kubelet, which registers the node with the API server.
-pub(super) fn start_node(spec: &NodeSpec, guard: &mut Teardown, state: &mut ClusterState) -> Result<()> {
-    let dir = node_dir(&guard.dir, &spec.name);
+pub(super) fn start_node(spec: &NodeSpec, cluster: &mut LocalCluster) -> Result<()> {
+    let dir = node_dir(&cluster.dir, &spec.name);
     for sub in ["var-lib", "var-log", "sysctl", "cni"] {
         fs::create_dir_all(dir.join(sub)).map_err(io_err("creating", &dir.join(sub)))?;
     }
-    let holder = start_holder(&format!("{}-namespaces", spec.name), &dir.join("holder"), true, guard, state)?;
+    let holder = start_holder(&format!("{}-namespaces", spec.name), &dir.join("holder"), true, cluster)?;
     wire_node(spec, holder)?;
     mount_node(&dir, holder)?;
-    make_cgroups(&node_cgroup(&guard.dir, &spec.name))?;
+    make_cgroups(&node_cgroup(&cluster.dir, &spec.name))?;
 
-    let containerd_config = write_containerd_config(&dir, &containerd_socket(&guard.dir, spec.index), spec)?;
-    let socket = containerd_socket(&guard.dir, spec.index);
+    let containerd_config = write_containerd_config(&dir, &containerd_socket(&cluster.dir, spec.index), spec)?;
+    let socket = containerd_socket(&cluster.dir, spec.index);
     let mut args = vec![format!("--net=/proc/{holder}/ns/net"), format!("--mount=/proc/{holder}/ns/mnt"), "--".into()];
     args.extend([
         spec.toolchain.binary("containerd").display().to_string(),
         format!("--config={}", containerd_config.display()),
     ]);
     let env = process::Environment { set: vec![("PATH".into(), node_path(spec.toolchain))], removed: Vec::new() };
-    super::start_with_env(
-        Path::new("/usr/bin/nsenter"),
-        &format!("{}-containerd", spec.name),
-        args,
-        &env,
-        guard,
-        state,
-    )?;
-    wait_for_socket(&socket, state)?;
+    cluster.start_with_env(Path::new("/usr/bin/nsenter"), &format!("{}-containerd", spec.name), args, &env)?;
+    wait_for_socket(&socket, &cluster.state)?;
     import_images(spec, &socket)?;
 
-    let kubelet_config = write_kubelet_config(&dir, spec, &guard.dir)?;
+    let kubelet_config = write_kubelet_config(&dir, spec, &cluster.dir)?;
     let kubeconfig = write_node_kubeconfig(&dir, spec)?;
     let mut args = vec![format!("--net=/proc/{holder}/ns/net"), format!("--mount=/proc/{holder}/ns/mnt"), "--".into()];
     args.extend([
@@ -368,7 +350,7 @@ pub(super) fn start_node(spec: &NodeSpec, guard: &mut Teardown, state: &mut Clus
         "--cloud-provider=external".into(),
         "--v=1".into(),
     ]);
-    super::start_with_env(Path::new("/usr/bin/nsenter"), &format!("{}-kubelet", spec.name), args, &env, guard, state)?;
+    cluster.start_with_env(Path::new("/usr/bin/nsenter"), &format!("{}-kubelet", spec.name), args, &env)?;
 
     let proxy_config = write_kube_proxy_config(&dir, spec)?;
     let mut args = vec![format!("--net=/proc/{holder}/ns/net"), format!("--mount=/proc/{holder}/ns/mnt"), "--".into()];
@@ -377,14 +359,7 @@ pub(super) fn start_node(spec: &NodeSpec, guard: &mut Teardown, state: &mut Clus
         format!("--config={}", proxy_config.display()),
         format!("--hostname-override={}", spec.name),
     ]);
-    super::start_with_env(
-        Path::new("/usr/bin/nsenter"),
-        &format!("{}-kube-proxy", spec.name),
-        args,
-        &env,
-        guard,
-        state,
-    )?;
+    cluster.start_with_env(Path::new("/usr/bin/nsenter"), &format!("{}-kube-proxy", spec.name), args, &env)?;
     Ok(())
 }
 
@@ -601,13 +576,7 @@ pub fn registry_url() -> String {
 
 /// Starts the registry (`tools/kube/registry`) in the hub, serving the images indexed by `index`,
 /// and waits until it answers.
-pub(super) fn start_registry(
-    toolchain: &Toolchain,
-    hub: i32,
-    index: &Path,
-    guard: &mut Teardown,
-    state: &mut ClusterState,
-) -> Result<()> {
+pub(super) fn start_registry(toolchain: &Toolchain, hub: i32, index: &Path, cluster: &mut LocalCluster) -> Result<()> {
     // A copy in the cluster's dir, naming the archives by absolute path: the command line then names
     // the state dir, as every process of the cluster's does (the sweep after a SIGKILL finds it).
     let text = fs::read(index).map_err(io_err("reading", index))?;
@@ -617,7 +586,7 @@ pub(super) fn start_registry(
     for blob in copy.blobs.values_mut() {
         blob.file = images_dir.join(&blob.file).display().to_string();
     }
-    let own = real_dir(&guard.dir).join("registry.json");
+    let own = real_dir(&cluster.dir).join("registry.json");
     fs::write(&own, serde_json::to_vec(&copy).expect("serialises")).map_err(io_err("writing", &own))?;
     let args = vec![
         format!("--net=/proc/{hub}/ns/net"),
@@ -626,7 +595,7 @@ pub(super) fn start_registry(
         format!("-index={}", own.display()),
         format!("-listen={HUB_IP}:{REGISTRY_PORT}"),
     ];
-    super::start(Path::new("/usr/bin/nsenter"), "registry", args, guard, state)?;
+    cluster.start(Path::new("/usr/bin/nsenter"), "registry", args)?;
     let deadline = Instant::now() + Duration::from_secs(10);
     let url = format!("{}/healthz", registry_url());
     loop {
@@ -637,7 +606,7 @@ pub(super) fn start_registry(
         if probe.is_ok_and(|o| o.status.success()) {
             return Ok(());
         }
-        super::check_alive(state)?;
+        super::check_alive(&cluster.state)?;
         if Instant::now() > deadline {
             return Err(ClusterError::RealNodes(format!("the registry did not answer {url} in 10 s")));
         }
@@ -775,22 +744,21 @@ pub(super) fn start_data_plane(
     ccm_binary: &Path,
     hub: i32,
     holders: &[(String, i32)],
-    guard: &mut Teardown,
-    state: &mut ClusterState,
+    cluster: &mut LocalCluster,
 ) -> Result<()> {
     let mut args = vec![
         format!("--net=/proc/{hub}/ns/net"),
         "--".into(),
         ccm_binary.display().to_string(),
         "local-cloud".into(),
-        format!("--state-dir={}", guard.dir.join("cloud").display()),
+        format!("--state-dir={}", cluster.dir.join("cloud").display()),
         "data-plane".into(),
-        format!("--cluster={}", state.name),
+        format!("--cluster={}", cluster.state.name),
         format!("--ingress-pool={LB_POOL}"),
         format!("--cluster-cidr={CLUSTER_CIDR}"),
     ];
     args.extend(holders.iter().map(|(name, holder)| format!("--node={name}=/proc/{holder}/ns/net")));
-    super::start(Path::new("/usr/bin/nsenter"), "data-plane", args, guard, state)
+    cluster.start(Path::new("/usr/bin/nsenter"), "data-plane", args)
 }
 
 /// The node's CNI configuration: a bridge with host-local addresses from its pod CIDR (state in the

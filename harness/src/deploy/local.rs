@@ -3,14 +3,14 @@
 //! processes on loopback, with the local simulated cloud (one instance per node), and nodes that
 //! are real (kubelet, containerd, kube-proxy in namespaces of their own, [`local_cluster::real`]) or
 //! simulated by kwok (`providers.yaml` `deployer.node_kind`). The CCM is not started by `up`: the
-//! run deploys it as a step of its own ([`Deployer::start_ccm_process`]), so a broken CCM shows as
+//! run deploys it as a step of its own ([`ProcessHost::start_ccm_process`]), so a broken CCM shows as
 //! a failed Deploy, not a failed Up.
 
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use super::{DeployError, Deployer};
+use super::{DeployError, Deployer, ProcessHost};
 use config::template::{Placeholder, Vars};
 use local_cluster::toolchain::Release;
 use local_cluster::{AwsOptions, LocalCluster, NodeKind, UpOptions, cloud::CloudOptions, nodes, real};
@@ -79,12 +79,12 @@ impl Deployer for LocalDeployer {
         let cluster = match local_cluster::up(self.options.clone()).await {
             Ok(cluster) => cluster,
             // Someone else's cluster: not ours to bring down.
-            Err(e @ local_cluster::ClusterError::AlreadyRunning { .. }) => {
-                return Err(DeployError::Up { deployer: NAME.into(), message: e.to_string() });
+            Err(source @ local_cluster::ClusterError::AlreadyRunning { .. }) => {
+                return Err(DeployError::Local { step: "up", source });
             }
-            Err(e) => {
+            Err(source) => {
                 self.owns_name = true;
-                return Err(DeployError::Up { deployer: NAME.into(), message: e.to_string() });
+                return Err(DeployError::Local { step: "up", source });
             }
         };
         self.owns_name = true;
@@ -103,7 +103,7 @@ impl Deployer for LocalDeployer {
             .await
             .map_err(Self::err)?
             .map(|_| ())
-            .map_err(|e| DeployError::Down { deployer: NAME.into(), message: e.to_string() })
+            .map_err(|source| DeployError::Local { step: "down", source })
     }
 
     async fn is_up(&self) -> Result<bool, DeployError> {
@@ -143,9 +143,16 @@ impl Deployer for LocalDeployer {
         vars
     }
 
+    fn process_host(&mut self) -> Option<&mut dyn ProcessHost> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl ProcessHost for LocalDeployer {
     async fn start_ccm_process(&mut self, binary: &Path, args: &[String]) -> Result<(), DeployError> {
         let cluster = self.cluster.as_mut().ok_or_else(|| Self::err("the cluster is not up"))?;
-        cluster.start_ccm(binary, args).await.map_err(Self::err)
+        cluster.start_ccm(binary, args).await.map_err(|source| DeployError::Local { step: "CCM start", source })
     }
 }
 
@@ -180,5 +187,19 @@ impl Drop for LocalDeployer {
         if let Some(cluster) = self.cluster.take() {
             let _ = cluster.down();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn runs_a_ccm_process_once_its_cluster_is_up() {
+        let release = local_cluster::toolchain::resolve(None).unwrap();
+        let mut deployer = LocalDeployer::new("process-host", 1, release, PathBuf::from("/nonexistent/reference-ccm"));
+        let host = deployer.process_host().expect("the local deployer runs a CCM as one of its processes");
+        let error = host.start_ccm_process(Path::new("/bin/true"), &[]).await.unwrap_err();
+        assert!(error.to_string().contains("the cluster is not up"), "{error}");
     }
 }

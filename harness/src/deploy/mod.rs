@@ -34,6 +34,17 @@ pub enum DeployError {
     Down { deployer: String, message: String },
     #[error("{deployer}: {message}")]
     Other { deployer: String, message: String },
+    /// The embedded cluster's own error, kept whole (`local`).
+    #[error("local {step} failed: {source}")]
+    Local { step: &'static str, source: local_cluster::ClusterError },
+    /// The Kubernetes toolchain, the reference CCM or moto could not be installed or built.
+    #[error(transparent)]
+    Toolchain(#[from] local_cluster::toolchain::ToolchainError),
+    /// A CCM deployed as a process (`ccm.deploy.kind: process`) with a deployer that runs none.
+    #[error(
+        "{deployer} cannot run the CCM as a process beside the cluster: only the local deployer can; set the provider's ccm.deploy.kind to manifest or command in providers.yaml"
+    )]
+    NoProcessHost { deployer: String },
 }
 
 /// What a run gives the deployer that brings its cluster up.
@@ -53,21 +64,17 @@ pub struct RunSetting<'a> {
 
 /// The deployer `deployer` (a provider's `deployer` in providers.yaml) describes, for a run.
 pub fn from_config(deployer: &DeployerConfig, run: &RunSetting<'_>) -> Result<Box<dyn Deployer>, DeployError> {
-    let local_error =
-        |e: &dyn std::fmt::Display| DeployError::Other { deployer: "local".into(), message: e.to_string() };
     match deployer {
         DeployerConfig::Local { nodes, cloud: LocalCloud::Moto, .. } => {
-            let release =
-                local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string())).map_err(|e| local_error(&e))?;
-            let moto_server = local_cluster::toolchain::aws::install_moto(false).map_err(|e| local_error(&e))?;
+            let release = local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string()))?;
+            let moto_server = local_cluster::toolchain::aws::install_moto(false)?;
             Ok(Box::new(local::LocalDeployer::with_aws(run.cluster_name, *nodes, release, moto_server)))
         }
         DeployerConfig::Local { nodes, cloud: LocalCloud::Local, node_kind } => {
-            let release =
-                local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string())).map_err(|e| local_error(&e))?;
+            let release = local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string()))?;
             let reference = match run.built_ccm {
                 Some(binary) if binary.file_name().is_some_and(|n| n == "reference-ccm") => binary.to_path_buf(),
-                _ => local_cluster::toolchain::workspace::build_reference_ccm().map_err(|e| local_error(&e))?,
+                _ => local_cluster::toolchain::workspace::build_reference_ccm()?,
             };
             let deployer =
                 local::LocalDeployer::new(run.cluster_name, *nodes, release, reference).with_node_kind(*node_kind);
@@ -137,15 +144,18 @@ pub trait Deployer: Send {
     /// Values for the placeholders of templated commands: `{cluster}`, `{kubeconfig}`, and for
     /// `local` the ones only it knows (`{cloud_config}`, `{cloud_state_dir}`, ...).
     fn vars(&self) -> Vars;
-    /// Runs a CCM binary as a process beside the cluster (`ccm.deploy.kind: process`), stopped by
-    /// `down`, and returns once it has initialised every node. Only deployers that supervise
-    /// processes of their own support it.
-    async fn start_ccm_process(&mut self, binary: &Path, args: &[String]) -> Result<(), DeployError> {
-        let _ = (binary, args);
-        Err(DeployError::Other {
-            deployer: self.name(),
-            message: "a CCM deployed as a process needs the local deployer; deploy it with a manifest or a command"
-                .into(),
-        })
+    /// The capability to run a CCM as a process beside the cluster, for deployers that supervise
+    /// processes of their own (kubetest2's optional interfaces, in Rust: `None` when it has not).
+    fn process_host(&mut self) -> Option<&mut dyn ProcessHost> {
+        None
     }
+}
+
+/// A deployer that can run a CCM binary as one of its cluster's processes
+/// (`ccm.deploy.kind: process`).
+#[async_trait]
+pub trait ProcessHost: Send {
+    /// Runs `binary` with `args` beside the cluster, stopped by `down`, and returns once it has
+    /// initialised every node.
+    async fn start_ccm_process(&mut self, binary: &Path, args: &[String]) -> Result<(), DeployError>;
 }

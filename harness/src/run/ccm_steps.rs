@@ -114,7 +114,11 @@ pub(super) async fn deploy(
                 .map(|a| config::template::render(a, vars))
                 .collect::<Result<_, _>>()
                 .map_err(|e| e.to_string())?;
-            tokio::time::timeout(*timeout, deployer.start_ccm_process(binary, &args))
+            let deployer_name = deployer.name();
+            let host = deployer
+                .process_host()
+                .ok_or_else(|| DeployError::NoProcessHost { deployer: deployer_name }.to_string())?;
+            tokio::time::timeout(*timeout, host.start_ccm_process(binary, &args))
                 .await
                 .map_err(|_| {
                     format!("the CCM did not initialise the nodes within {}", humantime::format_duration(*timeout))

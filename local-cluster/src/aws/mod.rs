@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::ClusterError;
+use super::{ClusterError, LocalCluster};
 use query::{QueryClient, Service, list_params, tag_params};
 
 pub const REGION: &str = "us-east-1";
@@ -98,6 +98,23 @@ pub const CCM_ENV_REMOVED: &[&str] =
 /// The cluster tag AWS resources of cluster `cluster` carry (`kubernetes.io/cluster/<id>`).
 pub fn cluster_tag(cluster: &str) -> String {
     format!("kubernetes.io/cluster/{cluster}")
+}
+
+impl super::AwsOptions {
+    /// Starts moto as the cluster's process `moto` on `port`, provisions the cluster's network and
+    /// one instance per node, and writes the CCM's `--cloud-config`.
+    pub(crate) async fn start(&self, cluster: &mut LocalCluster, port: u16, count: u32) -> Result<(), ClusterError> {
+        let step = cli_support::progress::step(format!("starting moto (the aws cloud) with {count} instances"));
+        cluster.start(&self.moto_server, "moto", moto_args(port))?;
+        let moto = QueryClient::new(&format!("http://127.0.0.1:{port}"), REGION);
+        wait_ready(&moto, || super::check_alive(&cluster.state)).await?;
+        let name = cluster.state.name.clone();
+        let state = provision(&moto, &name, count).await?;
+        write_cloud_config(&cluster.dir.join(super::AWS_CLOUD_CONFIG), &state, &name)?;
+        cluster.state.aws = Some(state);
+        step.done();
+        Ok(())
+    }
 }
 
 /// Waits until moto at `endpoint` answers an EC2 call.

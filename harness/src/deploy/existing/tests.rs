@@ -78,6 +78,7 @@ async fn up_checks_the_cluster_answers_and_down_leaves_it() {
     existing.down().await.unwrap();
     existing.down().await.unwrap();
     assert!(existing.is_up().await.unwrap(), "down leaves the cluster alone");
+    assert!(existing.process_host().is_none(), "a CCM process beside someone else's cluster is not ours to run");
 }
 
 #[tokio::test]

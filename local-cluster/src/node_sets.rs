@@ -1,0 +1,241 @@
+//! The two kinds of node a local cluster has, as [`super::up`] meets them: [`KwokNodes`] (Node
+//! objects the harness registers and kwok keeps Ready, [`nodes`]) and [`RealNodes`] (kubelets with
+//! containerd and kube-proxy in network namespaces of their own, [`real`]). What differs between
+//! them — the checks, the images, the certificates, the network, how they start and what runs on
+//! them once the CCM has initialised them — is here, so that `up` reads as one sequence.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use local_cloud::api::CreateInstance;
+
+use super::toolchain::{Release, Toolchain};
+use super::{
+    ClusterError, LocalCluster, Result, SERVICE_IP, UpOptions, aws, cloud, dns, images, nodes, pki, real,
+    register_nodes, wait_for_ready_nodes,
+};
+
+/// What a kind of node needs from the cluster it joins, once its control plane runs.
+pub(crate) struct Joining<'a> {
+    pub options: &'a UpOptions,
+    pub toolchain: &'a Toolchain,
+    pub pki: &'a pki::Pki,
+    pub api_port: u16,
+    pub client: &'a Client,
+}
+
+pub(crate) trait NodeSet: Send + Sync {
+    /// Checks, before anything starts, that this machine and `options` can have these nodes.
+    fn preflight(&self, options: &UpOptions) -> Result<()>;
+
+    /// Builds what the nodes need before the cluster starts (real nodes: their images).
+    fn prepare(&mut self, release: Release, toolchain: &Toolchain) -> impl Future<Output = Result<()>> + Send;
+
+    /// The cluster's certificates: the API server's names, and client certificates for kubelets.
+    fn pki(&self, dir: &Path, node_names: &[String]) -> Result<pki::Pki>;
+
+    /// kube-apiserver's egress selector configuration, when it reaches the nodes through a proxy.
+    fn egress_config(&self, dir: &Path) -> Result<Option<PathBuf>>;
+
+    /// Control plane components besides etcd and kube-apiserver.
+    fn components(&self) -> &'static [&'static str];
+
+    /// The range the nodes' pod CIDRs come from (a CCM's `--cluster-cidr`).
+    fn cluster_cidr(&self) -> &'static str;
+
+    /// The local cloud's instance for node `index`, with the node's addresses.
+    fn cloud_instance(&self, cluster: &str, index: u32) -> CreateInstance;
+
+    /// Where the local cloud takes load-balancer ingress IPs, when not its default pool.
+    fn ingress_pool(&self) -> Option<&'static str>;
+
+    /// Starts (or registers) the nodes and waits until all are Ready.
+    fn start(&self, joining: &Joining<'_>, cluster: &mut LocalCluster) -> impl Future<Output = Result<()>> + Send;
+
+    /// What runs on the nodes once the cluster is up (real nodes: CoreDNS); `wait` for it to be
+    /// ready, which it is only once a CCM has initialised the nodes.
+    fn start_addons(&self, cluster: &LocalCluster, wait: bool) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Nodes simulated by kwok.
+pub(crate) struct KwokNodes;
+
+impl NodeSet for KwokNodes {
+    fn preflight(&self, _options: &UpOptions) -> Result<()> {
+        Ok(())
+    }
+
+    async fn prepare(&mut self, _release: Release, _toolchain: &Toolchain) -> Result<()> {
+        Ok(())
+    }
+
+    fn pki(&self, dir: &Path, _node_names: &[String]) -> Result<pki::Pki> {
+        Ok(pki::generate(dir, SERVICE_IP, &[], &[])?)
+    }
+
+    fn egress_config(&self, _dir: &Path) -> Result<Option<PathBuf>> {
+        Ok(None)
+    }
+
+    fn components(&self) -> &'static [&'static str] {
+        &["kube-controller-manager", "kube-scheduler", "kwok"]
+    }
+
+    fn cluster_cidr(&self) -> &'static str {
+        nodes::CLUSTER_CIDR
+    }
+
+    fn cloud_instance(&self, cluster: &str, index: u32) -> CreateInstance {
+        cloud::instance_for(cluster, index)
+    }
+
+    fn ingress_pool(&self) -> Option<&'static str> {
+        None
+    }
+
+    async fn start(&self, joining: &Joining<'_>, cluster: &mut LocalCluster) -> Result<()> {
+        let options = joining.options;
+        let step = cli_support::progress::step(format!("registering {} simulated nodes", options.nodes));
+        let manifests: Vec<Node> = match &cluster.state.aws {
+            // As AWS kubelets register: named after the instance's private DNS name, its private IP.
+            Some(cloud) => (cloud.nodes.iter().zip(0..))
+                .map(|(name, index)| {
+                    nodes::manifest_with(name, &[aws::node_ip(index).to_string()], index, &joining.toolchain.version)
+                })
+                .collect(),
+            None => (0..options.nodes)
+                .map(|index| nodes::manifest(&options.name, index, &joining.toolchain.version))
+                .collect(),
+        };
+        cluster.state.nodes = register_nodes(joining.client, &options.name, manifests).await?;
+        cluster.save()?;
+        wait_for_ready_nodes(joining.client, cluster).await?;
+        step.done();
+        Ok(())
+    }
+
+    async fn start_addons(&self, _cluster: &LocalCluster, _wait: bool) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Real kubelets, with the images they run.
+#[derive(Default)]
+pub(crate) struct RealNodes {
+    images: Vec<images::Image>,
+}
+
+impl NodeSet for RealNodes {
+    fn preflight(&self, options: &UpOptions) -> Result<()> {
+        real::preflight(options.nodes)?;
+        if options.cloud.is_none() {
+            return Err(ClusterError::RealNodes(
+                "real nodes register as external-cloud-provider kubelets and need a CCM to initialise them: add --cloud local".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn prepare(&mut self, release: Release, toolchain: &Toolchain) -> Result<()> {
+        let toolchain = toolchain.clone();
+        self.images = tokio::task::spawn_blocking(move || images::install(&release, &toolchain))
+            .await
+            .expect("image builds do not panic")?;
+        Ok(())
+    }
+
+    fn pki(&self, dir: &Path, node_names: &[String]) -> Result<pki::Pki> {
+        Ok(pki::generate(dir, real::SERVICE_IP, &[real::HUB_IP], node_names)?)
+    }
+
+    fn egress_config(&self, dir: &Path) -> Result<Option<PathBuf>> {
+        real::write_egress_config(dir).map(Some)
+    }
+
+    fn components(&self) -> &'static [&'static str] {
+        &["kube-controller-manager", "kube-scheduler"]
+    }
+
+    fn cluster_cidr(&self) -> &'static str {
+        real::CLUSTER_CIDR
+    }
+
+    fn cloud_instance(&self, cluster: &str, index: u32) -> CreateInstance {
+        cloud::real_instance_for(cluster, index)
+    }
+
+    fn ingress_pool(&self) -> Option<&'static str> {
+        // On the cluster's own network, where the data plane makes them carry traffic.
+        Some(real::LB_POOL)
+    }
+
+    /// Starts the hub and one real node per `options.nodes`, waits for them to register, gives
+    /// them their pod network and waits until they are Ready.
+    async fn start(&self, joining: &Joining<'_>, cluster: &mut LocalCluster) -> Result<()> {
+        let options = joining.options;
+        let step = cli_support::progress::step(format!(
+            "starting {} real nodes (containerd, kubelet, kube-proxy)",
+            options.nodes
+        ));
+        let hub = real::start_hub(joining.toolchain, joining.api_port, cluster)?;
+        real::start_registry(joining.toolchain, hub, &images::registry_index(&options.release), cluster)?;
+        let mut holders = Vec::new();
+        for index in 0..options.nodes {
+            let name = nodes::node_name(&options.name, index);
+            let holder = self.start_node(joining, &name, index, hub, cluster)?;
+            holders.push((name.clone(), holder));
+            cluster.state.nodes.push(name);
+        }
+        cluster.save()?;
+        if let Some(cloud) = &options.cloud {
+            real::start_data_plane(&cloud.ccm_binary, hub, &holders, cluster)?;
+        }
+        real::configure_pod_network(joining.client, &cluster.state, &holders, &cluster.dir).await?;
+        wait_for_ready_nodes(joining.client, cluster).await?;
+        step.done();
+        Ok(())
+    }
+
+    async fn start_addons(&self, cluster: &LocalCluster, wait: bool) -> Result<()> {
+        let step = cli_support::progress::step("starting CoreDNS");
+        let client = cluster.client().await?;
+        let replicas = cluster.state.nodes.len().min(2) as i32;
+        dns::deploy(&client, &cluster.state.name, &images::coredns_reference(), replicas, wait).await?;
+        step.done();
+        Ok(())
+    }
+}
+
+impl RealNodes {
+    /// Starts node `name` and returns the PID that holds its namespaces.
+    fn start_node(
+        &self,
+        joining: &Joining<'_>,
+        name: &str,
+        index: u32,
+        hub: i32,
+        cluster: &mut LocalCluster,
+    ) -> Result<i32> {
+        let pki_dir = cluster.dir.join("pki");
+        let (client_cert, client_key) = pki::node_client(&pki_dir, name);
+        let (proxy_cert, proxy_key) = pki::kube_proxy_client(&pki_dir);
+        let spec = real::NodeSpec {
+            name: name.to_owned(),
+            index,
+            hub,
+            toolchain: joining.toolchain,
+            images: &self.images,
+            ca_cert: &joining.pki.ca_cert,
+            client_cert: &client_cert,
+            client_key: &client_key,
+            proxy_cert: &proxy_cert,
+            proxy_key: &proxy_key,
+            api_port: joining.api_port,
+        };
+        real::start_node(&spec, cluster)?;
+        let holder = cluster.state.processes.iter().find(|p| p.component == format!("{name}-namespaces"));
+        Ok(holder.map(|p| p.pid).unwrap_or_default())
+    }
+}
