@@ -4,7 +4,7 @@
 //! anywhere in a job (pod spec included) are reported, decoration must be complete, and the TestGrid
 //! annotations are required. And it rejects jobs broken on purpose, so a pass means something.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 use common::real::{pod, real_cluster, run_to_end, running_ip};
 use common::wait_for;

@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 use common::real::{pod, real_cluster};
 use common::{TestCluster, wait_for};

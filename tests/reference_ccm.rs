@@ -4,7 +4,7 @@
 //!
 //! Needs the default toolchain installed (`scripts/test` does it); builds `reference-ccm` with cargo.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

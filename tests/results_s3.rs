@@ -4,7 +4,7 @@
 //! (idempotent writes, reads, listings, multipart uploads of large files), then real upstream JUnit
 //! files published to it, indexed into SQLite and re-indexed from it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
@@ -32,7 +32,7 @@ fn s3_store(s3: &FakeS3) -> ResultStore {
         std::env::var_os("AWS_ACCESS_KEY_ID").is_none(),
         "AWS_ACCESS_KEY_ID is set in this environment: the S3 store would sign its requests with the \
          machine's credentials; run this test without AWS_* credentials (`env -u AWS_ACCESS_KEY_ID \
-         -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN cargo test -p e2e --test results_s3`)"
+         -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN cargo test -p e2e -- results_s3::`)"
     );
     let options = StoreOptions { s3_endpoint: Some(s3.endpoint()), ..StoreOptions::default() };
     ResultStore::open_with(&format!("s3://{BUCKET}/{PREFIX}"), &options)

@@ -11,7 +11,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 
 use common::{TestCluster, assert_torn_down, bring_up, options};
 use config::CommandSpec;

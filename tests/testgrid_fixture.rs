@@ -2,7 +2,7 @@
 //! TestGrid's own updater, as the grid TestGrid would show; and object_store's GCS client (what
 //! the harness publishes with) can write to and read from the emulator.
 
-mod common;
+use crate::common;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -17,7 +17,7 @@
 //!   as a row (split) or the name as FLAKY (merged).
 //! - a pass then a failure of one name is a failed case here; merged, TestGrid calls it FLAKY.
 
-mod common;
+use crate::common;
 
 use common::go_tools;
 

@@ -2,7 +2,7 @@
 //! 40 builds each (4 files, a JUnit file of 6 tests) at once to `harness serve` replicas on one
 //! Postgres (`HARNESS_TEST_POSTGRES_URL`, which `scripts/postgres start` prints), through the same
 //! client `harness publish --remote` uses; prints builds/s, p50 and p99 of a publish, for two
-//! replicas and for one. The load test in `tests/ingest.rs` runs the same load for correctness.
+//! replicas and for one. The load test in `harness/tests/commands/ingest.rs` runs the same load for correctness.
 //!
 //! `INGEST_PUBLISHERS` and `INGEST_BUILDS` change the plan.
 

@@ -2,7 +2,7 @@
 //! store and to a GCS emulator (fake-gcs-server), indexed into SQLite and Postgres, re-indexed from
 //! the stores, and read by TestGrid's own updater.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

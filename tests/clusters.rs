@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-mod common;
+use crate::common;
 
 use common::{TestCluster, assert_torn_down};
 use k8s_openapi::api::coordination::v1::Lease;
