@@ -3,7 +3,12 @@
 //! `kube-system/cloud-controller-manager`, the controllers, and `/healthz`, `/readyz`, `/metrics`
 //! on `--secure-port`. The cloud comes from the caller: a provider's `main` passes its name and
 //! how to make it from `--cloud-config` to [`run`], as upstream's `NewCloudControllerManagerCommand`
-//! takes a cloud initializer (`reference-ccm`'s `main` wires the local cloud this way).
+//! takes a cloud initializer (`reference-ccm`'s `main` wires the local cloud this way). The
+//! deliberate `--testing-bugs` are wired in here ([`crate::bugs`]), never inside a controller.
+//!
+//! SIGTERM or SIGINT stops the CCM: the controllers finish what they are doing and return, the
+//! leader steps down (releasing the Lease), the health server closes, and [`run`] returns `Ok`. A
+//! second signal exits at once.
 //!
 //! One deviation from upstream: the port serves plain HTTP (upstream serves HTTPS with a
 //! self-signed certificate); the paths and their meaning are the same.
@@ -21,11 +26,19 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use clap::{ArgAction, Parser};
 use ipnet::IpNet;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-use crate::bugs::{Bug, Bugs};
+use crate::bugs::{self, Bug, Bugs};
 use crate::cloud::CloudProvider;
-use crate::controllers::{self, Context, Settings};
+use crate::controllers::node::CloudNode;
+use crate::controllers::node_lifecycle::{CloudNodeLifecycle, Decide};
+use crate::controllers::route::RouteController;
+use crate::controllers::service::ServiceController;
+use crate::controllers::{self, Health};
 use crate::metrics::Metrics;
+use crate::shutdown::{self, Shutdown, Stop};
 
 #[derive(Debug, Parser)]
 #[command(name = "cloud-controller-manager", version, about = "A cloud-controller-manager")]
@@ -102,11 +115,13 @@ pub fn enabled_controllers(flags: &[String]) -> Result<Vec<&'static str>> {
 }
 
 /// Runs the CCM for the cloud `provider` names: `initialize` makes it from `--cloud-config` once
-/// the flags name that provider (`--cloud-provider`).
+/// the flags name that provider (`--cloud-provider`). Returns `Ok` once a SIGTERM or SIGINT has
+/// stopped it.
 pub async fn run<F>(options: Options, provider: &str, initialize: F) -> Result<()>
 where
     F: FnOnce(Option<&Path>) -> Result<Arc<dyn CloudProvider>>,
 {
+    let signals = Signals::catch()?;
     let mut enabled = enabled_controllers(&options.controllers)?;
     if !(options.allocate_node_cidrs && options.configure_cloud_routes) {
         // Upstream runs the route controller only when both are set.
@@ -117,29 +132,75 @@ where
         let names: Vec<&str> = bugs.iter().map(|bug| bug.name()).collect();
         tracing::warn!(bugs = %names.join(","), "running with deliberate testing bugs: this CCM is broken on purpose");
     }
-    let cloud = cloud_provider(&options, provider, initialize)?;
+    let cloud = bugs::cloud_with(&bugs, cloud_provider(&options, provider, initialize)?);
     let client = client(&options).await?;
-    let metrics = Arc::new(Metrics::default());
-    let settings = Settings {
-        cluster_name: options.cluster_name.clone(),
-        cluster_cidr: options.cluster_cidr,
-        node_monitor_period: options.node_monitor_period,
-        node_status_update_frequency: options.node_status_update_frequency,
-        route_reconciliation_period: options.route_reconciliation_period,
-        concurrent_service_syncs: options.concurrent_service_syncs.max(1),
-        bugs,
+    let (stop, shutdown) = shutdown::channel();
+    tokio::spawn(signals.stop_on_first(stop));
+    let shared = Shared {
+        client: client.clone(),
+        cloud,
+        metrics: Arc::default(),
+        health: Health::default(),
+        lifecycle_decision: bugs::lifecycle_decision(&bugs),
     };
-    let ctx = Arc::new(Context::new(client.clone(), cloud, settings, metrics));
     let leading = Arc::new(AtomicBool::new(!options.leader_elect));
-    if options.secure_port != 0 {
-        let address = SocketAddr::new(options.bind_address, options.secure_port);
-        serve(address, ctx.clone(), leading.clone()).await?;
-    }
+    let server = match options.secure_port {
+        0 => None,
+        port => Some(serve(SocketAddr::new(options.bind_address, port), &shared, leading.clone(), &shutdown).await?),
+    };
     if options.leader_elect {
-        return lead_then_run(&options, client, ctx, leading, enabled).await;
+        lead_then_run(&options, &shared, leading, &enabled, &shutdown).await?;
+    } else {
+        run_controllers(&options, &shared, &enabled, shutdown.clone()).await;
     }
-    run_controllers(ctx, enabled).await;
+    // Without a stop (no controllers enabled) nothing would end the server: return without it.
+    if let Some(server) = server.filter(|_| shutdown.is_requested()) {
+        let _ = server.await;
+    }
     Ok(())
+}
+
+/// SIGTERM and SIGINT, caught from the start so that either stops the CCM rather than killing it.
+struct Signals {
+    terminate: Signal,
+    interrupt: Signal,
+}
+
+impl Signals {
+    fn catch() -> Result<Self> {
+        let terminate = signal(SignalKind::terminate()).context("catching SIGTERM")?;
+        let interrupt = signal(SignalKind::interrupt()).context("catching SIGINT")?;
+        Ok(Signals { terminate, interrupt })
+    }
+
+    /// Requests `stop` on the first signal; a second one exits at once.
+    async fn stop_on_first(mut self, stop: Stop) {
+        let signal = self.next().await;
+        // Requested before logging: a log line that cannot be written must not keep the CCM running.
+        stop.request();
+        tracing::info!("received {signal}, stopping controllers");
+        let _ = self.next().await;
+        std::process::exit(1);
+    }
+
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.interrupt.recv() => "SIGINT",
+        }
+    }
+}
+
+/// What the controllers are built from besides the flags; the first four are shared by all.
+#[derive(Clone)]
+struct Shared {
+    client: kube::Client,
+    /// The provider's cloud, as `--testing-bugs` decorates it.
+    cloud: Arc<dyn CloudProvider>,
+    metrics: Arc<Metrics>,
+    health: Health,
+    /// The decision cloud-node-lifecycle acts on, as `--testing-bugs` sets it.
+    lifecycle_decision: Decide,
 }
 
 fn cloud_provider<F>(options: &Options, provider: &str, initialize: F) -> Result<Arc<dyn CloudProvider>>
@@ -167,54 +228,123 @@ async fn client(options: &Options) -> Result<kube::Client> {
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
 
-async fn run_controllers(ctx: Arc<Context>, enabled: Vec<&'static str>) {
+/// Builds the `enabled` controllers and runs them until `shutdown` has stopped them all.
+async fn run_controllers(options: &Options, shared: &Shared, enabled: &[&'static str], shutdown: Shutdown) {
     tracing::info!(controllers = ?enabled, "starting controllers");
     let mut tasks = tokio::task::JoinSet::new();
-    for name in enabled {
-        let ctx = ctx.clone();
+    for &name in enabled {
+        let Shared { client, cloud, metrics, health, lifecycle_decision } = shared.clone();
+        let shutdown = shutdown.clone();
         match name {
-            controllers::CLOUD_NODE => tasks.spawn(controllers::node::run(ctx)),
-            controllers::CLOUD_NODE_LIFECYCLE => tasks.spawn(controllers::node_lifecycle::run(ctx)),
-            controllers::SERVICE => tasks.spawn(controllers::service::run(ctx)),
-            _ => tasks.spawn(controllers::route::run(ctx)),
+            controllers::CLOUD_NODE => {
+                let frequency = options.node_status_update_frequency;
+                tasks.spawn(Arc::new(CloudNode::new(client, cloud, metrics, health, frequency)).run(shutdown))
+            }
+            controllers::CLOUD_NODE_LIFECYCLE => {
+                let lifecycle = CloudNodeLifecycle::new(client, cloud, metrics, health, options.node_monitor_period);
+                tasks.spawn(lifecycle.deciding_with(lifecycle_decision).run(shutdown))
+            }
+            controllers::SERVICE => {
+                let (cluster, syncs) = (options.cluster_name.clone(), options.concurrent_service_syncs);
+                tasks.spawn(
+                    Arc::new(ServiceController::new(client, cloud, metrics, health, cluster, syncs)).run(shutdown),
+                )
+            }
+            _ => {
+                let (cluster, cidr, period) =
+                    (options.cluster_name.clone(), options.cluster_cidr, options.route_reconciliation_period);
+                tasks.spawn(RouteController::new(client, cloud, metrics, health, cluster, cidr, period).run(shutdown))
+            }
         };
     }
     while tasks.join_next().await.is_some() {}
+    tracing::info!("controllers stopped");
 }
 
+/// Runs the controllers while this replica leads; returns once a stop has stopped them (or
+/// before it led), stepping down. Losing the lease is an error.
 async fn lead_then_run(
     options: &Options,
-    client: kube::Client,
-    ctx: Arc<Context>,
+    shared: &Shared,
     leading: Arc<AtomicBool>,
-    enabled: Vec<&'static str>,
+    enabled: &[&'static str],
+    shutdown: &Shutdown,
 ) -> Result<()> {
     let host = controllers::hostname().unwrap_or_else(|| "ccm".into());
     let identity = format!("{host}_{}", std::process::id());
+    let (mut is_leader, election) = join_election(options, &shared.client, &identity).await?;
+    tracing::info!(%identity, lease = %options.leader_elect_resource_name, "waiting to become the leader");
+    let elected = tokio::select! {
+        elected = until_leading(&mut is_leader, true) => Some(elected),
+        () = shutdown.requested() => None,
+    };
+    match elected {
+        None => return step_down(is_leader, election).await,
+        Some(elected) => elected?,
+    }
+    tracing::info!(%identity, "became the leader");
+    announce_leader(&shared.client, options, &identity).await;
+    leading.store(true, Ordering::SeqCst);
+    // Stopping means both: the stop requested and the controllers returned (with none enabled,
+    // the leader keeps its lease until then).
+    let stopped =
+        async { tokio::join!(run_controllers(options, shared, enabled, shutdown.clone()), shutdown.requested()) };
+    let lost = tokio::select! {
+        lost = until_leading(&mut is_leader, false) => Some(lost),
+        _ = stopped => None,
+    };
+    match lost {
+        None => step_down(is_leader, election).await,
+        Some(lost) => {
+            lost?;
+            // Upstream exits when it loses the lease, so that a stale leader never acts.
+            bail!("lost the leader lease {}; exiting", options.leader_elect_resource_name)
+        }
+    }
+}
+
+/// The leader election's task, giving its manager back once it has left the election.
+type Election = JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>;
+
+/// Stands in the election for the Lease `--leader-elect-resource-name`: whether this replica leads,
+/// and the election's task.
+async fn join_election(
+    options: &Options,
+    client: &kube::Client,
+    identity: &str,
+) -> Result<(watch::Receiver<bool>, Election)> {
     let lease_seconds = options.leader_elect_lease_duration.as_secs().max(2);
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(client, &options.leader_elect_resource_name)
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &options.leader_elect_resource_name)
         .with_namespace(&options.leader_elect_resource_namespace)
-        .with_identity(&identity)
+        .with_identity(identity)
         .with_duration(lease_seconds)
         .with_grace((lease_seconds / 3).max(1))
         .build()
         .await
         .context("setting up leader election")?;
-    let (mut is_leader, _election) = manager.watch().await;
-    tracing::info!(%identity, lease = %options.leader_elect_resource_name, "waiting to become the leader");
-    while !*is_leader.borrow_and_update() {
+    Ok(manager.watch().await)
+}
+
+/// Waits until the election says this replica is (`true`) or is no longer (`false`) the leader.
+async fn until_leading(is_leader: &mut watch::Receiver<bool>, leading: bool) -> Result<()> {
+    while *is_leader.borrow_and_update() != leading {
         is_leader.changed().await.context("leader election stopped")?;
     }
-    tracing::info!(%identity, "became the leader");
-    announce_leader(&ctx.client, options, &identity).await;
-    leading.store(true, Ordering::SeqCst);
-    let controllers = tokio::spawn(run_controllers(ctx, enabled));
-    while *is_leader.borrow_and_update() {
-        is_leader.changed().await.context("leader election stopped")?;
+    Ok(())
+}
+
+/// Leaves the election, releasing the Lease if held, so a standby takes over without waiting for
+/// it to expire. A failure is logged: the Lease then expires as it would after a crash.
+async fn step_down(is_leader: watch::Receiver<bool>, election: Election) -> Result<()> {
+    // The manager releases the Lease once nobody watches it.
+    drop(is_leader);
+    match tokio::time::timeout(Duration::from_secs(5), election).await {
+        Ok(Ok(Ok(_))) => tracing::info!("left the leader election"),
+        Ok(Ok(Err(error))) => tracing::warn!(%error, "could not release the leader lease"),
+        Ok(Err(error)) => tracing::warn!(%error, "the leader election task failed"),
+        Err(_) => tracing::warn!("releasing the leader lease timed out"),
     }
-    controllers.abort();
-    // Upstream exits when it loses the lease, so that a stale leader never acts.
-    bail!("lost the leader lease {}; exiting", options.leader_elect_resource_name)
+    Ok(())
 }
 
 /// The event upstream's leader election records on its Lease: `LeaderElection`, "<identity>
@@ -243,22 +373,35 @@ async fn announce_leader(client: &kube::Client, options: &Options, identity: &st
 
 #[derive(Clone)]
 struct ServerState {
-    ctx: Arc<Context>,
+    metrics: Arc<Metrics>,
+    health: Health,
     leading: Arc<AtomicBool>,
 }
 
-async fn serve(address: SocketAddr, ctx: Arc<Context>, leading: Arc<AtomicBool>) -> Result<()> {
+/// Serves `/healthz`, `/readyz` and `/metrics` until `shutdown`.
+async fn serve(
+    address: SocketAddr,
+    shared: &Shared,
+    leading: Arc<AtomicBool>,
+    shutdown: &Shutdown,
+) -> Result<JoinHandle<()>> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("--secure-port: cannot listen on {address}"))?;
     tracing::info!(%address, "serving /healthz, /readyz and /metrics");
+    let state = ServerState { metrics: shared.metrics.clone(), health: shared.health.clone(), leading };
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(ServerState { ctx, leading });
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok(())
+        .with_state(state);
+    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown.requested());
+    Ok(tokio::spawn(async move {
+        if let Err(error) = server.await {
+            tracing::warn!(%error, "the health server failed");
+        }
+        tracing::info!("health server stopped");
+    }))
 }
 
 /// Kubernetes' health format: one `[+]name ok` / `[-]name failed` line per check.
@@ -273,11 +416,11 @@ fn report(checks: &[(&str, bool)]) -> (StatusCode, String) {
 }
 
 async fn healthz(State(state): State<ServerState>) -> (StatusCode, String) {
-    report(&state.ctx.health.checks())
+    report(&state.health.checks())
 }
 
 async fn readyz(State(state): State<ServerState>) -> (StatusCode, String) {
-    let mut checks = state.ctx.health.checks();
+    let mut checks = state.health.checks();
     // A standby replica is ready to take over; the leader is ready once its controllers run.
     let leading = state.leading.load(Ordering::SeqCst);
     checks.push(("leader-election", !leading || !checks.is_empty()));
@@ -285,12 +428,14 @@ async fn readyz(State(state): State<ServerState>) -> (StatusCode, String) {
 }
 
 async fn metrics(State(state): State<ServerState>) -> String {
-    state.ctx.metrics.encode()
+    state.metrics.encode()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::fixtures::{FakeCloud, mock_client, within_5s};
+    use crate::controllers::node_lifecycle::decide;
 
     fn flags(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
@@ -338,5 +483,41 @@ mod tests {
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(body, "[+]route ok\n[-]service failed\nhealthz check failed\n");
         assert_eq!(report(&[("route", true)]).0, StatusCode::OK);
+    }
+
+    /// Whether every controller has started: the watches of cloud-node and service (nodes twice,
+    /// services once), and the node lists of cloud-node-lifecycle and route (a page at a time).
+    fn all_started(requests: &[String]) -> bool {
+        let count = |prefix: &str, param: &str| {
+            requests.iter().filter(|r| r.starts_with(prefix) && r.split(['?', '&']).any(|p| p == param)).count()
+        };
+        count("GET /api/v1/nodes?", "watch=true") >= 2
+            && count("GET /api/v1/services?", "watch=true") >= 1
+            && count("GET /api/v1/nodes?", "limit=250") >= 2
+    }
+
+    #[tokio::test]
+    async fn the_controllers_run_until_the_stop_is_requested_then_return() {
+        let options = parse(&["--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16"]).unwrap();
+        let (client, server) = mock_client();
+        let mut requests = server.serve_nothing();
+        let cloud = Arc::new(FakeCloud::default());
+        let shared =
+            Shared { client, cloud, metrics: Arc::default(), health: Health::default(), lifecycle_decision: decide };
+        let (stop, shutdown) = shutdown::channel();
+        let running = tokio::spawn(async move { run_controllers(&options, &shared, controllers::ALL, shutdown).await });
+        let mut seen = Vec::new();
+        within_5s(async {
+            while !all_started(&seen) {
+                seen.push(requests.recv().await.expect("the API server runs"));
+            }
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!running.is_finished(), "the controllers stopped on their own: {seen:?}");
+
+        stop.request();
+
+        within_5s(running).await.expect("the controllers stopped without a panic");
     }
 }

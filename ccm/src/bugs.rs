@@ -2,11 +2,22 @@
 //!
 //! They exist only so tests can prove the cloud-e2e suite catches a broken CCM: a CCM built from
 //! this one with a bug on must fail the suite. Never turn one on for anything else.
+//!
+//! The controllers know nothing of them: [`app::run`](crate::app::run) wires them in from here,
+//! [`Bug::LeakLoadBalancers`] as a decorator of the cloud ([`cloud_with`]) and
+//! [`Bug::KeepShutdownTaint`] as the decision cloud-node-lifecycle acts on ([`lifecycle_decision`]).
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 
+use async_trait::async_trait;
 use clap::ValueEnum;
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+
+use crate::cloud::{CloudError, CloudProvider, InstancesV2, LoadBalancer, Routes, default_load_balancer_name};
+use crate::controllers::node_lifecycle::{Decide, Verdict, decide};
+use crate::controllers::service::key;
 
 /// One deliberate defect, named on the command line in kebab case (`keep-shutdown-taint`).
 ///
@@ -40,9 +51,109 @@ impl fmt::Display for Bug {
 /// The bugs a CCM runs with; empty (the default) for a correct CCM.
 pub type Bugs = BTreeSet<Bug>;
 
+/// The cloud the controllers of a CCM running with `bugs` see.
+pub fn cloud_with(bugs: &Bugs, cloud: Arc<dyn CloudProvider>) -> Arc<dyn CloudProvider> {
+    match bugs.contains(&Bug::LeakLoadBalancers) {
+        true => Arc::new(LeakingLoadBalancers { inner: cloud }),
+        false => cloud,
+    }
+}
+
+/// The decision cloud-node-lifecycle acts on in a CCM running with `bugs`.
+pub fn lifecycle_decision(bugs: &Bugs) -> Decide {
+    match bugs.contains(&Bug::KeepShutdownTaint) {
+        true => keep_shutdown_taint,
+        false => decide,
+    }
+}
+
+/// [`decide`] with [`Bug::KeepShutdownTaint`]: the shutdown taint is never removed (it is still added).
+fn keep_shutdown_taint(ready: bool, tainted: bool, shutdown: Option<bool>, exists: Option<bool>) -> Verdict {
+    match decide(ready, tainted, shutdown, exists) {
+        Verdict::RemoveShutdownTaint => Verdict::Nothing,
+        verdict => verdict,
+    }
+}
+
+/// The cloud with [`Bug::LeakLoadBalancers`]: deleting a load balancer succeeds without asking the
+/// cloud; everything else is the inner cloud's.
+struct LeakingLoadBalancers {
+    inner: Arc<dyn CloudProvider>,
+}
+
+impl LeakingLoadBalancers {
+    fn inner_load_balancer(&self) -> Result<&dyn LoadBalancer, CloudError> {
+        self.inner.load_balancer().ok_or(CloudError::NotImplemented)
+    }
+}
+
+impl CloudProvider for LeakingLoadBalancers {
+    fn provider_name(&self) -> &str {
+        self.inner.provider_name()
+    }
+
+    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
+        self.inner.instances_v2()
+    }
+
+    fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
+        self.inner.load_balancer().map(|_| self as &dyn LoadBalancer)
+    }
+
+    fn routes(&self) -> Option<&dyn Routes> {
+        self.inner.routes()
+    }
+
+    fn has_cluster_id(&self) -> bool {
+        self.inner.has_cluster_id()
+    }
+}
+
+#[async_trait]
+impl LoadBalancer for LeakingLoadBalancers {
+    async fn get_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<(Option<LoadBalancerStatus>, bool), CloudError> {
+        self.inner_load_balancer()?.get_load_balancer(cluster_name, service).await
+    }
+
+    fn get_load_balancer_name(&self, cluster_name: &str, service: &Service) -> String {
+        match self.inner.load_balancer() {
+            Some(inner) => inner.get_load_balancer_name(cluster_name, service),
+            None => default_load_balancer_name(service),
+        }
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<LoadBalancerStatus, CloudError> {
+        self.inner_load_balancer()?.ensure_load_balancer(cluster_name, service, nodes).await
+    }
+
+    async fn update_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<(), CloudError> {
+        self.inner_load_balancer()?.update_load_balancer(cluster_name, service, nodes).await
+    }
+
+    async fn ensure_load_balancer_deleted(&self, _cluster_name: &str, service: &Service) -> Result<(), CloudError> {
+        tracing::warn!(service = %key(service), "testing bug {}: not deleting the load balancer", Bug::LeakLoadBalancers);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::fixtures::{FakeCloud, service};
 
     #[test]
     fn names_are_the_command_line_values() {
@@ -50,5 +161,56 @@ mod tests {
             assert_eq!(bug.to_possible_value().unwrap().get_name(), bug.name());
             assert_eq!(<Bug as ValueEnum>::from_str(bug.name(), false), Ok(*bug));
         }
+    }
+
+    fn verdicts(decide: Decide) -> [Verdict; 3] {
+        [
+            decide(true, true, None, None),
+            decide(false, false, Some(true), None),
+            decide(false, false, Some(false), Some(false)),
+        ]
+    }
+
+    #[test]
+    fn keep_shutdown_taint_only_stops_the_removal() {
+        let buggy = lifecycle_decision(&Bugs::from([Bug::KeepShutdownTaint]));
+        assert_eq!(verdicts(buggy), [Verdict::Nothing, Verdict::AddShutdownTaint, Verdict::Delete]);
+        // Another bug, or none, leaves the decision alone.
+        let correct = [Verdict::RemoveShutdownTaint, Verdict::AddShutdownTaint, Verdict::Delete];
+        assert_eq!(verdicts(lifecycle_decision(&Bugs::from([Bug::LeakLoadBalancers]))), correct);
+        assert_eq!(verdicts(lifecycle_decision(&Bugs::new())), correct);
+    }
+
+    #[tokio::test]
+    async fn leak_load_balancers_skips_only_the_clouds_deletion() {
+        let fake = Arc::new(FakeCloud::default());
+        let cloud = cloud_with(&Bugs::from([Bug::LeakLoadBalancers]), fake.clone());
+        let lb = cloud.load_balancer().expect("the inner cloud's load balancers are offered");
+        let web = service("web", &[], false);
+
+        lb.ensure_load_balancer("kubernetes", &web, &[]).await.unwrap();
+        lb.update_load_balancer("kubernetes", &web, &[]).await.unwrap();
+        lb.get_load_balancer("kubernetes", &web).await.unwrap();
+        lb.ensure_load_balancer_deleted("kubernetes", &web).await.expect("deleting seems to succeed");
+
+        assert_eq!(
+            fake.calls(),
+            [
+                "ensure_load_balancer default/web nodes=[]",
+                "update_load_balancer default/web nodes=[]",
+                "get_load_balancer default/web"
+            ]
+        );
+        assert!(cloud.instances_v2().is_some() && cloud.routes().is_some(), "the rest is the inner cloud's");
+        assert_eq!(cloud.provider_name(), fake.provider_name());
+    }
+
+    #[tokio::test]
+    async fn without_the_bug_the_cloud_is_untouched() {
+        let fake = Arc::new(FakeCloud::default());
+        let cloud = cloud_with(&Bugs::from([Bug::KeepShutdownTaint]), fake.clone());
+        let web = service("web", &[], false);
+        cloud.load_balancer().unwrap().ensure_load_balancer_deleted("kubernetes", &web).await.unwrap();
+        assert_eq!(fake.calls(), ["ensure_load_balancer_deleted default/web"]);
     }
 }

@@ -1,26 +1,30 @@
 //! The four controllers of upstream's cloud-controller-manager, on kube-rs:
 //! [`node`] (cloud-node), [`node_lifecycle`] (cloud-node-lifecycle), [`service`] (load balancers)
-//! and [`route`]. Each runs against whatever parts of the [`CloudProvider`] the cloud offers and
-//! reports its liveness to [`Health`] for `/healthz`.
+//! and [`route`]. Each is a struct owning what it uses (the client, the cloud, the metrics, its
+//! flags, and its own [`Events`] if it publishes any), runs against whatever parts of the
+//! [`CloudProvider`] the cloud offers, reports its liveness to [`Health`] for `/healthz`, and
+//! returns once its [`Shutdown`](crate::shutdown::Shutdown) is requested.
+//!
+//! [`CloudProvider`]: crate::cloud::CloudProvider
 
 pub mod node;
 pub mod node_lifecycle;
 pub mod route;
 pub mod service;
 
+#[cfg(test)]
+pub(crate) mod fixtures;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
-use crate::bugs::Bugs;
-use crate::cloud::{CloudError, CloudProvider};
-use crate::metrics::Metrics;
+use crate::cloud::CloudError;
 use crate::node::NodeInitError;
 
 /// Controller names as `--controllers` spells them.
@@ -62,69 +66,29 @@ pub fn slim_node(node: &mut Node) {
     }
 }
 
-/// Settings the controllers share, from the command line.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub cluster_name: String,
-    pub cluster_cidr: Option<IpNet>,
-    pub node_monitor_period: Duration,
-    pub node_status_update_frequency: Duration,
-    pub route_reconciliation_period: Duration,
-    pub concurrent_service_syncs: u16,
-    /// Deliberate bugs (`--testing-bugs`), only so tests can prove the cloud-e2e suite catches a
-    /// broken CCM; empty otherwise.
-    pub bugs: Bugs,
+/// A controller's events, reported as upstream's controller of that name reports them
+/// ([`event_source`]).
+pub struct Events {
+    recorder: Recorder,
 }
 
-/// What every reconciler gets.
-pub struct Context {
-    pub client: Client,
-    pub cloud: Arc<dyn CloudProvider>,
-    pub settings: Settings,
-    /// One event recorder per controller, reporting as upstream's controller of that name does.
-    pub recorders: BTreeMap<&'static str, Recorder>,
-    pub metrics: Arc<Metrics>,
-    pub health: Health,
-    /// Consecutive failures per service UID, for the service controller's backoff.
-    pub failures: Mutex<BTreeMap<String, u32>>,
-    /// What the service controller last synced per service UID.
-    pub synced: service::SyncedServices,
-}
-
-impl Context {
-    pub fn new(client: Client, cloud: Arc<dyn CloudProvider>, settings: Settings, metrics: Arc<Metrics>) -> Self {
-        let recorders = ALL
-            .iter()
-            .map(|&controller| {
-                let reporter = Reporter { controller: event_source(controller).into(), instance: hostname() };
-                (controller, Recorder::new(client.clone(), reporter))
-            })
-            .collect();
-        Context {
-            recorders,
-            client,
-            cloud,
-            settings,
-            metrics,
-            health: Health::default(),
-            failures: Mutex::new(BTreeMap::new()),
-            synced: Mutex::new(BTreeMap::new()),
-        }
+impl Events {
+    /// The recorder of `controller` (one of [`ALL`]).
+    pub fn of(controller: &'static str, client: Client) -> Self {
+        let reporter = Reporter { controller: event_source(controller).into(), instance: hostname() };
+        Events { recorder: Recorder::new(client, reporter) }
     }
 
-    /// Publishes an event of `controller` (one of [`ALL`]) about `object`; a failure to publish is
-    /// logged, never fatal.
-    pub async fn event<K: kube::Resource<DynamicType = ()>>(
+    /// Publishes an event about `object`; a failure to publish is logged, never fatal.
+    pub async fn publish<K: kube::Resource<DynamicType = ()>>(
         &self,
-        controller: &'static str,
         object: &K,
         type_: EventType,
         reason: &str,
         note: String,
     ) {
         let event = Event { type_, reason: reason.into(), note: Some(note), action: reason.into(), secondary: None };
-        let recorder = self.recorders.get(controller).expect("a recorder per controller");
-        if let Err(error) = recorder.publish(&event, &object.object_ref(&())).await {
+        if let Err(error) = self.recorder.publish(&event, &object.object_ref(&())).await {
             tracing::warn!(%error, reason, "could not publish event");
         }
     }

@@ -5,15 +5,19 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::{Context, Error, ROUTE, cloud, name_of};
-use crate::cloud::{Route, Routes};
+use super::{Error, Health, ROUTE, cloud, name_of};
+use crate::cloud::{CloudProvider, Route, Routes};
+use crate::metrics::Metrics;
+use crate::shutdown::Shutdown;
 
 /// (target node, destination CIDR): what identifies a route to this controller.
 pub type RouteKey = (String, String);
@@ -56,54 +60,84 @@ pub fn stale_routes<'a>(
         .collect()
 }
 
-/// Runs until the process stops.
-pub async fn run(ctx: Arc<Context>) {
-    let period = ctx.settings.route_reconciliation_period;
-    let mut ticker = tokio::time::interval(period);
-    loop {
-        ticker.tick().await;
-        ctx.health.beat(ROUTE, period * 3);
-        let _timer = ctx.metrics.reconcile(ROUTE);
-        if let Err(error) = reconcile(&ctx).await {
-            ctx.metrics.failed(ROUTE);
-            tracing::warn!(%error, "route reconciliation failed; retrying next period");
-        }
-    }
+/// Upstream's route controller.
+pub struct RouteController {
+    client: Client,
+    cloud: Arc<dyn CloudProvider>,
+    metrics: Arc<Metrics>,
+    health: Health,
+    cluster_name: String,
+    /// `--cluster-cidr`: routes are made and deleted only inside it.
+    cluster_cidr: Option<IpNet>,
+    /// `--route-reconciliation-period`.
+    period: Duration,
 }
 
-async fn reconcile(ctx: &Context) -> Result<(), Error> {
-    let Some(routes) = ctx.cloud.routes() else { return Ok(()) };
-    let cluster = &ctx.settings.cluster_name;
-    let cluster_cidr = ctx.settings.cluster_cidr.as_ref();
-    let api: Api<Node> = Api::all(ctx.client.clone());
-    let nodes = super::list_nodes(&api).await?;
-    let existing = routes.list_routes(cluster).await.map_err(cloud("list_routes"))?;
-    let desired = desired_routes(&nodes, cluster_cidr);
-
-    for route in stale_routes(&existing, &desired, cluster_cidr) {
-        routes.delete_route(cluster, route).await.map_err(cloud("delete_route"))?;
-        tracing::info!(node = %route.target_node, cidr = %route.destination_cidr, "deleted stale route");
+impl RouteController {
+    pub fn new(
+        client: Client,
+        cloud: Arc<dyn CloudProvider>,
+        metrics: Arc<Metrics>,
+        health: Health,
+        cluster_name: String,
+        cluster_cidr: Option<IpNet>,
+        period: Duration,
+    ) -> Self {
+        RouteController { client, cloud, metrics, health, cluster_name, cluster_cidr, period }
     }
-    let present: BTreeSet<RouteKey> =
-        existing.iter().map(|r| (r.target_node.clone(), r.destination_cidr.clone())).collect();
-    let mut failed = BTreeSet::new();
-    for node in &nodes {
-        for cidr in pod_cidrs(node).into_iter().filter(|c| inside(cluster_cidr, c)) {
-            let key = (name_of(node), cidr.clone());
-            if present.contains(&key) {
-                continue;
+
+    /// Reconciles each period until `shutdown`; a reconciliation under way is finished first.
+    pub async fn run(self, shutdown: Shutdown) {
+        let mut ticker = tokio::time::interval(self.period);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                () = shutdown.requested() => break,
             }
-            if let Err(error) = create(routes, cluster, node, &cidr).await {
-                tracing::warn!(node = %key.0, %cidr, %error, "could not create route");
-                failed.insert(key.0.clone());
+            self.health.beat(ROUTE, self.period * 3);
+            let _timer = self.metrics.reconcile(ROUTE);
+            if let Err(error) = self.reconcile().await {
+                self.metrics.failed(ROUTE);
+                tracing::warn!(%error, "route reconciliation failed; retrying next period");
             }
         }
+        tracing::info!("route controller stopped");
     }
-    // Nodes with no pod CIDR of ours have nothing to route; upstream leaves their condition alone.
-    for node in nodes.iter().filter(|n| pod_cidrs(n).iter().any(|c| inside(cluster_cidr, c))) {
-        set_network_unavailable(&api, node, failed.contains(&name_of(node))).await?;
+
+    async fn reconcile(&self) -> Result<(), Error> {
+        let Some(routes) = self.cloud.routes() else { return Ok(()) };
+        let cluster = &self.cluster_name;
+        let cluster_cidr = self.cluster_cidr.as_ref();
+        let api: Api<Node> = Api::all(self.client.clone());
+        let nodes = super::list_nodes(&api).await?;
+        let existing = routes.list_routes(cluster).await.map_err(cloud("list_routes"))?;
+        let desired = desired_routes(&nodes, cluster_cidr);
+
+        for route in stale_routes(&existing, &desired, cluster_cidr) {
+            routes.delete_route(cluster, route).await.map_err(cloud("delete_route"))?;
+            tracing::info!(node = %route.target_node, cidr = %route.destination_cidr, "deleted stale route");
+        }
+        let present: BTreeSet<RouteKey> =
+            existing.iter().map(|r| (r.target_node.clone(), r.destination_cidr.clone())).collect();
+        let mut failed = BTreeSet::new();
+        for node in &nodes {
+            for cidr in pod_cidrs(node).into_iter().filter(|c| inside(cluster_cidr, c)) {
+                let key = (name_of(node), cidr.clone());
+                if present.contains(&key) {
+                    continue;
+                }
+                if let Err(error) = create(routes, cluster, node, &cidr).await {
+                    tracing::warn!(node = %key.0, %cidr, %error, "could not create route");
+                    failed.insert(key.0.clone());
+                }
+            }
+        }
+        // Nodes with no pod CIDR of ours have nothing to route; upstream leaves their condition alone.
+        for node in nodes.iter().filter(|n| pod_cidrs(n).iter().any(|c| inside(cluster_cidr, c))) {
+            set_network_unavailable(&api, node, failed.contains(&name_of(node))).await?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 async fn create(routes: &dyn Routes, cluster: &str, node: &Node, cidr: &str) -> Result<(), Error> {
@@ -142,6 +176,8 @@ async fn set_network_unavailable(api: &Api<Node>, node: &Node, unavailable: bool
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::fixtures::{FakeCloud, mock_client, played, within_5s};
+    use http::Method;
     use serde_json::json;
 
     fn node(name: &str, cidrs: &[&str]) -> Node {
@@ -185,5 +221,49 @@ mod tests {
             stale,
             [("gone", "127.128.9.0/24", false), ("a", "127.128.5.0/24", false), ("a", "127.128.0.0/24", true)]
         );
+    }
+
+    #[tokio::test]
+    async fn a_node_without_its_route_gets_one_and_a_stale_route_goes() {
+        let cloud = Arc::new(FakeCloud::default());
+        cloud.routes.lock().unwrap().push(route("gone", "10.244.9.0/24"));
+        let (client, server) = mock_client();
+        let cluster_cidr = Some("10.244.0.0/16".parse().unwrap());
+        let period = Duration::from_secs(10);
+        let controller = RouteController::new(
+            client,
+            cloud.clone(),
+            Arc::default(),
+            Health::default(),
+            "kubernetes".into(),
+            cluster_cidr,
+            period,
+        );
+        let a = json!({"metadata": {"name": "a", "uid": "uid-a"}, "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"]}});
+        let verifier = server.verify(|mut server| async move {
+            let list = server.expect(Method::GET, "/api/v1/nodes").await;
+            list.respond(json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": [a.clone()]}));
+            let patch = server.expect(Method::PATCH, "/api/v1/nodes/a/status").await;
+            assert_eq!(patch.content_type, "application/strategic-merge-patch+json", "conditions merge by type");
+            let conditions = patch.body["status"]["conditions"].as_array().unwrap().clone();
+            assert_eq!(conditions.len(), 1, "{conditions:?}");
+            let fields = ["type", "status", "reason", "message"].map(|field| conditions[0][field].clone());
+            assert_eq!(
+                fields,
+                ["NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"].map(|v| json!(v))
+            );
+            patch.respond(a);
+            server
+        });
+
+        let result = within_5s(controller.reconcile()).await;
+
+        played(verifier).await.assert_no_more_requests().await;
+        result.unwrap();
+        let calls = ["list_routes", "delete_route gone 10.244.9.0/24", "create_route uid-a a 10.244.1.0/24"];
+        assert_eq!(cloud.calls(), calls);
+        let routes: Vec<(String, String)> =
+            cloud.routes.lock().unwrap().iter().map(|r| (r.target_node.clone(), r.destination_cidr.clone())).collect();
+        assert_eq!(routes, [("a".to_owned(), "10.244.1.0/24".to_owned())]);
     }
 }

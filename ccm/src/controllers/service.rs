@@ -10,11 +10,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
@@ -23,14 +24,17 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use serde_json::json;
 
-use super::{Context, Error, SERVICE, cloud};
-use crate::bugs::Bug;
-use crate::cloud::LoadBalancer;
+use super::{Error, Events, Health, SERVICE, cloud};
+use crate::cloud::{CloudProvider, LoadBalancer};
+use crate::metrics::Metrics;
+use crate::shutdown::Shutdown;
 
 pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 const MIN_BACKOFF: Duration = Duration::from_secs(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// The service controller reconciles only on changes: it counts as alive while its stream runs.
+const MAX_SILENCE: Duration = Duration::from_secs(3600);
 
 /// Whether this controller owns the service's load balancer.
 pub fn wants_load_balancer(service: &Service) -> bool {
@@ -72,158 +76,217 @@ fn node_relevance(node: &Node) -> Option<u64> {
     Some(hasher.finish())
 }
 
-/// Runs until the process stops.
-pub async fn run(ctx: Arc<Context>) {
-    let services: Api<Service> = Api::all(ctx.client.clone());
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let controller = Controller::new(services, watcher::Config::default());
-    let store = controller.store();
-    let node_changes = watcher(nodes, watcher::Config::default())
-        .default_backoff()
-        .touched_objects()
-        .predicate_filter(node_relevance, PredicateConfig::default());
-    ctx.health.beat(SERVICE, Duration::from_secs(3600));
-    controller
-        .watches_stream(node_changes, move |_node| {
-            let owned: Vec<ObjectRef<Service>> =
-                store.state().iter().filter(|s| wants_load_balancer(s)).map(|s| ObjectRef::from_obj(&**s)).collect();
-            owned
-        })
-        .with_config(kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrent_service_syncs))
-        .run(reconcile, error_policy, ctx.clone())
-        .for_each(|result| {
-            let ctx = ctx.clone();
-            async move {
-                ctx.health.beat(SERVICE, Duration::from_secs(3600));
+/// Upstream's service controller: load balancers for services.
+pub struct ServiceController {
+    client: Client,
+    cloud: Arc<dyn CloudProvider>,
+    events: Events,
+    metrics: Arc<Metrics>,
+    health: Health,
+    cluster_name: String,
+    /// `--concurrent-service-syncs`.
+    concurrency: u16,
+    /// Consecutive failures per service UID, for the backoff.
+    failures: Mutex<BTreeMap<String, u32>>,
+    /// What was last synced per service UID.
+    synced: Mutex<BTreeMap<String, Synced>>,
+}
+
+impl ServiceController {
+    pub fn new(
+        client: Client,
+        cloud: Arc<dyn CloudProvider>,
+        metrics: Arc<Metrics>,
+        health: Health,
+        cluster_name: String,
+        concurrency: u16,
+    ) -> Self {
+        let events = Events::of(SERVICE, client.clone());
+        ServiceController {
+            client,
+            cloud,
+            events,
+            metrics,
+            health,
+            cluster_name,
+            concurrency: concurrency.max(1),
+            failures: Mutex::default(),
+            synced: Mutex::default(),
+        }
+    }
+
+    /// Runs until `shutdown`, then lets the reconciles under way finish.
+    pub async fn run(self: Arc<Self>, shutdown: Shutdown) {
+        let services: Api<Service> = Api::all(self.client.clone());
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let controller = Controller::new(services, watcher::Config::default());
+        let store = controller.store();
+        let node_changes = watcher(nodes, watcher::Config::default())
+            .default_backoff()
+            .touched_objects()
+            .predicate_filter(node_relevance, PredicateConfig::default());
+        self.health.beat(SERVICE, MAX_SILENCE);
+        controller
+            .watches_stream(node_changes, move |_node| {
+                let owned: Vec<ObjectRef<Service>> = store
+                    .state()
+                    .iter()
+                    .filter(|s| wants_load_balancer(s))
+                    .map(|s| ObjectRef::from_obj(&**s))
+                    .collect();
+                owned
+            })
+            .with_config(kube::runtime::controller::Config::default().concurrency(self.concurrency))
+            .graceful_shutdown_on(shutdown.requested())
+            .run(Self::reconcile, Self::error_policy, self.clone())
+            .for_each(|result| {
+                self.health.beat(SERVICE, MAX_SILENCE);
                 if let Err(error) = result {
                     tracing::debug!(%error, "service reconcile failed");
                 }
-            }
-        })
-        .await;
-}
-
-async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _timer = ctx.metrics.reconcile(SERVICE);
-    let Some(lb) = ctx.cloud.load_balancer() else { return Ok(Action::await_change()) };
-    if !wants_load_balancer(&service) && !has_finalizer(&service) {
-        return Ok(Action::await_change());
+                futures::future::ready(())
+            })
+            .await;
+        tracing::info!("service controller stopped");
     }
-    let api: Api<Service> =
-        Api::namespaced(ctx.client.clone(), service.metadata.namespace.as_deref().unwrap_or("default"));
-    let result = if !wants_load_balancer(&service) && service.metadata.deletion_timestamp.is_none() {
-        // No longer a LoadBalancer (type or class changed): clean up, then let go of it.
-        delete_load_balancer(&service, lb, &ctx).await.map(|_| Action::await_change())?;
-        remove_finalizer(&api, &service).await.map(|_| Action::await_change())
-    } else {
-        finalizer(&api, FINALIZER, service.clone(), |event| async {
-            match event {
-                Finalizer::Apply(service) => ensure(&api, &service, lb, &ctx).await,
-                Finalizer::Cleanup(service) => {
-                    delete_load_balancer(&service, lb, &ctx).await.map(|_| Action::await_change())
+
+    async fn reconcile(service: Arc<Service>, this: Arc<Self>) -> Result<Action, Error> {
+        let _timer = this.metrics.reconcile(SERVICE);
+        let Some(lb) = this.cloud.load_balancer() else { return Ok(Action::await_change()) };
+        if !wants_load_balancer(&service) && !has_finalizer(&service) {
+            return Ok(Action::await_change());
+        }
+        let api: Api<Service> =
+            Api::namespaced(this.client.clone(), service.metadata.namespace.as_deref().unwrap_or("default"));
+        let result = if !wants_load_balancer(&service) && service.metadata.deletion_timestamp.is_none() {
+            // No longer a LoadBalancer (type or class changed): clean up, then let go of it.
+            this.delete_load_balancer(&service, lb).await?;
+            remove_finalizer(&api, &service).await.map(|_| Action::await_change())
+        } else {
+            finalizer(&api, FINALIZER, service.clone(), |event| async {
+                match event {
+                    Finalizer::Apply(service) => this.ensure(&api, &service, lb).await,
+                    Finalizer::Cleanup(service) => {
+                        this.delete_load_balancer(&service, lb).await.map(|_| Action::await_change())
+                    }
+                }
+            })
+            .await
+            .map_err(|e| match e {
+                kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => {
+                    e
+                }
+                other => Error::Finalizer(other.to_string()),
+            })
+        };
+        if result.is_ok() {
+            this.failures.lock().expect("failures lock").remove(&uid(&service));
+        }
+        result
+    }
+
+    fn error_policy(service: Arc<Service>, error: &Error, this: Arc<Self>) -> Action {
+        this.metrics.failed(SERVICE);
+        let failures = {
+            let mut failures = this.failures.lock().expect("failures lock");
+            let count = failures.entry(uid(&service)).or_default();
+            *count += 1;
+            *count
+        };
+        let delay = backoff(failures);
+        tracing::warn!(service = %key(&service), %error, ?delay, "failed to sync load balancer");
+        let message = format!("Error syncing load balancer: {error}");
+        tokio::spawn(async move {
+            this.events.publish(&*service, EventType::Warning, "SyncLoadBalancerFailed", message).await
+        });
+        Action::requeue(delay)
+    }
+
+    async fn ensure(&self, api: &Api<Service>, service: &Service, lb: &dyn LoadBalancer) -> Result<Action, Error> {
+        let cluster = &self.cluster_name;
+        let nodes = backends(&super::list_nodes(&Api::<Node>::all(self.client.clone())).await?);
+        let (existing, exists) = lb.get_load_balancer(cluster, service).await.map_err(cloud("get_load_balancer"))?;
+        let status = if exists
+            && same_status(existing.as_ref(), current_status(service).as_ref())
+            && !self.spec_changed(service)
+        {
+            // Only the node set can have changed: that is an update, as upstream's nodeSyncLoop does.
+            if self.backends_changed(service, &nodes) {
+                lb.update_load_balancer(cluster, service, &nodes).await.map_err(cloud("update_load_balancer"))?;
+                // Upstream's words exactly: no node count.
+                match nodes.is_empty() {
+                    true => self.unavailable(service).await,
+                    false => {
+                        let message = "Updated load balancer with new hosts".into();
+                        self.events.publish(service, EventType::Normal, "UpdatedLoadBalancer", message).await
+                    }
                 }
             }
-        })
-        .await
-        .map_err(|e| match e {
-            kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-            other => Error::Finalizer(other.to_string()),
-        })
-    };
-    if result.is_ok() {
-        ctx.failures.lock().expect("failures lock").remove(&uid(&service));
+            existing.unwrap_or_default()
+        } else {
+            let message = "Ensuring load balancer".into();
+            self.events.publish(service, EventType::Normal, "EnsuringLoadBalancer", message).await;
+            if nodes.is_empty() {
+                self.unavailable(service).await;
+            }
+            let status =
+                lb.ensure_load_balancer(cluster, service, &nodes).await.map_err(cloud("ensure_load_balancer"))?;
+            let message = "Ensured load balancer".into();
+            self.events.publish(service, EventType::Normal, "EnsuredLoadBalancer", message).await;
+            status
+        };
+        self.remember(service, &nodes);
+        if !same_status(current_status(service).as_ref(), Some(&status)) {
+            patch_status(api, service, Some(&status)).await?;
+        }
+        Ok(Action::await_change())
     }
-    result
-}
 
-fn error_policy(service: Arc<Service>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.failed(SERVICE);
-    let failures = {
-        let mut failures = ctx.failures.lock().expect("failures lock");
-        let count = failures.entry(uid(&service)).or_default();
-        *count += 1;
-        *count
-    };
-    let delay = backoff(failures);
-    tracing::warn!(service = %key(&service), %error, ?delay, "failed to sync load balancer");
-    let ctx = ctx.clone();
-    let message = format!("Error syncing load balancer: {error}");
-    tokio::spawn(async move {
-        ctx.event(super::SERVICE, &*service, EventType::Warning, "SyncLoadBalancerFailed", message).await
-    });
-    Action::requeue(delay)
+    /// Upstream's warning when a load balancer gets no backends.
+    async fn unavailable(&self, service: &Service) {
+        let message = "There are no available nodes for LoadBalancer".into();
+        self.events.publish(service, EventType::Warning, "UnAvailableLoadBalancer", message).await;
+    }
+
+    async fn delete_load_balancer(&self, service: &Service, lb: &dyn LoadBalancer) -> Result<(), Error> {
+        let message = "Deleting load balancer".into();
+        self.events.publish(service, EventType::Normal, "DeletingLoadBalancer", message).await;
+        lb.ensure_load_balancer_deleted(&self.cluster_name, service)
+            .await
+            .map_err(cloud("ensure_load_balancer_deleted"))?;
+        let message = "Deleted load balancer".into();
+        self.events.publish(service, EventType::Normal, "DeletedLoadBalancer", message).await;
+        self.synced.lock().expect("synced lock").remove(&uid(service));
+        Ok(())
+    }
+
+    fn spec_changed(&self, service: &Service) -> bool {
+        let synced = self.synced.lock().expect("synced lock");
+        synced.get(&uid(service)).is_none_or(|s| s.spec != spec_of(service))
+    }
+
+    fn backends_changed(&self, service: &Service, nodes: &[Node]) -> bool {
+        let synced = self.synced.lock().expect("synced lock");
+        synced.get(&uid(service)).is_none_or(|s| s.backends != backend_names(nodes))
+    }
+
+    fn remember(&self, service: &Service, nodes: &[Node]) {
+        let synced = Synced { spec: spec_of(service), backends: backend_names(nodes) };
+        self.synced.lock().expect("synced lock").insert(uid(service), synced);
+    }
 }
 
 fn uid(service: &Service) -> String {
     service.metadata.uid.clone().unwrap_or_default()
 }
 
-fn key(service: &Service) -> String {
+/// `namespace/name`, for logs.
+pub fn key(service: &Service) -> String {
     format!(
         "{}/{}",
         service.metadata.namespace.as_deref().unwrap_or_default(),
         service.metadata.name.as_deref().unwrap_or_default()
     )
-}
-
-async fn ensure(api: &Api<Service>, service: &Service, lb: &dyn LoadBalancer, ctx: &Context) -> Result<Action, Error> {
-    let cluster = &ctx.settings.cluster_name;
-    let nodes = backends(&super::list_nodes(&Api::<Node>::all(ctx.client.clone())).await?);
-    let (existing, exists) = lb.get_load_balancer(cluster, service).await.map_err(cloud("get_load_balancer"))?;
-    let status = if exists
-        && same_status(existing.as_ref(), current_status(service).as_ref())
-        && !spec_changed(service, ctx)
-    {
-        // Only the node set can have changed: that is an update, as upstream's nodeSyncLoop does.
-        if backends_changed(service, &nodes, ctx) {
-            lb.update_load_balancer(cluster, service, &nodes).await.map_err(cloud("update_load_balancer"))?;
-            // Upstream's words exactly: no node count.
-            match nodes.is_empty() {
-                true => unavailable(service, ctx).await,
-                false => {
-                    let message = "Updated load balancer with new hosts".into();
-                    ctx.event(super::SERVICE, service, EventType::Normal, "UpdatedLoadBalancer", message).await
-                }
-            }
-        }
-        existing.unwrap_or_default()
-    } else {
-        ctx.event(super::SERVICE, service, EventType::Normal, "EnsuringLoadBalancer", "Ensuring load balancer".into())
-            .await;
-        if nodes.is_empty() {
-            unavailable(service, ctx).await;
-        }
-        let status = lb.ensure_load_balancer(cluster, service, &nodes).await.map_err(cloud("ensure_load_balancer"))?;
-        ctx.event(super::SERVICE, service, EventType::Normal, "EnsuredLoadBalancer", "Ensured load balancer".into())
-            .await;
-        status
-    };
-    remember(service, &nodes, ctx);
-    if !same_status(current_status(service).as_ref(), Some(&status)) {
-        patch_status(api, service, Some(&status)).await?;
-    }
-    Ok(Action::await_change())
-}
-
-/// Upstream's warning when a load balancer gets no backends.
-async fn unavailable(service: &Service, ctx: &Context) {
-    let message = "There are no available nodes for LoadBalancer".into();
-    ctx.event(super::SERVICE, service, EventType::Warning, "UnAvailableLoadBalancer", message).await;
-}
-
-async fn delete_load_balancer(service: &Service, lb: &dyn LoadBalancer, ctx: &Context) -> Result<(), Error> {
-    ctx.event(super::SERVICE, service, EventType::Normal, "DeletingLoadBalancer", "Deleting load balancer".into())
-        .await;
-    if ctx.settings.bugs.contains(&Bug::LeakLoadBalancers) {
-        tracing::warn!(service = %key(service), "testing bug {}: not deleting the load balancer", Bug::LeakLoadBalancers);
-    } else {
-        lb.ensure_load_balancer_deleted(&ctx.settings.cluster_name, service)
-            .await
-            .map_err(cloud("ensure_load_balancer_deleted"))?;
-    }
-    ctx.event(super::SERVICE, service, EventType::Normal, "DeletedLoadBalancer", "Deleted load balancer".into()).await;
-    ctx.synced.lock().expect("synced lock").remove(&uid(service));
-    Ok(())
 }
 
 async fn remove_finalizer(api: &Api<Service>, service: &Service) -> Result<(), Error> {
@@ -269,7 +332,7 @@ async fn patch_status(api: &Api<Service>, service: &Service, status: Option<&Loa
 
 /// What the controller last synced for a service: its spec and annotations, and its backend node names.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Synced {
+struct Synced {
     spec: String,
     backends: BTreeSet<String>,
 }
@@ -280,25 +343,11 @@ fn spec_of(service: &Service) -> String {
     serde_json::to_string(&(&service.spec, &service.metadata.annotations)).unwrap_or_default()
 }
 
-fn spec_changed(service: &Service, ctx: &Context) -> bool {
-    ctx.synced.lock().expect("synced lock").get(&uid(service)).is_none_or(|s| s.spec != spec_of(service))
-}
-
-fn backends_changed(service: &Service, nodes: &[Node], ctx: &Context) -> bool {
-    ctx.synced.lock().expect("synced lock").get(&uid(service)).is_none_or(|s| s.backends != backend_names(nodes))
-}
-
-fn remember(service: &Service, nodes: &[Node], ctx: &Context) {
-    let synced = Synced { spec: spec_of(service), backends: backend_names(nodes) };
-    ctx.synced.lock().expect("synced lock").insert(uid(service), synced);
-}
-
-/// The synced map the context keeps for this controller.
-pub type SyncedServices = std::sync::Mutex<BTreeMap<String, Synced>>;
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::fixtures::{self, EVENTS, FakeCloud, LOAD_BALANCER_IP, mock_client, played, within_5s};
+    use http::Method;
     use serde_json::json;
 
     fn node(name: &str, labels: serde_json::Value, deleting: bool) -> Node {
@@ -354,5 +403,86 @@ mod tests {
         assert_eq!(node_relevance(&a), before);
         let excluded = node("a", json!({EXCLUDE_LABEL: "true"}), false);
         assert_ne!(node_relevance(&excluded), before);
+    }
+
+    const WEB: &str = "/api/v1/namespaces/default/services/web";
+
+    fn controller(cloud: Arc<FakeCloud>, client: Client) -> Arc<ServiceController> {
+        Arc::new(ServiceController::new(client, cloud, Arc::default(), Health::default(), "kubernetes".into(), 1))
+    }
+
+    /// The next request is the event `reason` about `default/web`, from the service controller.
+    async fn expect_event(server: &mut fixtures::ApiServer, reason: &str, note: &str) {
+        let event = server.expect(Method::POST, EVENTS).await;
+        assert_eq!((&event.body["reason"], &event.body["note"]), (&json!(reason), &json!(note)));
+        assert_eq!(event.body["reportingController"], "service-controller");
+        assert_eq!(event.body["regarding"]["kind"], "Service");
+        assert_eq!(event.body["regarding"]["name"], "web");
+        event.echo();
+    }
+
+    #[tokio::test]
+    async fn a_new_load_balancer_service_gets_the_finalizer_then_a_load_balancer_and_its_status() {
+        let cloud = Arc::new(FakeCloud::default());
+        let (client, server) = mock_client();
+        let controller = controller(cloud.clone(), client);
+        let new = fixtures::service("web", &[], false);
+        let finalized = fixtures::service("web", &[FINALIZER], false);
+        let answer = finalized.clone();
+        let verifier = server.verify(|mut server| async move {
+            let patch = server.expect(Method::PATCH, WEB).await;
+            assert_eq!(patch.content_type, "application/json-patch+json");
+            let add = json!({"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]});
+            assert!(patch.body.as_array().unwrap().contains(&add), "{}", patch.body);
+            patch.respond(&answer);
+
+            let list = server.expect(Method::GET, "/api/v1/nodes").await;
+            let nodes =
+                [json!({"metadata": {"name": "a"}}), json!({"metadata": {"name": "b", "labels": {EXCLUDE_LABEL: ""}}})];
+            list.respond(json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": nodes}));
+            expect_event(&mut server, "EnsuringLoadBalancer", "Ensuring load balancer").await;
+            expect_event(&mut server, "EnsuredLoadBalancer", "Ensured load balancer").await;
+            let status = server.expect(Method::PATCH, &format!("{WEB}/status")).await;
+            assert_eq!(status.content_type, "application/merge-patch+json");
+            assert_eq!(status.body, json!({"status": {"loadBalancer": {"ingress": [{"ip": LOAD_BALANCER_IP}]}}}));
+            status.respond(&answer);
+            server
+        });
+
+        let first = within_5s(ServiceController::reconcile(Arc::new(new), controller.clone())).await;
+        assert!(cloud.calls().is_empty(), "no load balancer before the finalizer: {:?}", cloud.calls());
+        let second = within_5s(ServiceController::reconcile(Arc::new(finalized), controller)).await;
+
+        played(verifier).await.assert_no_more_requests().await;
+        assert_eq!((first.unwrap(), second.unwrap()), (Action::await_change(), Action::await_change()));
+        assert_eq!(cloud.calls(), ["get_load_balancer default/web", "ensure_load_balancer default/web nodes=[a]"]);
+    }
+
+    #[tokio::test]
+    async fn a_deleted_service_loses_its_load_balancer_then_the_finalizer() {
+        let cloud = Arc::new(FakeCloud::default());
+        let (client, server) = mock_client();
+        let controller = controller(cloud.clone(), client);
+        let deleted = fixtures::service("web", &["example.com/other", FINALIZER], true);
+        let answer = fixtures::service("web", &["example.com/other"], true);
+        let verifier = server.verify(|mut server| async move {
+            expect_event(&mut server, "DeletingLoadBalancer", "Deleting load balancer").await;
+            expect_event(&mut server, "DeletedLoadBalancer", "Deleted load balancer").await;
+            let patch = server.expect(Method::PATCH, WEB).await;
+            assert_eq!(patch.content_type, "application/json-patch+json");
+            let ours = json!([
+                {"op": "test", "path": "/metadata/finalizers/1", "value": FINALIZER},
+                {"op": "remove", "path": "/metadata/finalizers/1"},
+            ]);
+            assert_eq!(patch.body, ours, "only our finalizer goes");
+            patch.respond(&answer);
+            server
+        });
+
+        let result = within_5s(ServiceController::reconcile(Arc::new(deleted), controller)).await;
+
+        played(verifier).await.assert_no_more_requests().await;
+        assert_eq!(result.unwrap(), Action::await_change());
+        assert_eq!(cloud.calls(), ["ensure_load_balancer_deleted default/web"]);
     }
 }
