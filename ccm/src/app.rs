@@ -36,7 +36,7 @@ use crate::controllers::node::CloudNode;
 use crate::controllers::node_lifecycle::{CloudNodeLifecycle, Decide};
 use crate::controllers::route::RouteController;
 use crate::controllers::service::ServiceController;
-use crate::controllers::{self, Health};
+use crate::controllers::{self, Common, Health};
 use crate::metrics::Metrics;
 use crate::shutdown::{self, Shutdown, Stop};
 
@@ -136,13 +136,8 @@ where
     let client = client(&options).await?;
     let (stop, shutdown) = shutdown::channel();
     tokio::spawn(signals.stop_on_first(stop));
-    let shared = Shared {
-        client: client.clone(),
-        cloud,
-        metrics: Arc::default(),
-        health: Health::default(),
-        lifecycle_decision: bugs::lifecycle_decision(&bugs),
-    };
+    let common = Common { client: client.clone(), cloud, metrics: Arc::default(), health: Health::default() };
+    let shared = Shared { common, lifecycle_decision: bugs::lifecycle_decision(&bugs) };
     let leading = Arc::new(AtomicBool::new(!options.leader_elect));
     let server = match options.secure_port {
         0 => None,
@@ -191,14 +186,11 @@ impl Signals {
     }
 }
 
-/// What the controllers are built from besides the flags; the first four are shared by all.
+/// What the controllers are built from besides the flags.
 #[derive(Clone)]
 struct Shared {
-    client: kube::Client,
-    /// The provider's cloud, as `--testing-bugs` decorates it.
-    cloud: Arc<dyn CloudProvider>,
-    metrics: Arc<Metrics>,
-    health: Health,
+    /// What every controller gets; its cloud as `--testing-bugs` decorates it.
+    common: Common,
     /// The decision cloud-node-lifecycle acts on, as `--testing-bugs` sets it.
     lifecycle_decision: Decide,
 }
@@ -233,27 +225,25 @@ async fn run_controllers(options: &Options, shared: &Shared, enabled: &[&'static
     tracing::info!(controllers = ?enabled, "starting controllers");
     let mut tasks = tokio::task::JoinSet::new();
     for &name in enabled {
-        let Shared { client, cloud, metrics, health, lifecycle_decision } = shared.clone();
+        let Shared { common, lifecycle_decision } = shared.clone();
         let shutdown = shutdown.clone();
         match name {
             controllers::CLOUD_NODE => {
                 let frequency = options.node_status_update_frequency;
-                tasks.spawn(Arc::new(CloudNode::new(client, cloud, metrics, health, frequency)).run(shutdown))
+                tasks.spawn(Arc::new(CloudNode::new(common, frequency)).run(shutdown))
             }
             controllers::CLOUD_NODE_LIFECYCLE => {
-                let lifecycle = CloudNodeLifecycle::new(client, cloud, metrics, health, options.node_monitor_period);
+                let lifecycle = CloudNodeLifecycle::new(common, options.node_monitor_period);
                 tasks.spawn(lifecycle.deciding_with(lifecycle_decision).run(shutdown))
             }
             controllers::SERVICE => {
                 let (cluster, syncs) = (options.cluster_name.clone(), options.concurrent_service_syncs);
-                tasks.spawn(
-                    Arc::new(ServiceController::new(client, cloud, metrics, health, cluster, syncs)).run(shutdown),
-                )
+                tasks.spawn(Arc::new(ServiceController::new(common, cluster, syncs)).run(shutdown))
             }
             _ => {
                 let (cluster, cidr, period) =
                     (options.cluster_name.clone(), options.cluster_cidr, options.route_reconciliation_period);
-                tasks.spawn(RouteController::new(client, cloud, metrics, health, cluster, cidr, period).run(shutdown))
+                tasks.spawn(RouteController::new(common, cluster, cidr, period).run(shutdown))
             }
         };
     }
@@ -272,7 +262,7 @@ async fn lead_then_run(
 ) -> Result<()> {
     let host = controllers::hostname().unwrap_or_else(|| "ccm".into());
     let identity = format!("{host}_{}", std::process::id());
-    let (mut is_leader, election) = join_election(options, &shared.client, &identity).await?;
+    let (mut is_leader, election) = join_election(options, &shared.common.client, &identity).await?;
     tracing::info!(%identity, lease = %options.leader_elect_resource_name, "waiting to become the leader");
     let elected = tokio::select! {
         elected = until_leading(&mut is_leader, true) => Some(elected),
@@ -283,7 +273,7 @@ async fn lead_then_run(
         Some(elected) => elected?,
     }
     tracing::info!(%identity, "became the leader");
-    announce_leader(&shared.client, options, &identity).await;
+    announce_leader(&shared.common.client, options, &identity).await;
     leading.store(true, Ordering::SeqCst);
     // Stopping means both: the stop requested and the controllers returned (with none enabled,
     // the leader keeps its lease until then).
@@ -389,7 +379,7 @@ async fn serve(
         .await
         .with_context(|| format!("--secure-port: cannot listen on {address}"))?;
     tracing::info!(%address, "serving /healthz, /readyz and /metrics");
-    let state = ServerState { metrics: shared.metrics.clone(), health: shared.health.clone(), leading };
+    let state = ServerState { metrics: shared.common.metrics.clone(), health: shared.common.health.clone(), leading };
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -502,8 +492,8 @@ mod tests {
         let (client, server) = mock_client();
         let mut requests = server.serve_nothing();
         let cloud = Arc::new(FakeCloud::default());
-        let shared =
-            Shared { client, cloud, metrics: Arc::default(), health: Health::default(), lifecycle_decision: decide };
+        let common = Common { client, cloud, metrics: Arc::default(), health: Health::default() };
+        let shared = Shared { common, lifecycle_decision: decide };
         let (stop, shutdown) = shutdown::channel();
         let running = tokio::spawn(async move { run_controllers(&options, &shared, controllers::ALL, shutdown).await });
         let mut seen = Vec::new();

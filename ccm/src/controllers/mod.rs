@@ -24,7 +24,8 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
-use crate::cloud::CloudError;
+use crate::cloud::{CloudError, CloudProvider};
+use crate::metrics::Metrics;
 use crate::node::NodeInitError;
 
 /// Controller names as `--controllers` spells them.
@@ -64,6 +65,16 @@ pub fn slim_node(node: &mut Node) {
     if let Some(status) = node.status.as_mut() {
         status.images = None;
     }
+}
+
+/// What every controller is built from: the API client, the cloud, and where it reports its
+/// metrics and liveness.
+#[derive(Clone)]
+pub struct Common {
+    pub client: Client,
+    pub cloud: Arc<dyn CloudProvider>,
+    pub metrics: Arc<Metrics>,
+    pub health: Health,
 }
 
 /// A controller's events, reported as upstream's controller of that name reports them

@@ -15,7 +15,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
 
-use super::{CLOUD_NODE, Error, Events, Health, cloud, name_of};
+use super::{CLOUD_NODE, Common, Error, Events, Health, cloud, name_of};
 use crate::cloud::{CloudProvider, InstancesV2};
 use crate::metrics::Metrics;
 use crate::node::{
@@ -35,13 +35,8 @@ pub struct CloudNode {
 }
 
 impl CloudNode {
-    pub fn new(
-        client: Client,
-        cloud: Arc<dyn CloudProvider>,
-        metrics: Arc<Metrics>,
-        health: Health,
-        status_update_frequency: Duration,
-    ) -> Self {
+    pub fn new(common: Common, status_update_frequency: Duration) -> Self {
+        let Common { client, cloud, metrics, health } = common;
         let events = Events::of(CLOUD_NODE, client.clone());
         CloudNode { client, cloud, events, metrics, health, status_update_frequency }
     }
@@ -174,7 +169,10 @@ mod tests {
     async fn an_uninitialized_node_is_initialized_in_one_update_then_gets_the_clouds_addresses() {
         let cloud = Arc::new(FakeCloud::with_instances([("node-1", FakeInstance::running("node-1", "10.0.0.1"))]));
         let (client, server) = mock_client();
-        let controller = Arc::new(CloudNode::new(client, cloud.clone(), Arc::default(), Health::default(), FREQUENCY));
+        let controller = Arc::new(CloudNode::new(
+            Common { client, cloud: cloud.clone(), metrics: Arc::default(), health: Health::default() },
+            FREQUENCY,
+        ));
         let verifier = server.verify(|mut server| async move {
             let replace = server.expect(Method::PUT, "/api/v1/nodes/node-1").await;
             let node = &replace.body;

@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::json;
 
-use super::{CLOUD_NODE_LIFECYCLE, Error, Events, Health, cloud, is_ready, name_of};
+use super::{CLOUD_NODE_LIFECYCLE, Common, Error, Events, Health, cloud, is_ready, name_of};
 use crate::cloud::{CloudProvider, InstancesV2};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
@@ -58,13 +58,8 @@ pub struct CloudNodeLifecycle {
 }
 
 impl CloudNodeLifecycle {
-    pub fn new(
-        client: Client,
-        cloud: Arc<dyn CloudProvider>,
-        metrics: Arc<Metrics>,
-        health: Health,
-        monitor_period: Duration,
-    ) -> Self {
+    pub fn new(common: Common, monitor_period: Duration) -> Self {
+        let Common { client, cloud, metrics, health } = common;
         let events = Events::of(CLOUD_NODE_LIFECYCLE, client.clone());
         CloudNodeLifecycle { client, cloud, events, metrics, health, monitor_period, decide }
     }
@@ -211,7 +206,10 @@ mod tests {
     }
 
     fn lifecycle(cloud: Arc<FakeCloud>, client: Client) -> CloudNodeLifecycle {
-        CloudNodeLifecycle::new(client, cloud, Arc::default(), Health::default(), Duration::from_secs(5))
+        CloudNodeLifecycle::new(
+            Common { client, cloud, metrics: Arc::default(), health: Health::default() },
+            Duration::from_secs(5),
+        )
     }
 
     /// `stopped` is NotReady on a shut-down instance, `back` is Ready with the taint, `gone` has no

@@ -14,7 +14,7 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::{Error, Health, ROUTE, cloud, name_of};
+use super::{Common, Error, Health, ROUTE, cloud, name_of};
 use crate::cloud::{CloudProvider, Route, Routes};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
@@ -74,15 +74,8 @@ pub struct RouteController {
 }
 
 impl RouteController {
-    pub fn new(
-        client: Client,
-        cloud: Arc<dyn CloudProvider>,
-        metrics: Arc<Metrics>,
-        health: Health,
-        cluster_name: String,
-        cluster_cidr: Option<IpNet>,
-        period: Duration,
-    ) -> Self {
+    pub fn new(common: Common, cluster_name: String, cluster_cidr: Option<IpNet>, period: Duration) -> Self {
+        let Common { client, cloud, metrics, health } = common;
         RouteController { client, cloud, metrics, health, cluster_name, cluster_cidr, period }
     }
 
@@ -231,10 +224,7 @@ mod tests {
         let cluster_cidr = Some("10.244.0.0/16".parse().unwrap());
         let period = Duration::from_secs(10);
         let controller = RouteController::new(
-            client,
-            cloud.clone(),
-            Arc::default(),
-            Health::default(),
+            Common { client, cloud: cloud.clone(), metrics: Arc::default(), health: Health::default() },
             "kubernetes".into(),
             cluster_cidr,
             period,

@@ -24,7 +24,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use serde_json::json;
 
-use super::{Error, Events, Health, SERVICE, cloud};
+use super::{Common, Error, Events, Health, SERVICE, cloud};
 use crate::cloud::{CloudProvider, LoadBalancer};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
@@ -93,14 +93,8 @@ pub struct ServiceController {
 }
 
 impl ServiceController {
-    pub fn new(
-        client: Client,
-        cloud: Arc<dyn CloudProvider>,
-        metrics: Arc<Metrics>,
-        health: Health,
-        cluster_name: String,
-        concurrency: u16,
-    ) -> Self {
+    pub fn new(common: Common, cluster_name: String, concurrency: u16) -> Self {
+        let Common { client, cloud, metrics, health } = common;
         let events = Events::of(SERVICE, client.clone());
         ServiceController {
             client,
@@ -408,7 +402,11 @@ mod tests {
     const WEB: &str = "/api/v1/namespaces/default/services/web";
 
     fn controller(cloud: Arc<FakeCloud>, client: Client) -> Arc<ServiceController> {
-        Arc::new(ServiceController::new(client, cloud, Arc::default(), Health::default(), "kubernetes".into(), 1))
+        Arc::new(ServiceController::new(
+            Common { client, cloud, metrics: Arc::default(), health: Health::default() },
+            "kubernetes".into(),
+            1,
+        ))
     }
 
     /// The next request is the event `reason` about `default/web`, from the service controller.
