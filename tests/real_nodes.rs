@@ -391,15 +391,8 @@ async fn the_local_cloud_carries_load_balancer_traffic_and_routes_on_real_nodes(
 
     // A route deleted from the cloud (with the CCM stopped, so it is not made again) leaves the nodes.
     cluster.0.as_mut().unwrap().stop_ccm(&ccm_binary).unwrap();
-    use ccm::cloud::Routes;
-    let gone = routes.iter().find(|r| r.cluster == name).unwrap();
-    let route = ccm::cloud::Route {
-        name: gone.name.clone(),
-        target_node: gone.target_node.clone(),
-        destination_cidr: gone.destination_cidr.clone(),
-        blackhole: false,
-    };
-    cloud.delete_route(&name, &route).await.unwrap();
+    let route = routes.iter().find(|r| r.cluster == name).unwrap().clone();
+    cloud.delete_route(&name, &route.name).await.unwrap();
     wait_for("the deleted route to leave the nodes", Duration::from_secs(30), || async {
         let left: Vec<BTreeSet<String>> = holders.iter().map(|h| pod_routes(*h)).collect();
         (!left.iter().flatten().any(|r| r.starts_with(&format!("{} ", route.destination_cidr)))).then_some(())

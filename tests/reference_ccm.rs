@@ -9,13 +9,12 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use ccm::cloud::{Route, Routes};
 use common::{TestCluster, assert_torn_down, bring_up, options, wait_for};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use local_cloud::LocalCloud;
-use local_cloud::api::{FaultMode, FaultSpec};
+use local_cloud::api::{CreateRoute, FaultMode, FaultSpec};
 use local_cluster::cloud::{self, CloudOptions};
 use local_cluster::nodes;
 use local_cluster::toolchain;
@@ -103,7 +102,7 @@ async fn nodes_are_initialised_and_routed_by_the_reference_ccm() {
     let expected: BTreeSet<(String, String)> =
         (0..3).map(|i| (nodes::node_name("ccm-init", i), nodes::pod_cidr(i))).collect();
     wait_for("routes for every pod CIDR", Duration::from_secs(30), || async {
-        let routes = cloud.list_routes("ccm-init").await.ok()?;
+        let routes = cloud.routes("list_routes", "ccm-init").await.ok()?;
         let have: BTreeSet<(String, String)> =
             routes.into_iter().map(|r| (r.target_node, r.destination_cidr)).collect();
         (have == expected).then_some(())
@@ -119,15 +118,14 @@ async fn nodes_are_initialised_and_routed_by_the_reference_ccm() {
     .await;
 
     // A stale route inside the cluster CIDR is removed.
-    let stale = Route {
-        name: String::new(),
+    let stale = CreateRoute {
+        name_hint: "stale".into(),
         target_node: "no-such-node".into(),
         destination_cidr: "127.128.200.0/24".into(),
-        blackhole: false,
     };
-    cloud.create_route("ccm-init", "stale", &stale).await.unwrap();
+    cloud.create_route("ccm-init", &stale).await.unwrap();
     wait_for("the stale route to be deleted", Duration::from_secs(30), || async {
-        let routes = cloud.list_routes("ccm-init").await.ok()?;
+        let routes = cloud.routes("list_routes", "ccm-init").await.ok()?;
         (!routes.iter().any(|r| r.target_node == "no-such-node")).then_some(())
     })
     .await;

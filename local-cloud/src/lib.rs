@@ -1,5 +1,6 @@
 //! The local simulated cloud: an HTTP service holding instances, load balancers and routes, with
-//! fault injection, and the `local` cloud provider ([`client::LocalCloud`]) that talks to it.
+//! fault injection, and a client of its API ([`client::LocalCloud`]). The `local` cloud provider
+//! (ccm's cloud traits over this API) is the reference CCM's, in `reference-ccm`.
 //! With real nodes, [`data_plane`] makes its load balancers and routes carry traffic inside the
 //! cluster's own network namespaces (`serve --private-ip-pool` hands out that network's addresses).
 //!
@@ -65,7 +66,7 @@ pub mod pool;
 pub mod server;
 pub mod store;
 
-pub use client::{ClientConfig, ClientError, LocalCloud, PROVIDER_ID_PREFIX, PROVIDER_NAME};
+pub use client::{ApiError, ClientConfig, ClientError, LocalCloud, PROVIDER_ID_PREFIX, PROVIDER_NAME};
 pub use pool::{DEFAULT_IP_POOL, IpPool};
 pub use server::{ADDRESS_FILE, LocalCloudServer, ServeError, ServerConfig, url_from_state_dir};
 pub use store::{STATE_FILE, StoreError};

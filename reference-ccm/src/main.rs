@@ -64,7 +64,7 @@ fn local_provider(path: Option<&Path>) -> Result<Arc<dyn CloudProvider>> {
         (None, None) => bail!("--cloud-config {} names neither `url` nor `stateDir`", path.display()),
     };
     let cloud = local_cloud::LocalCloud::new(local_cloud::ClientConfig::new(url))?;
-    Ok(Arc::new(cloud))
+    Ok(Arc::new(reference_ccm::local_provider::LocalProvider::new(cloud)))
 }
 
 #[cfg(test)]

@@ -177,9 +177,21 @@ async fn event_ids(w: &World, name: &str, reason: &str) -> BTreeSet<(String, Str
         .collect()
 }
 
+/// The name upstream's `cloudprovider.DefaultLoadBalancerName` gives a service's load balancer,
+/// which clouds name theirs after: `a` + the service's UID without dashes, cut to 32 bytes. (The
+/// suite tests CCMs as processes and does not link the CCM library, which has its own copy.)
+pub fn default_load_balancer_name(service: &Service) -> String {
+    let uid = service.metadata.uid.as_deref().unwrap_or_default();
+    let mut name = format!("a{}", uid.replace('-', ""));
+    while name.len() > 32 {
+        name.pop();
+    }
+    name
+}
+
 /// Whether a `list_load_balancers` entry is the service's load balancer.
 pub fn belongs(entry: &str, service: &Service) -> bool {
-    let lb_name = ccm::cloud::default_load_balancer_name(service);
+    let lb_name = default_load_balancer_name(service);
     if lb_name.len() > 1 && entry.contains(&lb_name) {
         return true;
     }
@@ -208,7 +220,7 @@ fn hook_failed(error: String) -> Verdict {
 
 async fn wait_listed(w: &World, service: &Service) -> Result<String, Verdict> {
     let key = key(w, service.metadata.name.as_deref().unwrap_or_default());
-    let lb_name = ccm::cloud::default_load_balancer_name(service);
+    let lb_name = default_load_balancer_name(service);
     let what = format!("the cloud to list a load balancer for service {key}");
     wait::until(&what, LB_TIMEOUT, || async {
         match cloud_entry(w, service).await {

@@ -116,3 +116,18 @@ fn hooks_are_rendered_with_the_node() {
     let hooks = Hooks { terminate_instance: Some(hook), ..Hooks::default() };
     assert!(HookRunner::new(hooks, Default::default()).has(HookKind::TerminateInstance));
 }
+
+#[test]
+fn load_balancers_are_named_as_upstream_names_them() {
+    let mut service = k8s_openapi::api::core::v1::Service::default();
+    service.metadata.uid = Some("1b4e28ba-2fa1-11d2-883f-0016d3cca427".into());
+    // cloudprovider.DefaultLoadBalancerName: "a" + the UID without dashes, 32 bytes at most.
+    assert_eq!(load_balancers::default_load_balancer_name(&service), "a1b4e28ba2fa111d2883f0016d3cca42");
+    service.metadata.uid = Some("short".into());
+    assert_eq!(load_balancers::default_load_balancer_name(&service), "ashort");
+    service.metadata.namespace = Some("shop".into());
+    service.metadata.name = Some("web".into());
+    assert!(load_balancers::belongs("ashort 10.0.0.1", &service));
+    assert!(load_balancers::belongs("lb shop/web", &service));
+    assert!(!load_balancers::belongs("lb shop/webx", &service));
+}

@@ -1,4 +1,5 @@
-//! The local cloud served in-process on 127.0.0.1, driven through the `local` provider.
+//! The local cloud served in-process on 127.0.0.1, driven through the `local` provider (ccm's
+//! cloud traits over its API), as the reference CCM's controllers drive it.
 
 use std::path::Path;
 use std::time::Duration;
@@ -10,11 +11,11 @@ use local_cloud::api::{
     Address, AddressType, CreateInstance, ErrorBody, FaultMode, FaultSpec, InstanceState,
     LoadBalancer as LoadBalancerBody,
 };
-use local_cloud::client::SOURCE_RANGES_ANNOTATION;
 use local_cloud::{
     ADDRESS_FILE, ClientConfig, IpPool, LocalCloud, LocalCloudServer, STATE_FILE, ServeError, ServerConfig, StoreError,
     url_from_state_dir,
 };
+use reference_ccm::local_provider::{LocalProvider, SOURCE_RANGES_ANNOTATION};
 use tempfile::TempDir;
 
 const CLUSTER: &str = "kubernetes";
@@ -29,7 +30,7 @@ async fn start(state_dir: &Path, pool: &str) -> LocalCloudServer {
     LocalCloudServer::start(config).await.unwrap()
 }
 
-fn client(url: &str, timeout: Duration) -> LocalCloud {
+fn client(url: &str, timeout: Duration) -> LocalProvider {
     let config = ClientConfig {
         timeout,
         retries: RETRIES,
@@ -37,12 +38,12 @@ fn client(url: &str, timeout: Duration) -> LocalCloud {
         max_backoff: Duration::from_millis(20),
         ..ClientConfig::new(url)
     };
-    LocalCloud::new(config).unwrap()
+    LocalProvider::new(LocalCloud::new(config).unwrap())
 }
 
 struct Cloud {
     server: LocalCloudServer,
-    cloud: LocalCloud,
+    cloud: LocalProvider,
     dir: TempDir,
 }
 
@@ -82,13 +83,13 @@ fn service(uid: &str, port: i32) -> Service {
     }
 }
 
-async fn create_instance(cloud: &LocalCloud, name: &str) -> String {
-    cloud.create_instance(&CreateInstance { name: name.into(), ..CreateInstance::default() }).await.unwrap().id
+async fn create_instance(cloud: &LocalProvider, name: &str) -> String {
+    cloud.cloud().create_instance(&CreateInstance { name: name.into(), ..CreateInstance::default() }).await.unwrap().id
 }
 
-async fn inject(cloud: &LocalCloud, operation: &str, count: Option<u64>, mode: FaultMode, delay_ms: u64) {
+async fn inject(cloud: &LocalProvider, operation: &str, count: Option<u64>, mode: FaultMode, delay_ms: u64) {
     let spec = FaultSpec { operation: operation.into(), count, mode, status: 503, delay_ms };
-    cloud.inject_fault(&spec).await.unwrap();
+    cloud.cloud().inject_fault(&spec).await.unwrap();
 }
 
 fn http() -> reqwest::Client {
@@ -132,7 +133,7 @@ async fn instance_metadata_comes_from_the_instance_found_by_name_or_provider_id(
             Address { kind: AddressType::Hostname, address: "node-1".into() },
         ],
     };
-    let id = cloud.create_instance(&request).await.unwrap().id;
+    let id = cloud.cloud().create_instance(&request).await.unwrap().id;
     create_instance(&cloud, "node-2").await;
 
     let metadata = cloud.instance_metadata(&node("node-1")).await.unwrap();
@@ -176,7 +177,7 @@ async fn terminated_instances_no_longer_exist() {
     let id = create_instance(&cloud, "node-1").await;
     assert!(cloud.instance_exists(&node("node-1")).await.unwrap());
 
-    let terminated = cloud.terminate_instance("node-1").await.unwrap();
+    let terminated = cloud.cloud().terminate_instance("node-1").await.unwrap();
 
     assert_eq!(terminated.state, InstanceState::Terminated);
     assert!(!cloud.instance_exists(&node("node-1")).await.unwrap());
@@ -192,11 +193,11 @@ async fn shut_down_instances_exist_and_report_shutdown_until_started() {
     create_instance(&cloud, "node-1").await;
     assert!(!cloud.instance_shutdown(&node("node-1")).await.unwrap());
 
-    cloud.shutdown_instance("node-1").await.unwrap();
+    cloud.cloud().shutdown_instance("node-1").await.unwrap();
 
     assert!(cloud.instance_shutdown(&node("node-1")).await.unwrap());
     assert!(cloud.instance_exists(&node("node-1")).await.unwrap());
-    cloud.start_instance("node-1").await.unwrap();
+    cloud.cloud().start_instance("node-1").await.unwrap();
     assert!(!cloud.instance_shutdown(&node("node-1")).await.unwrap());
     server.shutdown().await.unwrap();
 }
@@ -206,11 +207,12 @@ async fn a_second_live_instance_with_the_same_name_is_refused() {
     let Cloud { server, cloud, dir: _dir } = cloud().await;
     create_instance(&cloud, "node-1").await;
 
-    let duplicate = cloud.create_instance(&CreateInstance { name: "node-1".into(), ..Default::default() }).await;
+    let duplicate =
+        cloud.cloud().create_instance(&CreateInstance { name: "node-1".into(), ..Default::default() }).await;
 
-    let message = api_message(duplicate.unwrap_err());
+    let message = duplicate.unwrap_err().0;
     assert!(message.contains("create_instance") && message.contains("409"), "{message}");
-    assert_eq!(cloud.list_instances().await.unwrap().len(), 1);
+    assert_eq!(cloud.cloud().list_instances().await.unwrap().len(), 1);
     server.shutdown().await.unwrap();
 }
 
@@ -234,7 +236,7 @@ async fn load_balancers_get_distinct_ips_new_backends_and_free_their_ip_on_delet
 
     cloud.update_load_balancer(CLUSTER, &first, &[node("n2"), node("n3")]).await.unwrap();
     let name = cloud.get_load_balancer_name(CLUSTER, &first);
-    let listed = cloud.list_load_balancers().await.unwrap();
+    let listed = cloud.cloud().list_load_balancers().await.unwrap();
     let stored = listed.iter().find(|balancer| balancer.name == name).unwrap();
     assert_eq!(stored.backends, vec!["n2", "n3"]);
     assert_eq!((stored.ports[0].port, stored.ports[0].node_port), (80, 30080));
@@ -274,7 +276,7 @@ async fn source_ranges_round_trip_survive_a_backend_update_and_must_be_cidrs() {
         (patched.backends.as_slice(), patched.source_ranges.as_slice()),
         (&["n2".to_string()][..], &created.source_ranges[..])
     );
-    let listed = cloud.list_load_balancers().await.unwrap();
+    let listed = cloud.cloud().list_load_balancers().await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].source_ranges, created.source_ranges);
 
@@ -301,12 +303,12 @@ async fn the_provider_sends_the_services_source_ranges_and_refuses_bad_ones() {
 
     cloud.ensure_load_balancer(CLUSTER, &annotated, &[node("n1")]).await.unwrap();
 
-    let listed = cloud.list_load_balancers().await.unwrap();
+    let listed = cloud.cloud().list_load_balancers().await.unwrap();
     assert_eq!(listed[0].source_ranges, ["10.1.0.0/16", "192.168.0.0/24"]);
     let plain = service("bbbb", 80);
     cloud.ensure_load_balancer(CLUSTER, &plain, &[]).await.unwrap();
     let name = cloud.get_load_balancer_name(CLUSTER, &plain);
-    let listed = cloud.list_load_balancers().await.unwrap();
+    let listed = cloud.cloud().list_load_balancers().await.unwrap();
     assert_eq!(listed.iter().find(|b| b.name == name).unwrap().source_ranges, ["0.0.0.0/0"]);
 
     annotated.metadata.annotations =
@@ -316,7 +318,7 @@ async fn the_provider_sends_the_services_source_ranges_and_refuses_bad_ones() {
     assert!(message.contains("default/svc-aaaa") && message.contains(SOURCE_RANGES_ANNOTATION), "{message}");
     assert!(message.contains("bogus"), "{message}");
     // Nothing reached the cloud: the load balancer keeps its ranges.
-    let listed = cloud.list_load_balancers().await.unwrap();
+    let listed = cloud.cloud().list_load_balancers().await.unwrap();
     let kept = listed.iter().find(|b| b.service == "default/svc-aaaa").unwrap();
     assert_eq!(kept.source_ranges, ["10.1.0.0/16", "192.168.0.0/24"]);
     server.shutdown().await.unwrap();
@@ -378,7 +380,7 @@ async fn routes_are_created_listed_and_deleted() {
 async fn state_survives_a_restart_from_the_same_state_dir() {
     let Cloud { server, cloud, dir } = cloud().await;
     let id = create_instance(&cloud, "node-1").await;
-    cloud.shutdown_instance("node-1").await.unwrap();
+    cloud.cloud().shutdown_instance("node-1").await.unwrap();
     let kept_ip = ingress_ip(&cloud.ensure_load_balancer(CLUSTER, &service("aaaa", 80), &[]).await.unwrap());
     let route = Route { target_node: "node-1".into(), destination_cidr: "10.244.1.0/24".into(), ..Route::default() };
     cloud.create_route(CLUSTER, "uid-1", &route).await.unwrap();
@@ -412,7 +414,7 @@ async fn the_address_file_tells_other_processes_where_the_cloud_is() {
     assert_eq!(health.status(), 200);
     let metrics = http().get(format!("{url}/metrics")).send().await.unwrap();
     assert!(metrics.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
-    assert_eq!(cloud.list_instances().await.unwrap(), vec![]);
+    assert_eq!(cloud.cloud().list_instances().await.unwrap(), vec![]);
     server.shutdown().await.unwrap();
 }
 
@@ -457,7 +459,7 @@ async fn fewer_faults_than_retries_fail_exactly_those_calls_and_the_call_succeed
     let url = server.url();
     assert_eq!(metric(&url, &requests("instance_metadata", 503)).await, 2);
     assert_eq!(metric(&url, &requests("instance_metadata", 200)).await, 1);
-    assert!(cloud.list_faults().await.unwrap().is_empty());
+    assert!(cloud.cloud().list_faults().await.unwrap().is_empty());
     // Other operations were never faulted.
     assert!(cloud.instance_exists(&node("node-1")).await.unwrap());
     assert_eq!(metric(&url, &requests("instance_exists", 503)).await, 0);
@@ -481,7 +483,7 @@ async fn persistent_faults_exhaust_the_retries_and_name_the_operation() {
     let route = Route { target_node: "node-1".into(), destination_cidr: "10.244.1.0/24".into(), ..Route::default() };
     assert!(api_message(cloud.create_route(CLUSTER, "u", &route).await.unwrap_err()).contains("create_route"));
 
-    assert_eq!(cloud.clear_faults().await.unwrap(), 1);
+    assert_eq!(cloud.cloud().clear_faults().await.unwrap(), 1);
     assert!(cloud.instance_exists(&node("node-1")).await.unwrap());
     server.shutdown().await.unwrap();
 }
@@ -537,9 +539,9 @@ async fn nonsense_faults_are_refused_by_the_server() {
     let spec =
         FaultSpec { operation: "reboot".into(), count: Some(1), mode: FaultMode::Fail, status: 503, delay_ms: 0 };
 
-    let message = api_message(cloud.inject_fault(&spec).await.unwrap_err());
+    let message = cloud.cloud().inject_fault(&spec).await.unwrap_err().0;
 
     assert!(message.contains("400") && message.contains("unknown operation"), "{message}");
-    assert!(cloud.list_faults().await.unwrap().is_empty());
+    assert!(cloud.cloud().list_faults().await.unwrap().is_empty());
     server.shutdown().await.unwrap();
 }
