@@ -11,6 +11,7 @@ mod real_images;
 mod real_nodes;
 mod reference_ccm;
 mod results_s3;
+mod submission_checks;
 mod suites;
 mod testgrid_fixture;
 mod testgrid_parity;

@@ -52,6 +52,34 @@ pub fn bundled_entry(name: &str) -> Option<&'static str> {
     Some(&rest[..end])
 }
 
+/// The text of provider `name`'s entry in the providers file `text`, as written: from its `- `
+/// line to the next entry or top-level key, without the blank and comment lines before that.
+pub fn provider_entry<'t>(text: &'t str, name: &str) -> Option<&'t str> {
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).ok()?;
+    let providers = value.get("providers")?.as_sequence()?;
+    let index = providers.iter().position(|p| p.get("name").and_then(|n| n.as_str()) == Some(name))?;
+    let line = locate::YamlPath::root().key("providers").index(index).locate(text)?.line;
+    let mut lines = text.split_inclusive('\n').scan(0, |offset, line| {
+        let start = *offset;
+        *offset += line.len();
+        Some((start, line))
+    });
+    let (start, first) = lines.nth(line - 1)?;
+    let dash = first.find('-')?;
+    let mut end = start + first.len();
+    for (offset, line) in lines {
+        let content = line.trim_start();
+        if content.is_empty() || content.starts_with('#') {
+            continue;
+        }
+        if line.len() - content.len() <= dash {
+            break;
+        }
+        end = offset + line.len();
+    }
+    Some(&text[start..end])
+}
+
 /// Why `providers.yaml` could not be loaded. Every variant names the file; those about its content
 /// give the line and column, and say what to do.
 #[derive(Debug, thiserror::Error)]
@@ -194,8 +222,14 @@ pub struct Suite {
     pub timeout: Duration,
 }
 
-/// The suites every file has: `cloud-e2e`, `conformance`, `conformance-quick`.
-pub const BUILTIN_SUITES: [&str; 3] = ["cloud-e2e", "conformance", "conformance-quick"];
+/// The suites every file has: `cloud-e2e`, `conformance`, `conformance-quick`,
+/// `certified-conformance`.
+pub const BUILTIN_SUITES: [&str; 4] = ["cloud-e2e", "conformance", "conformance-quick", "certified-conformance"];
+/// The built-in suite that runs conformance for certification and writes the submission.
+pub const CERTIFIED_CONFORMANCE: &str = "certified-conformance";
+/// ginkgo processes of a certification run: serial specs run last on one of them, as Hydrophone's
+/// `--parallel` runs them.
+pub const CERTIFIED_CONFORMANCE_PARALLEL: u16 = 4;
 
 /// Upstream's conformance tests, for ginkgo's `--focus`.
 pub const CONFORMANCE_FOCUS: &str = r"\[Conformance\]";
@@ -222,6 +256,11 @@ impl Suite {
             suite("cloud-e2e", SuiteKind::CloudE2e { focus: None, skip: None }, 30),
             suite("conformance", ginkgo(CONFORMANCE_FOCUS, None, 4), 180),
             suite("conformance-quick", ginkgo(CONFORMANCE_FOCUS, Some(QUICK_SKIP), 8), 60),
+            suite(
+                CERTIFIED_CONFORMANCE,
+                SuiteKind::CertifiedConformance { parallel: CERTIFIED_CONFORMANCE_PARALLEL },
+                180,
+            ),
         ]
     }
 }
@@ -242,6 +281,13 @@ pub enum SuiteKind {
     },
     /// Any command; it writes `junit_*.xml` into `{artifacts}` and exits non-zero on failure.
     Exec { command: CommandSpec },
+    /// Upstream conformance exactly as certification takes it (focus `[Conformance]`, nothing
+    /// skipped), then the `cncf/k8s-conformance` submission of the provider's `certification:`
+    /// product. Built in only.
+    CertifiedConformance {
+        /// ginkgo `--procs`.
+        parallel: u16,
+    },
 }
 
 impl SuiteKind {
@@ -252,6 +298,7 @@ impl SuiteKind {
             SuiteKind::CloudE2e { .. } => "cloud-e2e",
             SuiteKind::Ginkgo { .. } => "ginkgo",
             SuiteKind::Exec { .. } => "exec",
+            SuiteKind::CertifiedConformance { .. } => CERTIFIED_CONFORMANCE,
         }
     }
 }
@@ -311,6 +358,9 @@ pub struct Provider {
     /// The CI jobs per Kubernetes version; one running every suite unless the file splits them.
     pub jobs: Vec<JobSpec>,
     pub testgrid: ProviderTestGrid,
+    /// The product a `certified-conformance` run certifies (`PRODUCT.yaml`); its values may hold
+    /// `{provider_version}` and `{kubernetes_version}`, filled in at run time.
+    pub certification: Option<certification::Product>,
 }
 
 impl Provider {

@@ -68,6 +68,24 @@ pub struct RawProvider {
     pub jobs: Option<Vec<RawJob>>,
     #[serde(default)]
     pub testgrid: RawProviderTestGrid,
+    pub certification: Option<RawCertification>,
+}
+
+/// The product a `certified-conformance` run certifies: `PRODUCT.yaml`'s fields.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCertification {
+    pub vendor: String,
+    pub name: String,
+    pub version: String,
+    pub website_url: String,
+    pub repo_url: Option<String>,
+    pub documentation_url: String,
+    pub product_logo_url: Option<String>,
+    #[serde(rename = "type")]
+    pub product_type: String,
+    pub description: String,
+    pub contact_email_address: String,
 }
 
 #[derive(Debug, Deserialize)]

@@ -482,7 +482,7 @@ fn an_unknown_suite_required_is_refused_with_the_known_ones() {
     assert_eq!((problem.path.as_str(), problem.location), ("providers[0].required.suites[1]", at(15, 27)));
     assert_eq!(
         problem.problem.to_string(),
-        "unknown suite `conformence`; the suites are: cloud-e2e, conformance, conformance-quick \
+        "unknown suite `conformence`; the suites are: certified-conformance, cloud-e2e, conformance, conformance-quick \
          (define more under the top-level `suites:`)"
     );
 }
@@ -698,4 +698,98 @@ fn the_flake_policy_gives_bisect_its_runs_per_commit() {
         only_problem(&edit("    deployer: {kind: existing}", "    deployer: {kind: existing}\n    flake: {runs: 0}"));
     assert_eq!(problem.path, "providers[0].flake.runs");
     assert!(problem.problem.to_string().contains("at least one run"), "{}", problem.problem);
+}
+
+// ---- certification ----
+
+const CERTIFICATION: &str = "    certification:
+      vendor: Example
+      name: Example Kubernetes
+      version: 1.0
+      website_url: https://example.org/
+      documentation_url: https://example.org/docs
+      type: distribution
+      description: A distribution.
+      contact_email_address: kube@example.org
+";
+
+#[test]
+fn a_certification_block_becomes_the_product() {
+    let config = load(&format!("{BASE}{CERTIFICATION}")).unwrap();
+    let product = config.provider("p").unwrap().certification.clone().unwrap();
+    // Read as the string it was written as, and written to PRODUCT.yaml as one.
+    assert_eq!(product.version, "1.0");
+    assert_eq!(product.folder(), "example-kubernetes");
+    let bundled = ProvidersConfig::bundled();
+    let local = bundled.provider("local").unwrap().certification.clone().expect("local certifies this project");
+    assert_eq!(local.version, "{provider_version}");
+    assert_eq!(local.problems(), []);
+}
+
+#[test]
+fn a_bad_certification_field_is_refused_at_its_line() {
+    let text = format!("{BASE}{}", CERTIFICATION.replace("type: distribution", "type: platform"));
+    let problem = only_problem(&text);
+    assert_eq!(problem.location, at(20, 13), "{problem:?}");
+    assert_eq!(
+        problem.problem.to_string(),
+        "certification `type` `platform` is not one of: distribution, hosted platform, installer"
+    );
+    let text = format!("{BASE}{}", CERTIFICATION.replace("kube@example.org", "kube at example"));
+    let problem = only_problem(&text);
+    assert_eq!(problem.location, at(22, 30), "{problem:?}");
+    assert!(
+        problem
+            .problem
+            .to_string()
+            .starts_with("certification `contact_email_address` `kube at example` is not an e-mail address"),
+        "{problem:?}"
+    );
+    let text = format!("{BASE}{}", CERTIFICATION.replace("https://example.org/docs", "docs/"));
+    assert_eq!(only_problem(&text).location, at(19, 26));
+}
+
+#[test]
+fn a_missing_certification_field_is_refused_by_name() {
+    let text = format!("{BASE}{}", CERTIFICATION.replace("      description: A distribution.\n", ""));
+    let err = load(&text).unwrap_err();
+    assert!(err.to_string().contains("missing field `description`"), "{err}");
+    assert_eq!(err.location().map(|l| l.line), Some(15), "{err}");
+}
+
+#[test]
+fn certification_placeholders_are_the_two_versions_only() {
+    let text = format!("{BASE}{}", CERTIFICATION.replace("version: 1.0", "version: \"{provider_version}-{cluster}\""));
+    let problem = only_problem(&text);
+    assert_eq!(problem.location, at(17, 16));
+    assert!(
+        problem.problem.to_string().contains("PRODUCT.yaml takes only {provider_version} and {kubernetes_version}"),
+        "{problem:?}"
+    );
+    let fine = format!("{BASE}{}", CERTIFICATION.replace("version: 1.0", "version: \"{provider_version}\""));
+    assert!(load(&fine).is_ok());
+}
+
+#[test]
+fn the_certified_suite_needs_a_certification_block() {
+    let problem = only_problem(&edit("    suites: [cloud-e2e]", "    suites: [cloud-e2e, certified-conformance]"));
+    assert_eq!(problem.location, at(13, 25));
+    assert!(problem.problem.to_string().contains("has no `certification:` block"), "{problem:?}");
+    let text =
+        format!("{}{CERTIFICATION}", edit("    suites: [cloud-e2e]", "    suites: [cloud-e2e, certified-conformance]"));
+    let config = load(&text).unwrap();
+    let suite = config.suite(CERTIFIED_CONFORMANCE).unwrap();
+    assert_eq!(suite.kind, SuiteKind::CertifiedConformance { parallel: CERTIFIED_CONFORMANCE_PARALLEL });
+}
+
+#[test]
+fn a_provider_entry_is_its_text_as_written() {
+    let text = format!("{BASE}{CERTIFICATION}  # the next one\n  - name: q\n    repo: x\ntestgrid_after: 1\n");
+    let entry = provider_entry(&text, "p").unwrap();
+    assert!(entry.starts_with("  - name: p\n    repo: https://github.com/o/p\n"), "{entry}");
+    assert!(entry.ends_with("      contact_email_address: kube@example.org\n"), "{entry}");
+    assert_eq!(provider_entry(&text, "q"), Some("  - name: q\n    repo: x\n"));
+    assert_eq!(provider_entry(&text, "nope"), None);
+    let local = provider_entry(BUNDLED, "local").unwrap();
+    assert!(local.contains("certification:") && !local.contains("name: local-upstream"), "{local}");
 }

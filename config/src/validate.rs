@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use super::locate::{Location, YamlPath};
 use super::raw::{
-    RawBuild, RawDeploy, RawDeployer, RawFile, RawHook, RawProvider, RawSuite, RawTestGrid, RawTestMatcher,
+    RawBuild, RawCertification, RawDeploy, RawDeployer, RawFile, RawHook, RawProvider, RawSuite, RawTestGrid,
+    RawTestMatcher,
 };
 use super::template::{self, Placeholder, TemplateError};
 use super::{
@@ -142,6 +143,14 @@ pub enum Problem {
     NodesOutOfRange { nodes: u32, max: u32 },
     #[error("`{0}` must be at least 1")]
     Zero(&'static str),
+    #[error("certification `{field}` {reason}")]
+    BadCertification { field: &'static str, reason: String },
+    #[error(
+        "suite `certified-conformance` writes a submission for the provider's product, and this provider has no \
+         `certification:` block; add one (vendor, name, version, website_url, documentation_url, type, description, \
+         contact_email_address: docs/providers.md)"
+    )]
+    CertificationMissing,
     #[error("job name `{job}` is {len} characters; Prow wants at most 63: shorten the provider (or job) name")]
     JobNameTooLong { job: String, len: usize },
     #[error(
@@ -478,6 +487,17 @@ impl Checker<'_> {
             let at = at.key("flake").key("runs");
             self.report(&at, Problem::BadValue { what: "flake runs", value: "0".into(), reason });
         }
+        let certification = match raw.certification {
+            Some(raw) => self.certification(raw, &at.key("certification")),
+            None => {
+                self.certification_missing(&provider_suites, &at.key("suites"));
+                // The one job of a provider without `jobs:` runs `suites`, reported above.
+                for (j, job) in jobs.iter().enumerate().filter(|(_, job)| job.name.is_some()) {
+                    self.certification_missing(&job.suites, &at.key("jobs").index(j).key("suites"));
+                }
+                None
+            }
+        };
         let (deployer, ccm) = (deployer?, ccm?);
         named.then_some(Provider {
             name: raw.name,
@@ -495,7 +515,53 @@ impl Checker<'_> {
             flake_runs: flake_runs.max(1),
             jobs,
             testgrid,
+            certification,
         })
+    }
+
+    fn certification_missing(&mut self, suites: &[String], at: &YamlPath) {
+        if let Some(i) = suites.iter().position(|s| s == crate::CERTIFIED_CONFORMANCE) {
+            self.report(&at.index(i), Problem::CertificationMissing);
+        }
+    }
+
+    /// The `certification:` block: `PRODUCT.yaml`'s checks on each value without placeholders
+    /// (one with `{provider_version}` or `{kubernetes_version}` is checked once filled in).
+    fn certification(&mut self, raw: RawCertification, at: &YamlPath) -> Option<certification::Product> {
+        let product = certification::Product {
+            vendor: raw.vendor,
+            name: raw.name,
+            version: raw.version,
+            website_url: raw.website_url,
+            repo_url: raw.repo_url,
+            documentation_url: raw.documentation_url,
+            product_logo_url: raw.product_logo_url,
+            product_type: raw.product_type,
+            description: raw.description,
+            contact_email_address: raw.contact_email_address,
+        };
+        let before = self.problems.len();
+        for (field, value) in product.fields() {
+            let Some(value) = value else { continue };
+            let field_at = at.key(field);
+            match template::placeholders(value) {
+                Err(error) => self.report(&field_at, Problem::Template(error)),
+                Ok(used) if used.is_empty() => {
+                    if let Err(reason) = certification::product::check_field(field, value) {
+                        self.report(&field_at, Problem::BadCertification { field, reason });
+                    }
+                }
+                Ok(used) => {
+                    for placeholder in used {
+                        if !matches!(placeholder, Placeholder::ProviderVersion | Placeholder::KubernetesVersion) {
+                            let reason = "PRODUCT.yaml takes only {provider_version} and {kubernetes_version}";
+                            self.report(&field_at, Problem::PlaceholderNotHere { placeholder, reason });
+                        }
+                    }
+                }
+            }
+        }
+        (self.problems.len() == before).then_some(product)
     }
 
     fn versions(&mut self, raw: Vec<String>, at: &YamlPath, deployer: Option<DeployerKind>) -> Vec<KubernetesVersion> {

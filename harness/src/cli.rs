@@ -7,6 +7,7 @@ use cli_support::signals;
 use local_cluster::toolchain;
 
 mod bisect;
+mod conformance;
 mod lkg_command;
 mod publish_command;
 mod run;
@@ -39,6 +40,9 @@ pub enum Command {
     /// Run one built-in suite against a cluster that is already up (`harness suite cloud-e2e`).
     #[command(subcommand)]
     Suite(suite::SuiteCommand),
+    /// Conformance certification: check a cncf/k8s-conformance submission folder.
+    #[command(subcommand)]
+    Conformance(conformance::ConformanceCommand),
     /// Run the matrix of providers.yaml (provider × Kubernetes version), one cluster per cell.
     Matrix(run::MatrixArgs),
     /// Upload a build directory to the store in the Prow layout TestGrid reads, and index it; or,
@@ -343,6 +347,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run_one(args).await,
         Command::Matrix(args) => run::run_matrix(args).await,
         Command::Suite(command) => suite::run_suite(command).await,
+        Command::Conformance(command) => conformance::run_conformance(command).await,
         Command::Publish(args) => publish_command::run_publish(args).await,
         Command::Index(args) => publish_command::run_index(args).await,
         Command::Lkg(command) => lkg_command::run_lkg(command).await,

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
 use super::layout::{error_page, negotiate, not_found, percent_encode, time, unavailable};
-use super::{BuildView, Source};
+use super::{Artifact, BuildView, Source};
 use crate::grid;
 
 /// What a build's log is called in its directory (Prow's pod utilities write it).
@@ -81,6 +81,21 @@ fn url_path(path: &str) -> String {
     percent_encode(path, b"/")
 }
 
+/// Where the harness's `certified-conformance` suite writes a submission (`vX.Y/<product>/`) in
+/// a build directory, and the output of the checks it applied to it.
+pub const SUBMISSIONS: &str = "artifacts/k8s-conformance/";
+pub const CHECKS_FILE: &str = "artifacts/certification-checks.txt";
+
+/// The submission folder among a build's files (`v1.37/<product>`), and its files.
+fn submission(artifacts: &[Artifact]) -> Option<(String, Vec<&Artifact>)> {
+    let first = artifacts.iter().find_map(|a| a.path.strip_prefix(SUBMISSIONS))?;
+    let (release, rest) = first.split_once('/')?;
+    let (product, _) = rest.split_once('/')?;
+    let folder = format!("{release}/{product}");
+    let prefix = format!("{SUBMISSIONS}{folder}/");
+    Some((folder, artifacts.iter().filter(|a| a.path.starts_with(&prefix)).collect()))
+}
+
 fn render(view: &BuildView) -> Markup {
     let column = &view.column;
     let file = |path: &str| format!("/job/{}/build/{}/file/{}", view.job, column.build, url_path(path));
@@ -111,6 +126,15 @@ fn render(view: &BuildView) -> Markup {
             None if view.artifacts.is_none() => p { "This server was started without --store, so it cannot read the build's files." },
             None => p { "This build has no " (BUILD_LOG) "." },
         }
+        @if let Some((folder, files)) = view.artifacts.as_deref().and_then(submission) {
+            h2 { "Conformance submission" }
+            p {
+                "The folder of a " code { "cncf/k8s-conformance" } " pull request, " code { (folder) }
+                ", as the certified-conformance suite wrote it; "
+                a href=(file(CHECKS_FILE)) { "its checks" } "."
+            }
+            ul.submission { @for artifact in files { li { a href=(file(&artifact.path)) { (artifact.path.rsplit('/').next().unwrap_or_default()) } " " small { (artifact.size) " bytes" } } } }
+        }
         @if let Some(artifacts) = &view.artifacts {
             h2 { "Artifacts" }
             ul.artifacts { @for artifact in artifacts { li { a href=(file(&artifact.path)) { (artifact.path) } " " small { (artifact.size) " bytes" } } } }
@@ -130,6 +154,48 @@ mod tests {
         for bad in ["", "/etc/passwd", "../../x", "a/../../b", "a//b", "./a", "a\\..\\b"] {
             assert!(!is_relative_inside(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_conformance_submission_gets_a_section_of_its_own() {
+        let artifact = |path: &str| Artifact { path: path.into(), size: 7 };
+        let artifacts = vec![
+            artifact("artifacts/junit_runner.xml"),
+            artifact("artifacts/certification-checks.txt"),
+            artifact("artifacts/k8s-conformance/v1.37/reference-ccm/PRODUCT.yaml"),
+            artifact("artifacts/k8s-conformance/v1.37/reference-ccm/junit_01.xml"),
+        ];
+        let (folder, files) = submission(&artifacts).unwrap();
+        assert_eq!(folder, "v1.37/reference-ccm");
+        assert_eq!(files.len(), 2);
+        assert_eq!(submission(&artifacts[..2]), None);
+        let view = BuildView {
+            job: "ci-cloud-provider-local-conformance-k8s-1.37".into(),
+            column: grid::Column {
+                build: "1".into(),
+                started_at: 0,
+                finished_at: None,
+                kubernetes_version: None,
+                provider_version: None,
+                state: "finished".into(),
+                passed: Some(true),
+            },
+            result: Some("SUCCESS".into()),
+            artifacts_url: "file:///r".into(),
+            steps: Vec::new(),
+            failures: Vec::new(),
+            counts: Vec::new(),
+            artifacts: Some(artifacts),
+            log_tail: None,
+        };
+        let html = render(&view).into_string();
+        assert!(html.contains("<h2>Conformance submission</h2>"), "{html}");
+        assert!(html.contains("<code>v1.37/reference-ccm</code>"), "{html}");
+        assert!(
+            html.contains("/file/artifacts/k8s-conformance/v1.37/reference-ccm/PRODUCT.yaml\">PRODUCT.yaml</a>"),
+            "{html}"
+        );
+        assert!(html.contains("/file/artifacts/certification-checks.txt\">its checks</a>"), "{html}");
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub fn needs_toolchain(config: &ProvidersConfig, provider: &Provider) -> bool {
         .iter()
         .chain(&provider.required.suites)
         .filter_map(|name| config.suite(name))
-        .any(|suite| matches!(suite.kind, SuiteKind::Ginkgo { .. }));
+        .any(|suite| matches!(suite.kind, SuiteKind::Ginkgo { .. } | SuiteKind::CertifiedConformance { .. }));
     matches!(provider.deployer, Deployer::Local { .. })
         || matches!(provider.ccm.build, CcmBuild::Toolchain { .. })
         || ginkgo

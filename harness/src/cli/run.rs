@@ -30,7 +30,8 @@ pub struct RunArgs {
     /// Comma-separated suites to run [default: the provider's].
     #[arg(long, value_delimiter = ',')]
     pub suites: Option<Vec<String>>,
-    /// The job name [default: the matrix cell's, ci-cloud-provider-<provider>-k8s-<minor>].
+    /// The job name [default: the matrix cell's, ci-cloud-provider-<provider>-k8s-<minor>; with the
+    /// certified-conformance suite, ci-cloud-provider-<provider>-conformance-k8s-<minor>].
     #[arg(long, env = "JOB_NAME")]
     pub job: Option<String>,
     /// The build id [default: $BUILD_ID, else $PROW_JOB_ID, else a new one].

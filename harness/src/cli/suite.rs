@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use super::ConfigArg;
 use config::template::{Placeholder, Vars};
 use harness::suites::cloud_e2e::CloudE2eSuite;
-use harness::suites::{SuiteContext, SuiteRunner};
+use harness::suites::{SuiteContext, SuiteRunner, metadata};
 
 #[derive(Debug, Subcommand)]
 pub enum SuiteCommand {
@@ -104,6 +104,7 @@ pub async fn run_suite(command: SuiteCommand) -> Result<()> {
         timeout: args.timeout,
     };
     let outcome = super::until_interrupted(suite.run(&ctx)).await??;
+    record_job_version(&ctx.kubeconfig, &args.artifacts).await;
     println!("cloud-e2e: {}", outcome.summary);
     for file in &outcome.junit {
         println!("  junit: {}", file.display());
@@ -112,6 +113,25 @@ pub async fn run_suite(command: SuiteCommand) -> Result<()> {
         bail!("cloud-e2e failed: {}", outcome.summary);
     }
     Ok(())
+}
+
+/// The tested server's version as `job-version` in `$ARTIFACTS/metadata.json`, which kubetest2's
+/// exec tester leaves empty ([`metadata`]); a warning when it cannot be had.
+async fn record_job_version(kubeconfig: &std::path::Path, artifacts: &std::path::Path) {
+    let recorded = match metadata::server_version(kubeconfig).await {
+        Ok(version) => {
+            metadata::record_job_version(artifacts, &version).map_err(|e| e.to_string()).map(|wrote| (version, wrote))
+        }
+        Err(e) => Err(e),
+    };
+    let file = artifacts.join("metadata.json");
+    match recorded {
+        Ok((version, true)) => println!("  job-version: {version} ({})", file.display()),
+        Ok((version, false)) => {
+            println!("  job-version: kept the one {} names (the server is {version})", file.display())
+        }
+        Err(e) => tracing::warn!("metadata.json: job-version not recorded: {e}"),
+    }
 }
 
 fn default_kubeconfig() -> Option<PathBuf> {

@@ -20,6 +20,7 @@
 
 mod ccm_steps;
 pub mod steps;
+mod submission;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -64,6 +65,11 @@ pub enum RunError {
     Index(#[from] results::index::IndexError),
     #[error(transparent)]
     Toolchain(#[from] local_cluster::toolchain::ToolchainError),
+    #[error(
+        "provider {provider} has no `certification:` block in providers.yaml, and suite certified-conformance writes \
+         the submission of the product it names: add one (docs/providers.md), or run other --suites"
+    )]
+    NoCertification { provider: String },
 }
 
 /// What `harness run` was asked to do.
@@ -134,8 +140,12 @@ pub fn generated_build_id() -> String {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or_default().to_string()
 }
 
+/// The job of a run with the `certified-conformance` suite: `ci-cloud-provider-<p>-conformance-k8s-<minor>`.
+pub const CERTIFICATION_JOB: &str = "conformance";
+
 /// Everything checked before a run starts anything.
 struct Plan<'a> {
+    config: &'a ProvidersConfig,
     provider: &'a Provider,
     version: &'a KubernetesVersion,
     suites: Vec<&'a config::Suite>,
@@ -164,10 +174,20 @@ fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, 
                 known: config.suites.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
             })
         })
-        .collect::<Result<_, _>>()?;
-    let job = opts.job.clone().unwrap_or_else(|| config::jobs::job_name(&provider.name, None, version));
+        .collect::<Result<Vec<&config::Suite>, _>>()?;
+    if provider.certification.is_none()
+        && suites.iter().any(|suite: &&config::Suite| matches!(suite.kind, SuiteKind::CertifiedConformance { .. }))
+    {
+        return Err(RunError::NoCertification { provider: provider.name.clone() });
+    }
+    // Certification runs are a job of their own, so that its grid shows only full, skip-free runs.
+    let certifies = suites.iter().any(|suite| matches!(suite.kind, SuiteKind::CertifiedConformance { .. }));
+    let job = opts
+        .job
+        .clone()
+        .unwrap_or_else(|| config::jobs::job_name(&provider.name, certifies.then_some(CERTIFICATION_JOB), version));
     let provider_version = opts.provider_version.clone().unwrap_or_else(|| default_provider_version(provider, version));
-    Ok(Plan { provider, version, suites, job, provider_version })
+    Ok(Plan { config, provider, version, suites, job, provider_version })
 }
 
 /// The release tag of a provider's CCM the toolchain builds from the Go module proxy (`goproxy:`
@@ -186,14 +206,16 @@ fn default_provider_version(provider: &Provider, kubernetes: &KubernetesVersion)
         config::CcmBuild::Toolchain { bin, .. } => local_cluster::toolchain::TOOLCHAIN_CCMS.contains(&bin.as_str()),
         config::CcmBuild::Command { .. } => false,
     };
+    bundled.then(workspace_commit).flatten().unwrap_or_else(|| "unknown".into())
+}
+
+/// The commit of the workspace this harness was built from, when it is a git checkout.
+fn workspace_commit() -> Option<String> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let head = || {
-        let output =
-            std::process::Command::new("git").arg("-C").arg(&workspace).args(["rev-parse", "HEAD"]).output().ok()?;
-        let commit = String::from_utf8(output.stdout).ok()?.trim().to_owned();
-        (output.status.success() && !commit.is_empty()).then_some(commit)
-    };
-    bundled.then(head).flatten().unwrap_or_else(|| "unknown".into())
+    let output =
+        std::process::Command::new("git").arg("-C").arg(&workspace).args(["rev-parse", "HEAD"]).output().ok()?;
+    let commit = String::from_utf8(output.stdout).ok()?.trim().to_owned();
+    (output.status.success() && !commit.is_empty()).then_some(commit)
 }
 
 /// Runs one build end to end (see the module doc). `Err` only for what is checked before anything
@@ -359,10 +381,13 @@ async fn run_steps(
         let mut failed = Vec::new();
         for suite in &plan.suites {
             *suite_under_way = Some(suite.name.clone());
-            let outcome = runner(suite, plan.provider, opts)?.run(&ctx(suite)).await.map_err(|e| e.to_string())?;
+            let outcome = runner(suite, plan, opts, &vars)?.run(&ctx(suite)).await.map_err(|e| e.to_string())?;
             *suite_under_way = None;
             steps_note(&outcome.summary, &suite.name);
-            if !outcome.passed && plan.provider.required.suites.contains(&suite.name) {
+            // A certification run fails whenever its submission would be refused.
+            let required = plan.provider.required.suites.contains(&suite.name)
+                || matches!(suite.kind, SuiteKind::CertifiedConformance { .. });
+            if !outcome.passed && required {
                 failed.push(format!("{} ({})", suite.name, outcome.summary));
             }
         }
@@ -403,7 +428,13 @@ async fn tear_down(
 }
 
 /// The suite runner for a suite of providers.yaml.
-fn runner(suite: &config::Suite, provider: &Provider, opts: &RunOptions) -> Result<Box<dyn SuiteRunner>, String> {
+fn runner(
+    suite: &config::Suite,
+    plan: &Plan<'_>,
+    opts: &RunOptions,
+    vars: &Vars,
+) -> Result<Box<dyn SuiteRunner>, String> {
+    let provider = plan.provider;
     match &suite.kind {
         SuiteKind::Exec { command } => {
             let dir = command.dir.as_ref().map(|d| opts.provider_dir.join(d)).or(Some(opts.provider_dir.clone()));
@@ -429,6 +460,9 @@ fn runner(suite: &config::Suite, provider: &Provider, opts: &RunOptions) -> Resu
             crate::suites::cloud_e2e::CloudE2eSuite::new(&suite.name, provider, focus.as_deref(), skip.as_deref())
                 .map(|suite| Box::new(suite) as Box<dyn SuiteRunner>)
                 .map_err(|e| e.to_string())
+        }
+        SuiteKind::CertifiedConformance { parallel } => {
+            submission::suite(&suite.name, *parallel, plan, vars).map(|suite| Box::new(suite) as Box<dyn SuiteRunner>)
         }
     }
 }

@@ -92,6 +92,7 @@ impl SuiteRunner for ExecSuite {
             argv,
             env: env.into_iter().collect(),
             cwd: self.working_dir(),
+            output: None,
             timeout: ctx.timeout,
             stop: vec![(Signal::SIGTERM, EXEC_KILL_GRACE)],
         };
@@ -134,6 +135,8 @@ pub(crate) struct Invocation {
     /// Set after `KUBECONFIG` and `ARTIFACTS`, so the suite's own values win.
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
+    /// Where its stdout and stderr go; [`output_file`] when `None`.
+    pub output: Option<PathBuf>,
     /// When the process group is asked to stop.
     pub timeout: Duration,
     /// How it is asked, in order: each signal to the process group, then that long for it to
@@ -241,7 +244,7 @@ pub(crate) async fn run_captured(
     };
 
     fs::create_dir_all(&ctx.artifacts).map_err(write_error(suite, &ctx.artifacts))?;
-    let output = output_file(&ctx.artifacts, suite);
+    let output = invocation.output.clone().unwrap_or_else(|| output_file(&ctx.artifacts, suite));
     let out = fs::File::create(&output).map_err(write_error(suite, &output))?;
     let err = out.try_clone().map_err(write_error(suite, &output))?;
 

@@ -111,12 +111,10 @@ impl GinkgoSuite {
 
     /// The programs it runs for `ctx`: the ones given, else the installed toolchain's.
     pub fn binaries(&self, ctx: &SuiteContext) -> Result<Binaries, SuiteError> {
-        if let Some(binaries) = &self.binaries {
-            return Ok(binaries.clone());
+        match &self.binaries {
+            Some(binaries) => Ok(binaries.clone()),
+            None => toolchain_binaries(&self.name, ctx),
         }
-        let cannot_run = |e: toolchain::ToolchainError| exec::cannot_run(&self.name, format!("e2e.test: {e}"));
-        let release = toolchain::resolve(Some(&ctx.kubernetes_version)).map_err(cannot_run)?;
-        Ok(Binaries::of(&toolchain::installed(&release).map_err(cannot_run)?))
     }
 
     /// The command line for `ctx`; `report_prefix` is `e2e.test`'s `--report-prefix`.
@@ -166,6 +164,13 @@ impl GinkgoSuite {
     }
 }
 
+/// The installed toolchain's programs for the context's Kubernetes version.
+pub(crate) fn toolchain_binaries(suite: &str, ctx: &SuiteContext) -> Result<Binaries, SuiteError> {
+    let cannot_run = |e: toolchain::ToolchainError| exec::cannot_run(suite, format!("e2e.test: {e}"));
+    let release = toolchain::resolve(Some(&ctx.kubernetes_version)).map_err(cannot_run)?;
+    Ok(Binaries::of(&toolchain::installed(&release).map_err(cannot_run)?))
+}
+
 /// A Go `time.Duration` string (`90s`, `1500ms`) for ginkgo's flags.
 pub fn go_duration(duration: Duration) -> String {
     if duration.subsec_millis() == 0 {
@@ -200,6 +205,7 @@ impl SuiteRunner for GinkgoSuite {
             argv,
             env: Vec::new(),
             cwd: None,
+            output: None,
             timeout: ctx.timeout.saturating_add(GINKGO_CLEANUP_GRACE),
             // Two interrupts, a second apart (signals sent at once would merge into one).
             stop: vec![(Signal::SIGINT, Duration::from_secs(1)), (Signal::SIGINT, GINKGO_REPORT_GRACE)],

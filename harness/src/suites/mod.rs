@@ -3,7 +3,9 @@
 //! - `exec` ([`exec`]): any command, output captured; a failing command becomes a JUnit failure,
 //!   as kubetest2's exec tester does;
 //! - `ginkgo` ([`ginkgo`]): upstream `e2e.test` of the cluster's Kubernetes version under ginkgo;
-//! - `cloud-e2e` ([`cloud_e2e`]): the harness's built-in cloud-provider suite.
+//! - `cloud-e2e` ([`cloud_e2e`]): the harness's built-in cloud-provider suite;
+//! - `certified-conformance` ([`certified_conformance`]): upstream conformance as certification
+//!   runs it, and the `cncf/k8s-conformance` submission written and checked.
 //!
 //! A test failing is not an error here: it is in the JUnit, and [`SuiteOutcome::passed`] says so.
 //! [`SuiteError`] is for a suite that could not run at all (a missing binary, a bad template).
@@ -15,10 +17,12 @@ use async_trait::async_trait;
 
 use config::template::Vars;
 
+pub mod certified_conformance;
 pub mod cloud_e2e;
 pub mod exec;
 pub mod ginkgo;
 pub mod local_skips;
+pub mod metadata;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {

@@ -262,6 +262,12 @@ impl Toolchain {
     pub fn binary(&self, name: &str) -> PathBuf {
         self.dir.join("bin").join(name)
     }
+
+    /// The Go release its binaries were built with (`go1.26.8`), from its manifest.
+    pub fn go_version(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.dir.join("manifest.json")).ok()?;
+        serde_json::from_str::<Manifest>(&text).ok().map(|manifest| manifest.go_version)
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]

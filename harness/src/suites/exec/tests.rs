@@ -193,6 +193,7 @@ async fn a_command_that_ignores_sigterm_gets_sigkill() {
         argv: vec!["sh".into(), "-c".into(), "trap '' TERM; sleep 300".into()],
         env: Vec::new(),
         cwd: None,
+        output: None,
         timeout: Duration::from_millis(300),
         stop: vec![(Signal::SIGTERM, Duration::from_millis(300))],
     };
@@ -315,6 +316,7 @@ async fn past_the_limit_a_command_gets_each_stop_signal_in_turn() {
         argv: vec!["sh".into(), "-c".into(), script.into()],
         env: Vec::new(),
         cwd: None,
+        output: None,
         timeout: Duration::from_millis(300),
         // The second wait is long: SIGKILL would end the command without its "interrupt 2".
         stop: vec![(Signal::SIGINT, Duration::from_secs(1)), (Signal::SIGINT, Duration::from_secs(120))],
