@@ -6,7 +6,8 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
-/// A Kubernetes minor release, `v1.37` (a patch, `v1.37.1`, is read and dropped).
+/// A Kubernetes minor release, `v1.37` (a patch, `v1.37.1`, is read and dropped; the `v` may be
+/// left out, as some entries of the real conformance lists do: `release: 1.25`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Minor {
     pub major: u32,
@@ -31,7 +32,8 @@ impl FromStr for Minor {
 
     fn from_str(text: &str) -> Result<Minor, String> {
         let bad = || format!("`{text}` is not a Kubernetes release (vMAJOR.MINOR, e.g. v1.37)");
-        let digits = text.trim().strip_prefix('v').ok_or_else(bad)?;
+        let trimmed = text.trim();
+        let digits = trimmed.strip_prefix('v').unwrap_or(trimmed);
         let mut parts = digits.split('.');
         let mut number = || parts.next().and_then(|p| p.parse::<u32>().ok()).ok_or_else(bad);
         let (major, minor) = (number()?, number()?);
@@ -105,7 +107,8 @@ mod tests {
         assert_eq!("v1.37".parse::<Minor>(), Ok(Minor { major: 1, minor: 37 }));
         assert_eq!("v1.36.4".parse::<Minor>(), Ok(Minor { major: 1, minor: 36 }));
         assert_eq!(" v1.9".parse::<Minor>(), Ok(Minor { major: 1, minor: 9 }));
-        assert!("1.37".parse::<Minor>().is_err());
+        assert_eq!("1.25".parse::<Minor>(), Ok(Minor { major: 1, minor: 25 }));
+        assert!("v1".parse::<Minor>().is_err() && "x1.2".parse::<Minor>().is_err());
         assert!("v1".parse::<Minor>().is_err());
         assert_eq!(Minor { major: 1, minor: 37 }.minus(2).to_string(), "v1.35");
     }
@@ -121,7 +124,7 @@ mod tests {
 
     #[test]
     fn a_bad_release_names_its_test() {
-        let err = parse("- codename: x\n  release: 1.9\n").unwrap_err();
-        assert!(err.contains("test `x`") && err.contains("`1.9`"), "{err}");
+        let err = parse("- codename: x\n  release: v1.9, next\n").unwrap_err();
+        assert!(err.contains("test `x`") && err.contains("` next`"), "{err}");
     }
 }
