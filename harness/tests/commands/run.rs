@@ -787,6 +787,10 @@ fn a_missing_or_hanging_hook_fails_only_the_test_that_calls_it() {
 
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
     assert!(env.artifacts().join("artifacts/junit_cloud-e2e.xml").is_file(), "{}", text(&output));
+    // As kubetest2's exec tester would leave it, the tested server's version as `job-version`.
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(env.artifacts().join("artifacts/metadata.json")).unwrap()).unwrap();
+    assert_eq!(metadata["job-version"], "v1.37.1", "{}", text(&output));
     let (passed, failed, skipped) = cloud_e2e_results(&env);
     assert_eq!(passed, ["[cloud-e2e] [Feature:CCM] The CCM should answer /healthz with 200"], "{failed:#?}");
     assert!(skipped.is_empty(), "{skipped:#?}");
