@@ -120,15 +120,42 @@ impl File {
 /// Applies every rule to `dir`. An I/O error reading the directory itself is the only error;
 /// every problem with what is in it is a failed check.
 pub fn verify(dir: &Path, inputs: &Inputs) -> std::io::Result<Verdict> {
-    let files = submission_files(dir)?;
-    let (release, product) = release_and_product(&files);
+    Ok(verify_layout(&Layout::read(dir)?, inputs))
+}
+
+/// The files of a submission directory, as the pull request would list them, and the release and
+/// product its folders name. Reading it is cheap (no file is opened): read it first to pick the
+/// release's conformance list, then [`verify_layout`].
+#[derive(Debug, Clone)]
+pub struct Layout {
+    files: Vec<File>,
+    pub release: Option<String>,
+    pub product: Option<String>,
+}
+
+impl Layout {
+    pub fn read(dir: &Path) -> std::io::Result<Layout> {
+        let files = submission_files(dir)?;
+        let (release, product) = release_and_product(&files);
+        Ok(Layout { files, release, product })
+    }
+
+    /// Where the file of this base name is (case-insensitive, as the checks find files).
+    pub fn file(&self, name: &str) -> Option<&Path> {
+        find(&self.files, name).map(|f| f.on_disk.as_path())
+    }
+}
+
+/// [`verify`] of a directory already read.
+pub fn verify_layout(layout: &Layout, inputs: &Inputs) -> Verdict {
+    let (files, release, product) = (layout.files.as_slice(), layout.release.clone(), layout.product.clone());
     let mut checks = Vec::new();
     let mut check = |name: &'static str, outcome: Outcome| checks.push(Check { name, outcome });
 
-    check("submission contains all required files", required_files(&files));
-    check("submission only contains required files", only_required_files(&files));
-    check("submission has files in structure of releaseversion/productname/", folder_structure(&files));
-    check("submission is only one product", one_product(&files));
+    check("submission contains all required files", required_files(files));
+    check("submission only contains required files", only_required_files(files));
+    check("submission has files in structure of releaseversion/productname/", folder_structure(files));
+    check("submission is only one product", one_product(files));
     let title = inputs.title.clone().or_else(|| Some(title_for(release.as_deref()?, product.as_deref()?)));
     check(
         "title of product submission contains Kubernetes release version and product name",
@@ -141,7 +168,7 @@ pub fn verify(dir: &Path, inputs: &Inputs) -> std::io::Result<Verdict> {
     let minor = release.as_deref().and_then(|r| r.parse::<Minor>().ok());
     check("the submission release version is a supported version of Kubernetes", supported(minor, inputs.stable));
 
-    let product_yaml = find(&files, "PRODUCT.yaml").map(|f| fs::read_to_string(&f.on_disk));
+    let product_yaml = find(files, "PRODUCT.yaml").map(|f| fs::read_to_string(&f.on_disk));
     let fields = match product_yaml {
         Some(Ok(text)) => product_fields(&text),
         Some(Err(e)) => Err(format!("cannot read PRODUCT.yaml: {e}")),
@@ -164,8 +191,8 @@ pub fn verify(dir: &Path, inputs: &Inputs) -> std::io::Result<Verdict> {
         fields.as_ref().map_or_else(|e| Outcome::Fail(e.clone()), |f| content_types(f, inputs.content_types.as_ref())),
     );
 
-    let log = find(&files, "e2e.log")
-        .map(|f| fs::File::open(&f.on_disk).and_then(|file| e2e_log::scan(BufReader::new(file))));
+    let log =
+        find(files, "e2e.log").map(|f| fs::File::open(&f.on_disk).and_then(|file| e2e_log::scan(BufReader::new(file))));
     let log = match log {
         Some(Ok(log)) => Ok(log),
         Some(Err(e)) => Err(format!("cannot read e2e.log: {e}")),
@@ -180,7 +207,7 @@ pub fn verify(dir: &Path, inputs: &Inputs) -> std::io::Result<Verdict> {
         log.as_ref().map_or_else(|e| Outcome::Fail(e.clone()), log_summary),
     );
 
-    let junit = match find(&files, "junit_01.xml").map(|f| fs::read_to_string(&f.on_disk)) {
+    let junit = match find(files, "junit_01.xml").map(|f| fs::read_to_string(&f.on_disk)) {
         Some(Ok(text)) => junit_report::read(&text).map_err(|e| format!("junit_01.xml {e}")),
         Some(Err(e)) => Err(format!("cannot read junit_01.xml: {e}")),
         None => Err("there is no junit_01.xml".into()),
@@ -204,7 +231,7 @@ pub fn verify(dir: &Path, inputs: &Inputs) -> std::io::Result<Verdict> {
     );
     check("all tests pass", junit.as_ref().map_or_else(|e| Outcome::Fail(e.clone()), tests_pass));
 
-    Ok(Verdict { release, product, checks })
+    Verdict { release, product, checks }
 }
 
 /// Every file under `dir`, with the path the pull request would give it.

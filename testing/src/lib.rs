@@ -82,3 +82,20 @@ impl Drop for OwnPostgres {
             std::process::Command::new(&self.script).arg("stop").env("HARNESS_TEST_POSTGRES_DIR", &self.dir).output();
     }
 }
+
+/// Writes an executable file (a stand-in script) that a test then runs. The file is written by a
+/// child process (`install -m 0755`), not by the test process: a write descriptor opened here would
+/// be inherited by any process another test thread forks at that moment, and running the file
+/// while such a child still holds it fails with "Text file busy" (ETXTBSY).
+pub fn write_executable(path: &std::path::Path, contents: &str) {
+    let staged = path.with_extension("staged");
+    std::fs::write(&staged, contents).unwrap_or_else(|e| panic!("writing {}: {e}", staged.display()));
+    let status = std::process::Command::new("install")
+        .args(["-m", "0755"])
+        .arg(&staged)
+        .arg(path)
+        .status()
+        .unwrap_or_else(|e| panic!("running install for {}: {e}", path.display()));
+    assert!(status.success(), "install {} failed: {status}", path.display());
+    std::fs::remove_file(&staged).unwrap_or_else(|e| panic!("removing {}: {e}", staged.display()));
+}

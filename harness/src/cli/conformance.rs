@@ -2,13 +2,14 @@
 //! request, applied to a directory, offline unless `--check-urls`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
-use certification::{Inputs, Minor, Verdict};
+use certification::verify::{Layout, verify_layout};
+use certification::{Inputs, Minor};
 use harness::suites::certified_conformance::{conformance_list, newest_pinned_minor, verdict_text};
 use local_cluster::toolchain;
 
@@ -59,15 +60,9 @@ async fn verify(args: VerifyArgs) -> Result<()> {
     if !args.dir.is_dir() {
         bail!("{} is not a directory: give the submission's folder (…/vX.Y/<product>)", args.dir.display());
     }
-    // A first pass for the release and product the folders name (the list and URLs depend on them).
-    let empty = Inputs {
-        conformance_list: Vec::new(),
-        stable: args.stable.unwrap_or_else(newest_pinned_minor),
-        title: args.title.clone(),
-        content_types: None,
-    };
-    let layout = certification::verify(&args.dir, &empty).with_context(|| format!("reading {}", args.dir.display()))?;
-    let list = match (&args.conformance_list, layout.release.as_deref()) {
+    // The folders name the release, whose conformance list the checks need.
+    let layout = Layout::read(&args.dir).with_context(|| format!("reading {}", args.dir.display()))?;
+    let conformance_list = match (&args.conformance_list, layout.release.as_deref()) {
         (Some(file), _) => {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("reading --conformance-list {}", file.display()))?;
@@ -78,12 +73,16 @@ async fn verify(args: VerifyArgs) -> Result<()> {
         (None, None) => Vec::new(),
     };
     let content_types = match args.check_urls {
-        true => Some(fetch_content_types(&args.dir, &layout).await),
+        true => Some(fetch_content_types(&layout).await),
         false => None,
     };
-    let inputs = Inputs { conformance_list: list, content_types, ..empty };
-    let verdict =
-        certification::verify(&args.dir, &inputs).with_context(|| format!("reading {}", args.dir.display()))?;
+    let inputs = Inputs {
+        conformance_list,
+        stable: args.stable.unwrap_or_else(newest_pinned_minor),
+        title: args.title.clone(),
+        content_types,
+    };
+    let verdict = verify_layout(&layout, &inputs);
     print!("{}", verdict_text(&verdict));
     if !verdict.passed() {
         std::process::exit(1);
@@ -105,9 +104,11 @@ async fn toolchain_list(release: &str) -> Result<Vec<certification::ConformanceT
 }
 
 /// The content type each URL field of the submission's PRODUCT.yaml answers a GET with.
-async fn fetch_content_types(dir: &Path, layout: &Verdict) -> BTreeMap<String, String> {
+async fn fetch_content_types(layout: &Layout) -> BTreeMap<String, String> {
     let mut types = BTreeMap::new();
-    let Some(text) = product_yaml(dir, layout) else { return types };
+    let Some(text) = layout.file("PRODUCT.yaml").and_then(|file| std::fs::read_to_string(file).ok()) else {
+        return types;
+    };
     let Ok(fields) = serde_yaml_ng::from_str::<BTreeMap<String, serde_yaml_ng::Value>>(&text) else { return types };
     let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("a plain client builds");
     for field in certification::product::URL_FIELDS {
@@ -123,13 +124,4 @@ async fn fetch_content_types(dir: &Path, layout: &Verdict) -> BTreeMap<String, S
         types.insert(field.to_owned(), answer);
     }
     types
-}
-
-fn product_yaml(dir: &Path, layout: &Verdict) -> Option<String> {
-    let direct = dir.join("PRODUCT.yaml");
-    let nested = match (&layout.release, &layout.product) {
-        (Some(release), Some(product)) => Some(dir.join(release).join(product).join("PRODUCT.yaml")),
-        _ => None,
-    };
-    [Some(direct), nested].into_iter().flatten().find_map(|file| std::fs::read_to_string(file).ok())
 }

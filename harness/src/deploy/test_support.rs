@@ -161,10 +161,8 @@ fn respond(target: &str, with_nodes: bool) -> (&'static str, &'static str, Strin
 
 /// Writes an executable `#!/bin/sh` script `name` into `dir`.
 pub(crate) fn write_script(dir: &Path, name: &str, body: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let path = dir.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{body}")).expect("a script");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    testing::write_executable(&path, &format!("#!/bin/sh\n{body}"));
     path
 }
 

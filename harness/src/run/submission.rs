@@ -2,8 +2,6 @@
 //! `certification:` block with its placeholders filled in, and what the submission's README says
 //! about the cluster and how to recreate it.
 
-use std::path::Path;
-
 use config::template::{self, Vars};
 use config::{CcmBuild, Deployer, Provider, ProvidersConfig};
 use local_cluster::toolchain;
@@ -51,15 +49,15 @@ fn product(provider: &Provider, vars: &Vars) -> Result<certification::Product, S
     }
 }
 
-/// The harness and the commit it was built from.
-fn tool() -> String {
-    let commit = super::workspace_commit().unwrap_or_else(|| "unknown".into());
-    format!("cloud-provider-harness {} (commit {commit})", env!("CARGO_PKG_VERSION"))
-}
-
 fn about(plan: &Plan<'_>) -> About {
     let version = plan.version.to_string();
-    let commit = super::workspace_commit().unwrap_or_else(|| "main".into());
+    let commit = super::workspace_commit();
+    let tool = format!(
+        "cloud-provider-harness {} (commit {})",
+        env!("CARGO_PKG_VERSION"),
+        commit.as_deref().unwrap_or("unknown")
+    );
+    let commit = commit.unwrap_or_else(|| "main".into());
     let provider = &plan.provider.name;
     let config_flag =
         if plan.config.source.exists() { format!(" --config {}", plan.config.source.display()) } else { String::new() };
@@ -101,7 +99,7 @@ fn about(plan: &Plan<'_>) -> About {
         ),
     ];
     About {
-        tool: tool(),
+        tool,
         cluster: cluster_lines(plan.provider),
         components: components(plan.provider, &version, &plan.provider_version),
         configuration: provider_entry(plan.config, provider),
@@ -166,10 +164,6 @@ fn provider_entry(config: &ProvidersConfig, name: &str) -> String {
     let text = std::fs::read_to_string(&config.source).unwrap_or_else(|_| config::BUNDLED.to_owned());
     match config::provider_entry(&text, name) {
         Some(entry) => entry.to_owned(),
-        None => format!("# the entry of provider {name} in {}", display(&config.source)),
+        None => format!("# the entry of provider {name} in {}", config.source.display()),
     }
-}
-
-fn display(path: &Path) -> String {
-    path.display().to_string()
 }

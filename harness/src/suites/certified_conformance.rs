@@ -15,7 +15,8 @@
 //! Then the harness writes `PRODUCT.yaml` (the provider's `certification:` block, its
 //! placeholders filled in) and `README.md` (how to recreate the cluster and rerun the tests), and
 //! applies every submission check ([`certification::verify`]) against the release's conformance
-//! list, which `e2e.test --list-conformance-tests` prints. Each check is a test case of
+//! list, which `e2e.test --list-conformance-tests` prints (read before the tests start, so a list
+//! the checks cannot read stops the suite at once rather than after the run). Each check is a test case of
 //! `junit_certification.xml`; the suite passes only when the tests passed and every check did.
 //!
 //! The submission is `<artifacts>/k8s-conformance/vX.Y/<product>/`: copied to the same path in a
@@ -121,12 +122,13 @@ impl SuiteRunner for CertifiedConformanceSuite {
                 return Err(exec::cannot_run(&self.name, format!("{} does not exist", program.display())));
             }
         }
+        // Read before the hour of tests, so that a list the checks cannot use stops the suite at once.
+        let list = conformance_list(&binaries.e2e_test).await.map_err(|e| exec::cannot_run(&self.name, e))?;
         let dir = self.submission_dir(ctx)?;
-        let write_error = |source| SuiteError::Write { suite: self.name.clone(), file: dir.clone(), source };
         if dir.exists() {
-            fs::remove_dir_all(&dir).map_err(write_error)?;
+            fs::remove_dir_all(&dir).map_err(exec::write_error(&self.name, &dir))?;
         }
-        fs::create_dir_all(&dir).map_err(write_error)?;
+        fs::create_dir_all(&dir).map_err(exec::write_error(&self.name, &dir))?;
 
         let argv = self.argv(ctx, &binaries, &dir);
         let invocation = Invocation {
@@ -146,20 +148,12 @@ impl SuiteRunner for CertifiedConformanceSuite {
         let mut outcome = exec::conclude(&self.name, ctx, &before, &finished)?;
 
         self.write_product_and_readme(ctx, &dir, &argv)?;
-        let verdict = self.check(&binaries, &dir).await?;
-        let text = verdict_text(&verdict);
+        let inputs = Inputs { conformance_list: list, stable: self.stable, title: None, content_types: None };
+        let verdict = certification::verify(&dir, &inputs).map_err(exec::write_error(&self.name, &dir))?;
         let checks_text = ctx.artifacts.join(CHECKS_TEXT);
-        fs::write(&checks_text, &text).map_err(|source| SuiteError::Write {
-            suite: self.name.clone(),
-            file: checks_text,
-            source,
-        })?;
+        fs::write(&checks_text, verdict_text(&verdict)).map_err(exec::write_error(&self.name, &checks_text))?;
         let junit_file = ctx.artifacts.join(CHECKS_JUNIT);
-        junit::write_file(&checks_report(&verdict), &junit_file).map_err(|source| SuiteError::Write {
-            suite: self.name.clone(),
-            file: junit_file.clone(),
-            source,
-        })?;
+        junit::write_file(&checks_report(&verdict), &junit_file).map_err(exec::write_error(&self.name, &junit_file))?;
         outcome.junit.push(junit_file);
         let failed = verdict.failures().count();
         if failed > 0 {
@@ -189,19 +183,9 @@ impl CertifiedConformanceSuite {
         };
         for (name, text) in [("PRODUCT.yaml", self.product.to_yaml()), ("README.md", readme.to_markdown())] {
             let file = dir.join(name);
-            fs::write(&file, text).map_err(|source| SuiteError::Write { suite: self.name.clone(), file, source })?;
+            fs::write(&file, text).map_err(exec::write_error(&self.name, &file))?;
         }
         Ok(())
-    }
-
-    async fn check(&self, binaries: &Binaries, dir: &Path) -> Result<Verdict, SuiteError> {
-        let list = conformance_list(&binaries.e2e_test).await.map_err(|e| exec::cannot_run(&self.name, e))?;
-        let inputs = Inputs { conformance_list: list, stable: self.stable, title: None, content_types: None };
-        certification::verify(dir, &inputs).map_err(|source| SuiteError::Write {
-            suite: self.name.clone(),
-            file: dir.to_path_buf(),
-            source,
-        })
     }
 }
 

@@ -106,7 +106,7 @@ pub(crate) fn cannot_run(suite: &str, message: impl Into<String>) -> SuiteError 
     SuiteError::CannotRun { suite: suite.to_owned(), message: message.into() }
 }
 
-fn write_error(suite: &str, file: &Path) -> impl FnOnce(std::io::Error) -> SuiteError {
+pub(crate) fn write_error(suite: &str, file: &Path) -> impl FnOnce(std::io::Error) -> SuiteError {
     let (suite, file) = (suite.to_owned(), file.to_path_buf());
     move |source| SuiteError::Write { suite, file, source }
 }

@@ -88,9 +88,7 @@ fn fakes(root: &Path, second: &str) -> Binaries {
         ),
     ];
     for (file, script) in scripts {
-        fs::write(file, script).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(file, fs::Permissions::from_mode(0o755)).unwrap();
+        testing::write_executable(file, &script);
     }
     binaries
 }

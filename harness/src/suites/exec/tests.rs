@@ -235,9 +235,7 @@ async fn placeholders_env_and_working_directory_are_applied() {
     let checkout = f.root.join("checkout");
     fs::create_dir_all(checkout.join("test")).unwrap();
     let script = checkout.join("test/run.sh");
-    fs::write(&script, "#!/bin/sh\necho \"args=$* pwd=$(pwd) suite=$SUITE_ENV kube=$KUBECONFIG\"\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    testing::write_executable(&script, "#!/bin/sh\necho \"args=$* pwd=$(pwd) suite=$SUITE_ENV kube=$KUBECONFIG\"\n");
 
     let command = CommandSpec {
         argv: vec!["./run.sh".into(), "{cluster}".into(), "{artifacts}/x".into(), "{{literal}}".into()],

@@ -112,9 +112,7 @@ fn fake_e2e(root: &Path, junit: Option<&Path>, code: i32) -> Binaries {
     let script = format!(
         "#!/bin/sh\necho \"e2e.test $*\"\nprefix=\nfor a in \"$@\"; do case \"$a\" in --report-dir=*) dir=${{a#--report-dir=}};; --report-prefix=*) prefix=${{a#--report-prefix=}};; esac; done\n{copy}\nexit {code}\n"
     );
-    fs::write(&bin.e2e_test, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&bin.e2e_test, fs::Permissions::from_mode(0o755)).unwrap();
+    testing::write_executable(&bin.e2e_test, &script);
     bin
 }
 
