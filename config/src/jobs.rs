@@ -2,6 +2,9 @@
 //! provider (one job running every suite, unless the provider splits its suites into `jobs`), and
 //! the TestGrid input that shows them.
 //!
+//! A provider with a `certification:` block has one more job per release line,
+//! [`crate::CERTIFICATION_JOB`], running `certified-conformance` alone.
+//!
 //! Job names are `ci-cloud-provider-<provider>[-<job>]-k8s-<major>.<minor>`:
 //! - `ci-` because they are periodics (k8s test-infra's `ci-`/`pull-` prefixes), and
 //!   `cloud-provider-<provider>` as SIG Cloud Provider's own jobs are named;
@@ -34,6 +37,12 @@ pub fn job_name(provider: &str, job: Option<&str>, version: &KubernetesVersion) 
     }
 }
 
+/// The TestGrid dashboard of a provider's certification jobs: `conformance-<its dashboard>`, as
+/// upstream's `conformance-*` dashboards show conformance runs only.
+pub fn conformance_dashboard(dashboard: &str) -> String {
+    format!("conformance-{dashboard}")
+}
+
 /// Where Prow uploads a job's builds: `<bucket>/logs/<job>` (the Prow/GCS layout).
 pub fn gcs_prefix(bucket: &str, job: &str) -> String {
     format!("{bucket}/logs/{job}")
@@ -58,6 +67,13 @@ impl Cell<'_> {
     /// How often it runs (Prow `interval`; [`super::validate::format_duration`] writes it Go's way).
     pub fn interval(&self) -> Duration {
         self.job.interval
+    }
+
+    /// The TestGrid dashboard its tab is on: its provider's, or for the certification job
+    /// [`conformance_dashboard`].
+    pub fn testgrid_dashboard(&self) -> String {
+        let dashboard = &self.provider.testgrid.dashboard;
+        if self.job.certification { conformance_dashboard(dashboard) } else { dashboard.clone() }
     }
 
     pub fn gcs_prefix(&self, config: &ProvidersConfig) -> String {
@@ -103,7 +119,11 @@ pub fn testgrid_input(config: &ProvidersConfig) -> TestGridInput {
             dashboard: provider.testgrid.dashboard.clone(),
             num_failures_to_alert: provider.testgrid.num_failures_to_alert,
             jobs: provider_cells(provider)
-                .map(|cell| Job { gcs_prefix: gcs_prefix(&config.testgrid.gcs_bucket, &cell.name), name: cell.name })
+                .map(|cell| Job {
+                    gcs_prefix: gcs_prefix(&config.testgrid.gcs_bucket, &cell.name),
+                    dashboard: cell.job.certification.then(|| cell.testgrid_dashboard()),
+                    name: cell.name,
+                })
                 .collect(),
         })
         .collect();

@@ -227,9 +227,17 @@ pub struct Suite {
 pub const BUILTIN_SUITES: [&str; 4] = ["cloud-e2e", "conformance", "conformance-quick", "certified-conformance"];
 /// The built-in suite that runs conformance for certification and writes the submission.
 pub const CERTIFIED_CONFORMANCE: &str = "certified-conformance";
+/// The job a provider's `certification:` block adds on each of its release lines,
+/// `ci-cloud-provider-<provider>-certified-conformance-k8s-<minor>`: it runs `certified-conformance`
+/// alone, so its grid holds only full, skip-free conformance runs (test-infra#24313).
+pub const CERTIFICATION_JOB: &str = CERTIFIED_CONFORMANCE;
+/// How often the certification job runs: a full conformance run takes the better part of an hour.
+pub const CERTIFICATION_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
 /// ginkgo processes of a certification run: serial specs run last on one of them, as Hydrophone's
-/// `--parallel` runs them.
-pub const CERTIFIED_CONFORMANCE_PARALLEL: u16 = 4;
+/// `--parallel` runs them. Most conformance specs wait (on probes, controllers, timeouts) rather
+/// than compute, so even on 2 cores 20 processes finish the parallel specs in a third of the time 4
+/// take (docs/benchmarks.md, "Certification").
+pub const CERTIFIED_CONFORMANCE_PARALLEL: u16 = 20;
 
 /// Upstream's conformance tests, for ginkgo's `--focus`.
 pub const CONFORMANCE_FOCUS: &str = r"\[Conformance\]";
@@ -700,6 +708,21 @@ pub struct JobSpec {
     pub name: Option<String>,
     pub suites: Vec<String>,
     pub interval: Duration,
+    /// The job a `certification:` block adds: [`CERTIFICATION_JOB`], running only
+    /// `certified-conformance`, shown on the provider's `conformance-*` dashboard.
+    pub certification: bool,
+}
+
+impl JobSpec {
+    /// The certification job of a provider with a `certification:` block.
+    pub fn certification() -> Self {
+        JobSpec {
+            name: Some(CERTIFICATION_JOB.to_owned()),
+            suites: vec![CERTIFIED_CONFORMANCE.to_owned()],
+            interval: CERTIFICATION_INTERVAL,
+            certification: true,
+        }
+    }
 }
 
 /// Existing CI (Prow's pod-utils, kubetest2) as an LKG source: builds that carry no harness

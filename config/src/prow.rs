@@ -22,7 +22,7 @@
 //!
 //! The TestGrid annotations are those TestGrid's configurator (`transfigure` for Prow instances other
 //! than k8s.io's) turns into a test group and a tab: `testgrid-dashboards` (the provider's dashboard,
-//! which must exist, e.g. from `harness testgrid-config`), `testgrid-tab-name`,
+//! or a certification job's `conformance-*` one; it must exist, e.g. from `harness testgrid-config`), `testgrid-tab-name`,
 //! `testgrid-num-failures-to-alert`, `testgrid-alert-email` (only when one is given) and `description`.
 //!
 //! Output is deterministic: jobs sorted by name, maps sorted by key, fields in a fixed order.
@@ -354,7 +354,7 @@ fn annotations(cell: &Cell<'_>, opts: &ProwOptions, shared: &BTreeSet<String>) -
     let testgrid = &cell.provider.testgrid;
     let mut annotations = BTreeMap::from([
         ("description".to_owned(), description(cell)),
-        ("testgrid-dashboards".to_owned(), testgrid.dashboard.clone()),
+        ("testgrid-dashboards".to_owned(), cell.testgrid_dashboard()),
         ("testgrid-tab-name".to_owned(), tab_name(cell, shared)),
     ]);
     // 0 leaves it to TestGrid's default, as the TestGrid config generator does.

@@ -3,9 +3,11 @@
 //! Each job becomes one test group, named after the job, that reads the Prow layout under its
 //! `gcs_prefix` (`bucket/logs/<job>`), with two extra header rows taken from the `metadata` of each
 //! build's `finished.json`: `kubernetes-version` and `provider-version`. Each job is also a tab, named
-//! after the job, on its provider's dashboard; when a dashboard group is named, it lists every
-//! dashboard. Everything is sorted by name, so regenerating from the same data gives the same bytes
-//! whatever order the providers and jobs came in.
+//! after the job, on its provider's dashboard, or on the job's own (a certification job's
+//! `conformance-<provider's dashboard>`, which shows only full, skip-free conformance runs); when a
+//! dashboard group is named, it lists every dashboard. Everything is sorted by name, so
+//! regenerating from the same data gives the same bytes whatever order the providers and jobs came
+//! in.
 //!
 //! Field names are those of TestGrid's `pb/config/config.proto` (GoogleCloudPlatform/testgrid), which
 //! `config/yamlcfg` reads through `sigs.k8s.io/yaml`, i.e. under the protobuf snake_case names.
@@ -53,6 +55,9 @@ pub struct Job {
     pub name: String,
     /// `bucket/logs/<job>`; a leading `gs://` is stripped, any other scheme is an error.
     pub gcs_prefix: String,
+    /// The dashboard its tab is on, when not its provider's (a certification job's
+    /// `conformance-*` dashboard).
+    pub dashboard: Option<String>,
 }
 
 /// TestGrid's `Configuration` message, reduced to the fields we set.
@@ -186,6 +191,9 @@ fn validate_provider(provider: &Provider) -> Result<(), TestGridError> {
     if is_blank(&provider.dashboard) {
         return Err(TestGridError::EmptyDashboardName { provider: provider_name() });
     }
+    if provider.jobs.iter().any(|job| job.dashboard.as_deref().is_some_and(is_blank)) {
+        return Err(TestGridError::EmptyDashboardName { provider: provider_name() });
+    }
     if provider.jobs.iter().any(|job| is_blank(&job.name)) {
         return Err(TestGridError::EmptyJobName { provider: provider_name() });
     }
@@ -240,8 +248,9 @@ fn gcs_path_problem(path: &str) -> Option<&'static str> {
 fn dashboards(providers: &[Provider]) -> Vec<Dashboard> {
     let mut tabs_by_dashboard: BTreeMap<&str, Vec<DashboardTab>> = BTreeMap::new();
     for provider in providers {
-        let tabs = tabs_by_dashboard.entry(&provider.dashboard).or_default();
-        tabs.extend(provider.jobs.iter().map(tab_for_job));
+        for job in &provider.jobs {
+            tabs_by_dashboard.entry(job_dashboard(provider, job)).or_default().push(tab_for_job(job));
+        }
     }
     tabs_by_dashboard
         .into_iter()
@@ -252,6 +261,10 @@ fn dashboards(providers: &[Provider]) -> Vec<Dashboard> {
         .collect()
 }
 
+fn job_dashboard<'a>(provider: &'a Provider, job: &'a Job) -> &'a str {
+    job.dashboard.as_deref().unwrap_or(&provider.dashboard)
+}
+
 fn tab_for_job(job: &Job) -> DashboardTab {
     DashboardTab { name: job.name.clone(), test_group_name: job.name.clone() }
 }
@@ -260,7 +273,11 @@ fn dashboard_groups(input: &TestGridInput) -> Vec<DashboardGroup> {
     let Some(group) = &input.dashboard_group else {
         return Vec::new();
     };
-    let names: BTreeSet<&str> = input.providers.iter().map(|p| p.dashboard.as_str()).collect();
+    let names: BTreeSet<&str> = input
+        .providers
+        .iter()
+        .flat_map(|p| std::iter::once(p.dashboard.as_str()).chain(p.jobs.iter().map(|job| job_dashboard(p, job))))
+        .collect();
     vec![DashboardGroup { name: group.clone(), dashboard_names: names.into_iter().map(str::to_owned).collect() }]
 }
 
@@ -279,7 +296,7 @@ mod tests {
     use serde_yaml_ng::Value;
 
     fn job(name: &str, gcs_prefix: &str) -> Job {
-        Job { name: name.to_owned(), gcs_prefix: gcs_prefix.to_owned() }
+        Job { name: name.to_owned(), gcs_prefix: gcs_prefix.to_owned(), dashboard: None }
     }
 
     fn provider(name: &str, dashboard: &str, jobs: Vec<Job>) -> Provider {

@@ -232,7 +232,9 @@ fn job_names_are_per_provider_job_and_release_line() {
             "ci-cloud-provider-aws-k8s-1.37",
             "ci-cloud-provider-aws-k8s-1.36",
             "ci-cloud-provider-local-k8s-1.37",
+            "ci-cloud-provider-local-certified-conformance-k8s-1.37",
             "ci-cloud-provider-local-k8s-1.36",
+            "ci-cloud-provider-local-certified-conformance-k8s-1.36",
             "ci-cloud-provider-local-upstream-k8s-1.37",
             "ci-cloud-provider-local-upstream-k8s-1.36"
         ]
@@ -269,7 +271,22 @@ fn testgrid_input_has_a_job_per_cell_under_the_bucket() {
     assert_eq!((provider.dashboard.as_str(), provider.num_failures_to_alert), ("cloud-provider-local", 3));
     assert_eq!(provider.jobs[0].gcs_prefix, "kubernetes-ci-logs/logs/ci-cloud-provider-local-k8s-1.37");
     let generated = crate::testgrid::generate(&input).unwrap();
-    assert_eq!(generated.test_groups.len(), 6);
+    assert_eq!(generated.test_groups.len(), 8);
+    // The certification jobs, and only they, on the provider's conformance dashboard.
+    let tabs = |name: &str| -> Vec<String> {
+        let dashboard = generated.dashboards.iter().find(|d| d.name == name).unwrap_or_else(|| panic!("{name}"));
+        dashboard.dashboard_tab.iter().map(|tab| tab.test_group_name.clone()).collect()
+    };
+    assert_eq!(
+        tabs("conformance-cloud-provider-local"),
+        [
+            "ci-cloud-provider-local-certified-conformance-k8s-1.36",
+            "ci-cloud-provider-local-certified-conformance-k8s-1.37"
+        ]
+    );
+    assert_eq!(tabs("cloud-provider-local"), ["ci-cloud-provider-local-k8s-1.36", "ci-cloud-provider-local-k8s-1.37"]);
+    let group = &generated.dashboard_groups[0].dashboard_names;
+    assert!(group.contains(&"conformance-cloud-provider-local".to_owned()), "{group:?}");
 
     let aws = ProvidersConfig::parse(AWS_EXAMPLE, Path::new("x")).unwrap();
     let generated = crate::testgrid::generate(&testgrid_input(&aws)).unwrap();
@@ -578,7 +595,12 @@ fn defaults_fill_in() {
     assert_eq!(p.required.suites, ["cloud-e2e"]);
     assert_eq!(
         p.jobs,
-        [JobSpec { name: None, suites: vec!["cloud-e2e".into()], interval: validate::DEFAULT_INTERVAL }]
+        [JobSpec {
+            name: None,
+            suites: vec!["cloud-e2e".into()],
+            interval: validate::DEFAULT_INTERVAL,
+            certification: false
+        }]
     );
     assert_eq!(p.testgrid, ProviderTestGrid { dashboard: "cloud-provider-p".into(), num_failures_to_alert: 3 });
     assert_eq!(p.deployer, Deployer::Existing { kubeconfig: None });
@@ -775,11 +797,56 @@ fn the_certified_suite_needs_a_certification_block() {
     let problem = only_problem(&edit("    suites: [cloud-e2e]", "    suites: [cloud-e2e, certified-conformance]"));
     assert_eq!(problem.location, at(13, 25));
     assert!(problem.problem.to_string().contains("has no `certification:` block"), "{problem:?}");
-    let text =
-        format!("{}{CERTIFICATION}", edit("    suites: [cloud-e2e]", "    suites: [cloud-e2e, certified-conformance]"));
-    let config = load(&text).unwrap();
+    let config = load(BASE).unwrap();
     let suite = config.suite(CERTIFIED_CONFORMANCE).unwrap();
     assert_eq!(suite.kind, SuiteKind::CertifiedConformance { parallel: CERTIFIED_CONFORMANCE_PARALLEL });
+}
+
+#[test]
+fn a_certification_block_adds_a_certification_job_on_every_release_line() {
+    let text = format!("{}{CERTIFICATION}", edit("    kubernetes: [v1.37.1]", "    kubernetes: [v1.37.1, v1.36.4]"));
+    let config = load(&text).unwrap();
+    let cells: Vec<_> =
+        config.cells().into_iter().map(|c| (c.name.clone(), c.suites().to_vec(), c.interval())).collect();
+    let certified = |line: &str| {
+        (
+            format!("ci-cloud-provider-p-certified-conformance-k8s-{line}"),
+            vec![CERTIFIED_CONFORMANCE.to_owned()],
+            CERTIFICATION_INTERVAL,
+        )
+    };
+    let default = |line: &str| {
+        (format!("ci-cloud-provider-p-k8s-{line}"), vec!["cloud-e2e".to_owned()], validate::DEFAULT_INTERVAL)
+    };
+    assert_eq!(cells, [default("1.37"), certified("1.37"), default("1.36"), certified("1.36")]);
+    // Without the block, no such job.
+    assert_eq!(load(BASE).unwrap().cells().len(), 1);
+}
+
+#[test]
+fn the_certified_suite_listed_beside_a_certification_block_is_refused_as_its_own_job() {
+    let text =
+        format!("{}{CERTIFICATION}", edit("    suites: [cloud-e2e]", "    suites: [cloud-e2e, certified-conformance]"));
+    let problem = only_problem(&text);
+    assert_eq!(problem.location, at(13, 25));
+    assert_eq!(
+        problem.problem.to_string(),
+        "suite `certified-conformance` runs in a job of its own, which the `certification:` block adds on every \
+         Kubernetes release line (`ci-cloud-provider-p-certified-conformance-k8s-<minor>`): remove it here"
+    );
+}
+
+#[test]
+fn a_certification_job_name_too_long_for_prow_is_refused_at_the_block() {
+    let long = "a-provider-name-of-20";
+    let text = format!("{}{CERTIFICATION}", BASE.replace("name: p\n", &format!("name: {long}\n")));
+    let problem = only_problem(&text);
+    assert_eq!(problem.path, "providers[0].certification");
+    assert!(
+        matches!(&problem.problem, Problem::JobNameTooLong { job, len: 70 }
+            if job == &format!("ci-cloud-provider-{long}-certified-conformance-k8s-1.37")),
+        "{problem:?}"
+    );
 }
 
 #[test]

@@ -151,6 +151,11 @@ pub enum Problem {
          contact_email_address: docs/providers.md)"
     )]
     CertificationMissing,
+    #[error(
+        "suite `certified-conformance` runs in a job of its own, which the `certification:` block adds on every \
+         Kubernetes release line (`{job}`): remove it here"
+    )]
+    CertificationSuiteListed { job: String },
     #[error("job name `{job}` is {len} characters; Prow wants at most 63: shorten the provider (or job) name")]
     JobNameTooLong { job: String, len: usize },
     #[error(
@@ -446,7 +451,7 @@ impl Checker<'_> {
         }
         let interval = self.duration(&at.key("interval"), raw.interval.as_deref(), DEFAULT_INTERVAL);
         let jobs = match raw.jobs {
-            None => vec![JobSpec { name: None, suites: provider_suites.clone(), interval }],
+            None => vec![JobSpec { name: None, suites: provider_suites.clone(), interval, certification: false }],
             Some(raw_jobs) => self.jobs(raw_jobs, &at.key("jobs"), &known, interval),
         };
         let run: BTreeSet<&str> = jobs.iter().flat_map(|j| &j.suites).map(String::as_str).collect();
@@ -487,17 +492,18 @@ impl Checker<'_> {
             let at = at.key("flake").key("runs");
             self.report(&at, Problem::BadValue { what: "flake runs", value: "0".into(), reason });
         }
-        let certification = match raw.certification {
-            Some(raw) => self.certification(raw, &at.key("certification")),
-            None => {
-                self.certification_missing(&provider_suites, &at.key("suites"));
-                // The one job of a provider without `jobs:` runs `suites`, reported above.
-                for (j, job) in jobs.iter().enumerate().filter(|(_, job)| job.name.is_some()) {
-                    self.certification_missing(&job.suites, &at.key("jobs").index(j).key("suites"));
-                }
-                None
-            }
-        };
+        let has_certification = raw.certification.is_some();
+        self.certified_suite_listed(&provider_suites, &at.key("suites"), has_certification, &raw.name);
+        // The one job of a provider without `jobs:` runs `suites`, reported above.
+        for (j, job) in jobs.iter().enumerate().filter(|(_, job)| job.name.is_some()) {
+            let at = at.key("jobs").index(j).key("suites");
+            self.certified_suite_listed(&job.suites, &at, has_certification, &raw.name);
+        }
+        let certification = raw.certification.and_then(|raw| self.certification(raw, &at.key("certification")));
+        let mut jobs = jobs;
+        if has_certification {
+            jobs.push(JobSpec::certification());
+        }
         let (deployer, ccm) = (deployer?, ccm?);
         named.then_some(Provider {
             name: raw.name,
@@ -519,10 +525,17 @@ impl Checker<'_> {
         })
     }
 
-    fn certification_missing(&mut self, suites: &[String], at: &YamlPath) {
-        if let Some(i) = suites.iter().position(|s| s == crate::CERTIFIED_CONFORMANCE) {
-            self.report(&at.index(i), Problem::CertificationMissing);
-        }
+    /// `certified-conformance` in a provider's `suites` or a job's: without a `certification:`
+    /// block it has no product to certify; with one, it already has its own job.
+    fn certified_suite_listed(&mut self, suites: &[String], at: &YamlPath, has_certification: bool, provider: &str) {
+        let Some(i) = suites.iter().position(|s| s == crate::CERTIFIED_CONFORMANCE) else { return };
+        let problem = if has_certification {
+            let job = format!("{}{provider}-{}-k8s-<minor>", jobs::JOB_PREFIX, crate::CERTIFICATION_JOB);
+            Problem::CertificationSuiteListed { job }
+        } else {
+            Problem::CertificationMissing
+        };
+        self.report(&at.index(i), problem);
     }
 
     /// The `certification:` block: `PRODUCT.yaml`'s checks on each value without placeholders
@@ -893,7 +906,7 @@ impl Checker<'_> {
                 self.report(&at.key("suites"), Problem::EmptyList { what: "suites", hint: "a job runs some suites" });
             }
             let interval = self.duration(&at.key("interval"), job.interval.as_deref(), interval);
-            jobs.push(JobSpec { name: Some(job.name), suites, interval });
+            jobs.push(JobSpec { name: Some(job.name), suites, interval, certification: false });
         }
         jobs
     }
@@ -921,7 +934,11 @@ impl Checker<'_> {
         let mut seen: HashMap<String, (String, YamlPath)> = HashMap::new();
         for (at, provider) in providers {
             for (j, job) in provider.jobs.iter().enumerate() {
-                let job_at = if job.name.is_some() { at.key("jobs").index(j).key("name") } else { at.key("name") };
+                let job_at = match &job.name {
+                    _ if job.certification => at.key("certification"),
+                    Some(_) => at.key("jobs").index(j).key("name"),
+                    None => at.key("name"),
+                };
                 for version in &provider.kubernetes {
                     let name = jobs::job_name(&provider.name, job.name.as_deref(), version);
                     if name.len() > jobs::MAX_JOB_NAME {

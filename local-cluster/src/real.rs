@@ -422,9 +422,29 @@ fn wire_node(spec: &NodeSpec, holder: i32) -> Result<()> {
     node(&["addr", "add", &format!("{}/64", node_ipv6(spec.index)), "dev", "eth0", "nodad"])?;
     node(&["link", "set", "eth0", "up"])?;
     node(&["route", "add", "default", "via", &HUB_IP.to_string()])?;
+    // The machine's nameservers are out of the cluster's reach (the hub has no route out), and a
+    // dropped query waits out the resolver's timeouts: 50 s for each pull of an image the mirror
+    // lacks. Refused at once, as on an offline machine.
+    let resolv_conf = fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    for nameserver in unreachable_nameservers(&resolv_conf) {
+        node(&["route", "add", "unreachable", &format!("{nameserver}/32")])?;
+    }
     // Per network namespace: the node forwards its pods' traffic.
     run(&what, nsenter(holder, false, "sh").args(["-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"]))?;
     Ok(())
+}
+
+/// The IPv4 nameservers of a `resolv.conf` a node cannot reach: all but loopback ones, which
+/// are the node's own loopback there and refuse at once anyway.
+fn unreachable_nameservers(resolv_conf: &str) -> Vec<Ipv4Addr> {
+    let mut nameservers: Vec<Ipv4Addr> = resolv_conf
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("nameserver"))
+        .filter_map(|rest| rest.trim().parse::<Ipv4Addr>().ok())
+        .filter(|ip| !ip.is_loopback())
+        .collect();
+    nameservers.dedup();
+    nameservers
 }
 
 /// The node's private `/run`, `/var/lib`, `/var/log` and masked sysctls; `/` shared within the node
@@ -1022,6 +1042,17 @@ mod tests {
         fs::write(dir.path().join("cgroup.controllers"), controllers).unwrap();
         fs::write(dir.path().join("cgroup.subtree_control"), subtree_control).unwrap();
         dir
+    }
+
+    #[test]
+    fn the_machines_nameservers_but_loopback_are_refused_in_nodes() {
+        let resolv_conf = "# generated\nnameserver 10.255.255.53\nnameserver 127.0.0.53\nnameserver fd00::1\n\
+                           search example.org\n  nameserver   192.0.2.1  \nnameserver 192.0.2.1\n";
+        assert_eq!(
+            unreachable_nameservers(resolv_conf),
+            [Ipv4Addr::new(10, 255, 255, 53), Ipv4Addr::new(192, 0, 2, 1)]
+        );
+        assert_eq!(unreachable_nameservers(""), Vec::<Ipv4Addr>::new());
     }
 
     #[test]

@@ -79,6 +79,8 @@ fn bundled_config_gives_one_periodic_per_cell_with_prows_field_names() {
         [
             "ci-cloud-provider-aws-k8s-1.36",
             "ci-cloud-provider-aws-k8s-1.37",
+            "ci-cloud-provider-local-certified-conformance-k8s-1.36",
+            "ci-cloud-provider-local-certified-conformance-k8s-1.37",
             "ci-cloud-provider-local-k8s-1.36",
             "ci-cloud-provider-local-k8s-1.37",
             "ci-cloud-provider-local-upstream-k8s-1.36",
@@ -86,6 +88,17 @@ fn bundled_config_gives_one_periodic_per_cell_with_prows_field_names() {
         ]
     );
     assert_eq!(periodics.len(), config.cells().len());
+
+    // The certification job: certified-conformance alone, daily, on the conformance dashboard.
+    let certified = periodics.iter().find(|p| p["name"] == "ci-cloud-provider-local-certified-conformance-k8s-1.37");
+    let certified = certified.unwrap();
+    assert_eq!(certified["interval"], "24h");
+    assert_eq!(certified["annotations"]["testgrid-dashboards"], "conformance-cloud-provider-local");
+    assert_eq!(certified["annotations"]["testgrid-tab-name"], "certified-conformance-k8s-1.37");
+    let args: Vec<&str> =
+        certified["spec"]["containers"][0]["args"].as_sequence().unwrap().iter().filter_map(Value::as_str).collect();
+    let suites = args.iter().position(|a| *a == "--suites").unwrap();
+    assert_eq!(args[suites + 1], "certified-conformance");
 
     let job = periodics.iter().find(|p| p["name"] == "ci-cloud-provider-local-k8s-1.37").unwrap();
     assert_eq!(
@@ -275,7 +288,7 @@ fn options_reach_every_job() {
     };
     let config = ProvidersConfig::bundled();
     let jobs = prow_jobs(&config, &opts);
-    assert_eq!(jobs.periodics.len(), 6);
+    assert_eq!(jobs.periodics.len(), 8);
     // `local`'s jobs (`local-upstream` runs cloud-e2e alone, with a toolchain build: other timeouts).
     let local: Vec<_> = jobs.periodics.iter().filter(|p| p.name.starts_with("ci-cloud-provider-local-k8s-")).collect();
     assert_eq!(local.len(), 2);

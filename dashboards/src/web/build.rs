@@ -170,7 +170,7 @@ mod tests {
         assert_eq!(files.len(), 2);
         assert_eq!(submission(&artifacts[..2]), None);
         let view = BuildView {
-            job: "ci-cloud-provider-local-conformance-k8s-1.37".into(),
+            job: "ci-cloud-provider-local-certified-conformance-k8s-1.37".into(),
             column: grid::Column {
                 build: "1".into(),
                 started_at: 0,

@@ -31,7 +31,7 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',')]
     pub suites: Option<Vec<String>>,
     /// The job name [default: the matrix cell's, ci-cloud-provider-<provider>-k8s-<minor>; with the
-    /// certified-conformance suite, ci-cloud-provider-<provider>-conformance-k8s-<minor>].
+    /// certified-conformance suite, ci-cloud-provider-<provider>-certified-conformance-k8s-<minor>].
     #[arg(long, env = "JOB_NAME")]
     pub job: Option<String>,
     /// The build id [default: $BUILD_ID, else $PROW_JOB_ID, else a new one].

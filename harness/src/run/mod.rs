@@ -70,6 +70,11 @@ pub enum RunError {
          the submission of the product it names: add one (docs/providers.md), or run other --suites"
     )]
     NoCertification { provider: String },
+    #[error(
+        "suite `certified-conformance` runs alone, so its job ({job}) shows only certification runs; \
+         run --suites certified-conformance, and the other suites ({others}) in a run of their own"
+    )]
+    CertificationNotAlone { job: String, others: String },
 }
 
 /// What `harness run` was asked to do.
@@ -140,9 +145,6 @@ pub fn generated_build_id() -> String {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or_default().to_string()
 }
 
-/// The job of a run with the `certified-conformance` suite: `ci-cloud-provider-<p>-conformance-k8s-<minor>`.
-pub const CERTIFICATION_JOB: &str = "conformance";
-
 /// Everything checked before a run starts anything.
 struct Plan<'a> {
     config: &'a ProvidersConfig,
@@ -182,10 +184,13 @@ fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, 
     }
     // Certification runs are a job of their own, so that its grid shows only full, skip-free runs.
     let certifies = suites.iter().any(|suite| matches!(suite.kind, SuiteKind::CertifiedConformance { .. }));
-    let job = opts
-        .job
-        .clone()
-        .unwrap_or_else(|| config::jobs::job_name(&provider.name, certifies.then_some(CERTIFICATION_JOB), version));
+    let job = opts.job.clone().unwrap_or_else(|| {
+        config::jobs::job_name(&provider.name, certifies.then_some(config::CERTIFICATION_JOB), version)
+    });
+    if certifies && suites.len() > 1 {
+        let others = suites.iter().filter(|s| s.name != config::CERTIFIED_CONFORMANCE).map(|s| s.name.as_str());
+        return Err(RunError::CertificationNotAlone { job, others: others.collect::<Vec<_>>().join(", ") });
+    }
     let provider_version = opts.provider_version.clone().unwrap_or_else(|| default_provider_version(provider, version));
     Ok(Plan { config, provider, version, suites, job, provider_version })
 }

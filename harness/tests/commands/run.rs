@@ -66,7 +66,10 @@ suites:
 "#,
     );
     let local_entry = config::bundled_entry("local").expect("the bundled file has `local`");
-    let local_kwok = local_entry.replacen("- name: local", "- name: local-kwok", 1).replacen(
+    // Kwok nodes cannot pass conformance: no `certification:` block, so no certification job
+    // (and `matrix` runs only the providers' own jobs).
+    let (uncertified, _) = local_entry.split_once("\n    certification:\n").expect("local certifies");
+    let local_kwok = format!("{uncertified}\n").replacen("- name: local", "- name: local-kwok", 1).replacen(
         "      node_kind: real\n",
         "      node_kind: kwok\n",
         1,
@@ -556,6 +559,19 @@ fn bad_input_is_refused_before_anything_starts() {
     assert!(line.contains("is not tested against Kubernetes \"1.20\""), "{line}");
     let line = error_line(&env.harness(&["--provider", "fixture", "--suites", "nope"]).output().unwrap());
     assert!(line.contains("unknown suite \"nope\""), "{line}");
+    // Certification runs publish as a job of their own: nothing else may run in them.
+    let line =
+        error_line(&env.harness(&["--provider", "fixture", "--suites", "certified-conformance"]).output().unwrap());
+    assert!(line.contains("provider fixture has no `certification:` block"), "{line}");
+    let args = ["--provider", "local-real", "--suites", "smoke,certified-conformance"];
+    let line = error_line(&env.harness(&args).output().unwrap());
+    assert!(
+        line.contains("suite `certified-conformance` runs alone")
+            && line.contains("ci-cloud-provider-local-real-certified-conformance-k8s-1.37")
+            && line.contains("(smoke)"),
+        "{line}"
+    );
+    assert!(!env.root.join("_artifacts/started.json").exists(), "a build was started");
 
     let bad_yaml = env.root.join("bad.yaml");
     std::fs::write(&bad_yaml, "providers: [\n").unwrap();
