@@ -437,13 +437,14 @@ fn wire_node(spec: &NodeSpec, holder: i32) -> Result<()> {
 /// The IPv4 nameservers of a `resolv.conf` a node cannot reach: all but loopback ones, which
 /// are the node's own loopback there and refuse at once anyway.
 fn unreachable_nameservers(resolv_conf: &str) -> Vec<Ipv4Addr> {
-    let mut nameservers: Vec<Ipv4Addr> = resolv_conf
-        .lines()
-        .filter_map(|line| line.trim().strip_prefix("nameserver"))
-        .filter_map(|rest| rest.trim().parse::<Ipv4Addr>().ok())
-        .filter(|ip| !ip.is_loopback())
-        .collect();
-    nameservers.dedup();
+    let mut nameservers: Vec<Ipv4Addr> = Vec::new();
+    let listed = resolv_conf.lines().filter_map(|line| line.trim().strip_prefix("nameserver"));
+    for ip in listed.filter_map(|rest| rest.trim().parse::<Ipv4Addr>().ok()) {
+        // One route each: `ip route add` refuses a second.
+        if !ip.is_loopback() && !nameservers.contains(&ip) {
+            nameservers.push(ip);
+        }
+    }
     nameservers
 }
 
@@ -1047,7 +1048,7 @@ mod tests {
     #[test]
     fn the_machines_nameservers_but_loopback_are_refused_in_nodes() {
         let resolv_conf = "# generated\nnameserver 10.255.255.53\nnameserver 127.0.0.53\nnameserver fd00::1\n\
-                           search example.org\n  nameserver   192.0.2.1  \nnameserver 192.0.2.1\n";
+                           search example.org\n  nameserver   192.0.2.1  \nnameserver 10.255.255.53\n";
         assert_eq!(
             unreachable_nameservers(resolv_conf),
             [Ipv4Addr::new(10, 255, 255, 53), Ipv4Addr::new(192, 0, 2, 1)]
