@@ -121,7 +121,7 @@ pub fn testgrid_input(config: &ProvidersConfig) -> TestGridInput {
             jobs: provider_cells(provider)
                 .map(|cell| Job {
                     gcs_prefix: gcs_prefix(&config.testgrid.gcs_bucket, &cell.name),
-                    dashboard: cell.job.certification.then(|| cell.testgrid_dashboard()),
+                    dashboard: Some(cell.testgrid_dashboard()),
                     name: cell.name,
                 })
                 .collect(),

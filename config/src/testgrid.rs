@@ -55,8 +55,8 @@ pub struct Job {
     pub name: String,
     /// `bucket/logs/<job>`; a leading `gs://` is stripped, any other scheme is an error.
     pub gcs_prefix: String,
-    /// The dashboard its tab is on, when not its provider's (a certification job's
-    /// `conformance-*` dashboard).
+    /// The dashboard its tab is on (a certification job's is `conformance-*`); `None`: its
+    /// provider's.
     pub dashboard: Option<String>,
 }
 
@@ -188,10 +188,7 @@ fn validate_input(input: &TestGridInput) -> Result<(), TestGridError> {
 
 fn validate_provider(provider: &Provider) -> Result<(), TestGridError> {
     let provider_name = || provider.name.clone();
-    if is_blank(&provider.dashboard) {
-        return Err(TestGridError::EmptyDashboardName { provider: provider_name() });
-    }
-    if provider.jobs.iter().any(|job| job.dashboard.as_deref().is_some_and(is_blank)) {
+    if is_blank(&provider.dashboard) || provider.jobs.iter().any(|job| job.dashboard.as_deref().is_some_and(is_blank)) {
         return Err(TestGridError::EmptyDashboardName { provider: provider_name() });
     }
     if provider.jobs.iter().any(|job| is_blank(&job.name)) {

@@ -450,7 +450,7 @@ impl Checker<'_> {
             self.report(&at.key("suites"), Problem::EmptyList { what: "suites", hint });
         }
         let interval = self.duration(&at.key("interval"), raw.interval.as_deref(), DEFAULT_INTERVAL);
-        let jobs = match raw.jobs {
+        let mut jobs = match raw.jobs {
             None => vec![JobSpec { name: None, suites: provider_suites.clone(), interval, certification: false }],
             Some(raw_jobs) => self.jobs(raw_jobs, &at.key("jobs"), &known, interval),
         };
@@ -500,7 +500,6 @@ impl Checker<'_> {
             self.certified_suite_listed(&job.suites, &at, has_certification, &raw.name);
         }
         let certification = raw.certification.and_then(|raw| self.certification(raw, &at.key("certification")));
-        let mut jobs = jobs;
         if has_certification {
             jobs.push(JobSpec::certification());
         }

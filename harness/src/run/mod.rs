@@ -177,13 +177,11 @@ fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, 
             })
         })
         .collect::<Result<Vec<&config::Suite>, _>>()?;
-    if provider.certification.is_none()
-        && suites.iter().any(|suite: &&config::Suite| matches!(suite.kind, SuiteKind::CertifiedConformance { .. }))
-    {
+    let certifies = suites.iter().any(|suite| matches!(suite.kind, SuiteKind::CertifiedConformance { .. }));
+    if certifies && provider.certification.is_none() {
         return Err(RunError::NoCertification { provider: provider.name.clone() });
     }
     // Certification runs are a job of their own, so that its grid shows only full, skip-free runs.
-    let certifies = suites.iter().any(|suite| matches!(suite.kind, SuiteKind::CertifiedConformance { .. }));
     let job = opts.job.clone().unwrap_or_else(|| {
         config::jobs::job_name(&provider.name, certifies.then_some(config::CERTIFICATION_JOB), version)
     });
