@@ -15,12 +15,13 @@ use std::time::Duration;
 
 use crate::common;
 
-use common::real::{pod, real_cluster, run_to_end, running_ip};
+use common::real::{pod, real_cluster_with, run_to_end, running_ip};
 use common::wait_for;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, LogParams, PostParams};
 use local_cluster::toolchain;
-use local_cluster::{images, real};
+use local_cluster::toolchain::Release;
+use local_cluster::{UpOptions, images, real};
 use serde_json::json;
 
 /// The references of the built images of `release`, by `ImageID`.
@@ -125,7 +126,8 @@ fn the_registry_serves_manifests_and_blobs_by_the_registry_api_and_nothing_else(
 async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_from_the_registry() {
     let release = toolchain::default_release();
     let refs = tokio::task::spawn_blocking(move || references(&release)).await.unwrap();
-    let Some(cluster) = real_cluster("images-e2e", release, 1).await else { return };
+    let with_conformance_image = |options: &mut UpOptions| options.conformance_image = true;
+    let Some(cluster) = real_cluster_with("images-e2e", release, 1, with_conformance_image).await else { return };
     let client = cluster.client().await.unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let node = cluster.state.nodes[0].clone();
@@ -369,5 +371,58 @@ async fn each_image_runs_its_entrypoint_as_upstreams_does_and_always_pulls_come_
     let registry_log = std::fs::read_to_string(cluster.dir.join("logs/registry.log")).unwrap();
     assert!(registry_log.contains("/v2/e2e-test-images/not-built-here/manifests/1.0"), "{registry_log}");
 
+    conformance_image_runs_a_spec_as_hydrophone_runs_it(&client, &node, &release).await;
     common::assert_torn_down(cluster);
+}
+
+/// Upstream's conformance image, as Hydrophone's pod runs it (`--focus`, its user, its results
+/// volume, a service account bound to every permission), runs one conformance spec through
+/// go-runner, ginkgo and e2e.test with the in-cluster configuration.
+async fn conformance_image_runs_a_spec_as_hydrophone_runs_it(client: &kube::Client, node: &str, release: &Release) {
+    let namespace = "conformance";
+    let objects = [
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "conformance", "namespace": namespace}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "conformance"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+               "subjects": [{"kind": "ServiceAccount", "name": "conformance", "namespace": namespace}]}),
+    ];
+    for object in objects {
+        let object: kube::api::DynamicObject = serde_json::from_value(object).unwrap();
+        let types = object.types.clone().unwrap();
+        let gvk = kube::api::GroupVersionKind::try_from(&types).unwrap();
+        let resource = kube::api::ApiResource::from_gvk(&gvk);
+        let api: Api<kube::api::DynamicObject> = match &object.metadata.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        api.create(&PostParams::default(), &object).await.unwrap();
+    }
+    let reference = images::conformance::reference(release);
+    let runner: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "e2e-conformance-test"},
+        "spec": {"nodeName": node, "restartPolicy": "Never", "serviceAccountName": "conformance", "containers": [{
+            "name": "conformance-container", "image": reference, "imagePullPolicy": "IfNotPresent",
+            "env": [
+                {"name": "E2E_FOCUS", "value": "Pods should get a host IP"},
+                {"name": "E2E_PROVIDER", "value": "skeleton"},
+                {"name": "E2E_USE_GO_RUNNER", "value": "true"},
+            ],
+            "volumeMounts": [{"name": "output-volume", "mountPath": "/tmp/results"}],
+            "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                                "runAsNonRoot": true, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+        }], "volumes": [{"name": "output-volume", "emptyDir": {}}]},
+    }))
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let (phase, logs) = run_to_end(&pods, &runner).await;
+    assert_eq!(phase, "Succeeded", "{logs}");
+    for line in [
+        "/usr/local/bin/ginkgo,--focus=Pods should get a host IP,--skip=",
+        "/usr/local/bin/e2e.test,--,--disable-log-dump,--repo-root=/kubernetes,--provider=skeleton,--report-dir=/tmp/results,--kubeconfig=\n",
+        "SUCCESS! -- 1 Passed | 0 Failed",
+    ] {
+        assert!(logs.contains(line), "{line:?} missing from the conformance container's output:\n{logs}");
+    }
 }

@@ -182,8 +182,8 @@ impl ConfigArg {
 #[derive(Debug, Subcommand)]
 pub enum ToolchainCommand {
     /// Build the binaries of a Kubernetes version from the Go module proxy: the control plane
-    /// (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), kubectl, e2e.test and
-    /// ginkgo, what nodes run (kubelet, kube-proxy, containerd with its shim and ctr, CoreDNS, kwok),
+    /// (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), kubectl, e2e.test,
+    /// ginkgo and go-runner, what nodes run (kubelet, kube-proxy, containerd with its shim and ctr, CoreDNS, kwok),
     /// the conformance images' programs (agnhost, sample-apiserver, nonewprivs, wget), the image
     /// registry, netproxy and local-upstream-ccm; a no-op for what is already cached.
     Install {
@@ -259,6 +259,11 @@ pub enum ClusterCommand {
         /// from this workspace).
         #[arg(long)]
         ccm_binary: Option<std::path::PathBuf>,
+        /// Also build upstream's conformance image, registry.k8s.io/conformance:<version> (the
+        /// release's e2e.test, ginkgo, kubectl and go-runner), and import it into the real nodes,
+        /// so that Hydrophone or Sonobuoy can run conformance in the cluster.
+        #[arg(long)]
+        conformance_image: bool,
     },
     /// Stop every process of a cluster and remove its state.
     Down {
@@ -467,7 +472,16 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
 
 async fn run_cluster(command: ClusterCommand) -> Result<()> {
     match command {
-        ClusterCommand::Up { name, nodes, node_kind, version, api_server_port, cloud, ccm_binary } => {
+        ClusterCommand::Up {
+            name,
+            nodes,
+            node_kind,
+            version,
+            api_server_port,
+            cloud,
+            ccm_binary,
+            conformance_image,
+        } => {
             let release = toolchain::resolve(version.kubernetes.as_deref())?;
             // Real nodes need a CCM to lift the uninitialized taint.
             let cloud = cloud.or((node_kind == local_cluster::NodeKind::Real).then_some(CloudKind::Local));
@@ -493,6 +507,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
                 cloud,
                 aws: None,
                 node_kind,
+                conformance_image,
             };
             let cluster = until_interrupted(local_cluster::up(options)).await??;
             let state = &cluster.state;

@@ -11,6 +11,7 @@ use local_cloud::api::{Address, AddressType, CreateInstance};
 use local_cloud::{ClientConfig, LocalCloud};
 
 use super::node_sets::NodeSet;
+use super::process::ProcessRecord;
 use super::{ClusterError, LocalCluster, nodes};
 use cli_support::progress;
 
@@ -35,13 +36,14 @@ impl CloudOptions {
     }
 }
 
-/// Arguments of `reference-ccm local-cloud ... serve`.
-pub fn cloud_args(state_dir: &Path, port: u16) -> Vec<String> {
+/// Arguments of `reference-ccm local-cloud ... serve`. The cloud picks its own free port and
+/// writes it to its address file: a port picked here could be taken by the time it binds.
+pub fn cloud_args(state_dir: &Path) -> Vec<String> {
     vec![
         "local-cloud".into(),
         format!("--state-dir={}", state_dir.display()),
         "serve".into(),
-        format!("--listen=127.0.0.1:{port}"),
+        "--listen=127.0.0.1:0".into(),
     ]
 }
 
@@ -102,24 +104,25 @@ pub fn real_instance_for(cluster: &str, index: u32) -> CreateInstance {
 }
 
 impl CloudOptions {
-    /// Starts the cloud as the cluster's process `local-cloud` on `port`, with one instance per
-    /// node (`nodes` gives each its addresses), and writes the CCM's `--cloud-config`.
+    /// Starts the cloud as the cluster's process `local-cloud`, with one instance per node
+    /// (`nodes` gives each its addresses), and writes the CCM's `--cloud-config`.
     pub(crate) async fn start(
         &self,
         cluster: &mut LocalCluster,
-        port: u16,
         count: u32,
         nodes: &impl NodeSet,
     ) -> Result<(), ClusterError> {
         let step = progress::step(format!("starting the local cloud with {count} instances"));
         let state_dir = cluster.cloud_state_dir();
-        let mut args = cloud_args(&state_dir, port);
+        let mut args = cloud_args(&state_dir);
         if let Some(pool) = nodes.ingress_pool() {
             args.push(format!("--private-ip-pool={pool}"));
         }
         cluster.start(&self.ccm_binary, "local-cloud", args)?;
+        let process = cluster.state.processes.last().cloned().expect("local-cloud was just recorded");
+        let url = wait_for_address(&state_dir, &process).await?;
         let name = cluster.state.name.clone();
-        let url = create_instances(&state_dir, count, |index| nodes.cloud_instance(&name, index)).await?;
+        create_instances(&url, count, |index| nodes.cloud_instance(&name, index)).await?;
         cluster.state.cloud_url = Some(url);
         write_cloud_config(&cluster.dir.join(super::CLOUD_CONFIG), &state_dir)?;
         step.done();
@@ -127,24 +130,41 @@ impl CloudOptions {
     }
 }
 
-/// Waits for the cloud's address file, then creates the instances `instance` gives for node
-/// indices `0..count`.
+/// How long a running cloud may take to write its address file (a busy machine starting a debug
+/// build is slow; a cloud that exited is reported at once).
+const CLOUD_START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Waits for the address file of the cloud `process` serves `state_dir` with, and gives its URL.
+async fn wait_for_address(state_dir: &Path, process: &ProcessRecord) -> Result<String, ClusterError> {
+    let started = Instant::now();
+    loop {
+        let error = match local_cloud::url_from_state_dir(state_dir) {
+            Ok(url) => return Ok(url),
+            Err(e) => e,
+        };
+        if !process.is_running() {
+            let log = process.log_tail(20);
+            let path = process.log.display();
+            return Err(ClusterError::Cloud(format!(
+                "the local cloud exited before serving; the end of {path}:\n{log}"
+            )));
+        }
+        if started.elapsed() > CLOUD_START_TIMEOUT {
+            return Err(ClusterError::Cloud(format!(
+                "the local cloud did not start within {CLOUD_START_TIMEOUT:?}: {error}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Creates the instances `instance` gives for node indices `0..count` in the cloud at `url`.
 pub async fn create_instances(
-    state_dir: &Path,
+    url: &str,
     count: u32,
     instance: impl Fn(u32) -> CreateInstance,
-) -> Result<String, ClusterError> {
-    let started = Instant::now();
-    let url = loop {
-        match local_cloud::url_from_state_dir(state_dir) {
-            Ok(url) => break url,
-            Err(_) if started.elapsed() < Duration::from_secs(30) => {
-                tokio::time::sleep(Duration::from_millis(50)).await
-            }
-            Err(e) => return Err(ClusterError::Cloud(format!("the local cloud did not start: {e}"))),
-        }
-    };
-    let cloud = client(&url)?;
+) -> Result<(), ClusterError> {
+    let cloud = client(url)?;
     let creates = (0..count).map(|index| {
         let cloud = &cloud;
         let instance = instance(index);
@@ -154,5 +174,5 @@ pub async fn create_instances(
     while let Some(result) = results.next().await {
         result.map_err(|e| ClusterError::Cloud(format!("creating an instance: {e}")))?;
     }
-    Ok(url)
+    Ok(())
 }

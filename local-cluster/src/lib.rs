@@ -87,6 +87,8 @@ pub enum ClusterError {
     Aws(String),
     #[error("real nodes: {0}")]
     RealNodes(String),
+    #[error("--conformance-image imports the image into real nodes, and kwok's nodes run no pod: add --node-kind real")]
+    ConformanceImageNeedsRealNodes,
     #[error(transparent)]
     Images(#[from] images::ImageError),
     #[error("{action} {path}: {source}")]
@@ -202,6 +204,9 @@ pub struct UpOptions {
     pub aws: Option<AwsOptions>,
     /// What the nodes are: simulated by kwok, or real kubelets with containerd ([`real`]).
     pub node_kind: NodeKind,
+    /// Also build upstream's conformance image and import it into the (real) nodes, for tools that
+    /// run conformance in a pod (Hydrophone, Sonobuoy): [`images::conformance`].
+    pub conformance_image: bool,
 }
 
 pub use config::nodes::NodeKind;
@@ -223,6 +228,7 @@ impl UpOptions {
             cloud: None,
             aws: None,
             node_kind: NodeKind::Kwok,
+            conformance_image: false,
         }
     }
 }
@@ -345,7 +351,7 @@ async fn up_with(options: UpOptions, mut nodes: impl NodeSet) -> Result<LocalClu
     let dir = cluster_dir(&options.name);
     clear_stale(&options.name, &dir)?;
     let toolchain = install_toolchain(options.release).await?;
-    nodes.prepare(options.release, &toolchain).await?;
+    nodes.prepare(&options, &toolchain).await?;
 
     fs::create_dir_all(dir.join("logs")).map_err(io_err("creating", &dir))?;
     let state = ClusterState::new(&options.name, &toolchain.version, dir.join("kubeconfig"));
@@ -353,7 +359,7 @@ async fn up_with(options: UpOptions, mut nodes: impl NodeSet) -> Result<LocalClu
     let ports = Ports::pick(options.api_server_port)?;
     let (pki, client) = start_control_plane(&options, &nodes, &toolchain, &ports, &mut cluster).await?;
     if let Some(local_cloud) = &options.cloud {
-        local_cloud.start(&mut cluster, ports.cloud, options.nodes, &nodes).await?;
+        local_cloud.start(&mut cluster, options.nodes, &nodes).await?;
         cluster.state.ccm_port = Some(ports.ccm);
     }
     if let Some(moto) = &options.aws {
@@ -461,7 +467,6 @@ struct Ports {
     controller_manager: u16,
     scheduler: u16,
     kwok: u16,
-    cloud: u16,
     ccm: u16,
     moto: u16,
 }
@@ -469,7 +474,7 @@ struct Ports {
 impl Ports {
     fn pick(api_server: Option<u16>) -> Result<Self> {
         // Hold every listener until all are picked so no two components get the same port.
-        let listeners: Vec<TcpListener> = (0..9)
+        let listeners: Vec<TcpListener> = (0..8)
             .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
             .collect::<std::io::Result<_>>()
             .map_err(io_err("binding a free port on", Path::new("127.0.0.1")))?;
@@ -481,9 +486,8 @@ impl Ports {
             controller_manager: port(3),
             scheduler: port(4),
             kwok: port(5),
-            cloud: port(6),
-            ccm: port(7),
-            moto: port(8),
+            ccm: port(6),
+            moto: port(7),
         })
     }
 }
@@ -864,6 +868,16 @@ pub fn kubeconfig_path(name: &str) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_conformance_image_on_kwok_nodes_is_refused_before_anything_starts() {
+        let mut options = UpOptions::new("kwok-conformance-image", toolchain::default_release());
+        options.conformance_image = true;
+        let err = up(options).await.unwrap_err();
+        assert!(matches!(err, ClusterError::ConformanceImageNeedsRealNodes), "{err}");
+        assert!(err.to_string().contains("--node-kind real"), "{err}");
+        assert!(!cluster_dir("kwok-conformance-image").exists(), "nothing was started or written");
+    }
 
     #[test]
     fn cluster_names_follow_kubernetes_naming() {

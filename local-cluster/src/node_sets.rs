@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use local_cloud::api::CreateInstance;
 
-use super::toolchain::{Release, Toolchain};
+use super::toolchain::Toolchain;
 use super::{
     ClusterError, LocalCluster, Result, SERVICE_IP, UpOptions, aws, cloud, dns, images, nodes, pki, real,
     register_nodes, wait_for_ready_nodes,
@@ -31,7 +31,7 @@ pub(crate) trait NodeSet: Send + Sync {
     fn preflight(&self, options: &UpOptions) -> Result<()>;
 
     /// Builds what the nodes need before the cluster starts (real nodes: their images).
-    fn prepare(&mut self, release: Release, toolchain: &Toolchain) -> impl Future<Output = Result<()>> + Send;
+    fn prepare(&mut self, options: &UpOptions, toolchain: &Toolchain) -> impl Future<Output = Result<()>> + Send;
 
     /// The cluster's certificates: the API server's names, and client certificates for kubelets.
     fn pki(&self, dir: &Path, node_names: &[String]) -> Result<pki::Pki>;
@@ -63,11 +63,14 @@ pub(crate) trait NodeSet: Send + Sync {
 pub(crate) struct KwokNodes;
 
 impl NodeSet for KwokNodes {
-    fn preflight(&self, _options: &UpOptions) -> Result<()> {
+    fn preflight(&self, options: &UpOptions) -> Result<()> {
+        if options.conformance_image {
+            return Err(ClusterError::ConformanceImageNeedsRealNodes);
+        }
         Ok(())
     }
 
-    async fn prepare(&mut self, _release: Release, _toolchain: &Toolchain) -> Result<()> {
+    async fn prepare(&mut self, _options: &UpOptions, _toolchain: &Toolchain) -> Result<()> {
         Ok(())
     }
 
@@ -121,10 +124,11 @@ impl NodeSet for KwokNodes {
     }
 }
 
-/// Real kubelets, with the images they run.
+/// Real kubelets, with the images they run and the registry indexes that serve them.
 #[derive(Default)]
 pub(crate) struct RealNodes {
     images: Vec<images::Image>,
+    registry_indexes: Vec<PathBuf>,
 }
 
 impl NodeSet for RealNodes {
@@ -138,11 +142,21 @@ impl NodeSet for RealNodes {
         Ok(())
     }
 
-    async fn prepare(&mut self, release: Release, toolchain: &Toolchain) -> Result<()> {
-        let toolchain = toolchain.clone();
-        self.images = tokio::task::spawn_blocking(move || images::install(&release, &toolchain))
-            .await
-            .expect("image builds do not panic")?;
+    async fn prepare(&mut self, options: &UpOptions, toolchain: &Toolchain) -> Result<()> {
+        let (toolchain, release, conformance) = (toolchain.clone(), options.release, options.conformance_image);
+        let (images, indexes) = tokio::task::spawn_blocking(move || -> std::result::Result<_, images::ImageError> {
+            let mut images = images::install(&release, &toolchain)?;
+            let mut indexes = vec![images::registry_index(&release)];
+            if conformance {
+                let (image, index) = images::conformance::install(&release, &toolchain)?;
+                images.push(image);
+                indexes.push(index);
+            }
+            Ok((images, indexes))
+        })
+        .await
+        .expect("image builds do not panic")?;
+        (self.images, self.registry_indexes) = (images, indexes);
         Ok(())
     }
 
@@ -180,7 +194,7 @@ impl NodeSet for RealNodes {
             options.nodes
         ));
         let hub = real::start_hub(joining.toolchain, joining.api_port, cluster)?;
-        real::start_registry(joining.toolchain, hub, &images::registry_index(&options.release), cluster)?;
+        real::start_registry(joining.toolchain, hub, &self.registry_indexes, cluster)?;
         let mut holders = Vec::new();
         for index in 0..options.nodes {
             let name = nodes::node_name(&options.name, index);

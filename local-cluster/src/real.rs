@@ -39,6 +39,7 @@ use kube::api::ListParams;
 use sha2::{Digest, Sha256};
 
 use super::images::Image;
+use super::images::oci::RegistryIndex;
 use super::{ClusterError, ClusterState, LocalCluster, Result, io_err, nodes, process};
 use crate::toolchain::Toolchain;
 
@@ -595,20 +596,38 @@ pub fn registry_url() -> String {
     format!("http://{HUB_IP}:{REGISTRY_PORT}")
 }
 
-/// Starts the registry (`tools/kube/registry`) in the hub, serving the images indexed by `index`,
-/// and waits until it answers.
-pub(super) fn start_registry(toolchain: &Toolchain, hub: i32, index: &Path, cluster: &mut LocalCluster) -> Result<()> {
-    // A copy in the cluster's dir, naming the archives by absolute path: the command line then names
-    // the state dir, as every process of the cluster's does (the sweep after a SIGKILL finds it).
-    let text = fs::read(index).map_err(io_err("reading", index))?;
-    let mut copy: super::images::oci::RegistryIndex = serde_json::from_slice(&text)
-        .map_err(|e| ClusterError::RealNodes(format!("{} does not parse: {e}", index.display())))?;
-    let images_dir = index.parent().unwrap_or(Path::new("/"));
-    for blob in copy.blobs.values_mut() {
-        blob.file = images_dir.join(&blob.file).display().to_string();
+/// The registry indexes at `indexes` as one, each blob's archive named by its absolute path.
+fn merged_index(indexes: &[PathBuf]) -> Result<RegistryIndex> {
+    let mut merged = RegistryIndex::default();
+    for index in indexes {
+        let text = fs::read(index).map_err(io_err("reading", index))?;
+        let read: RegistryIndex = serde_json::from_slice(&text)
+            .map_err(|e| ClusterError::RealNodes(format!("{} does not parse: {e}", index.display())))?;
+        let images_dir = index.parent().unwrap_or(Path::new("/"));
+        for (digest, mut blob) in read.blobs {
+            blob.file = images_dir.join(&blob.file).display().to_string();
+            merged.blobs.entry(digest).or_insert(blob);
+        }
+        for (repository, tags) in read.repositories {
+            merged.repositories.entry(repository).or_default().extend(tags);
+        }
     }
+    Ok(merged)
+}
+
+/// Starts the registry (`tools/kube/registry`) in the hub, serving the images of every index of
+/// `indexes`, and waits until it answers.
+pub(super) fn start_registry(
+    toolchain: &Toolchain,
+    hub: i32,
+    indexes: &[PathBuf],
+    cluster: &mut LocalCluster,
+) -> Result<()> {
+    // One index in the cluster's dir, naming the archives by absolute path: the command line then
+    // names the state dir, as every process of the cluster's does (the sweep after a SIGKILL finds it).
+    let merged = merged_index(indexes)?;
     let own = real_dir(&cluster.dir).join("registry.json");
-    fs::write(&own, serde_json::to_vec(&copy).expect("serialises")).map_err(io_err("writing", &own))?;
+    fs::write(&own, serde_json::to_vec(&merged).expect("serialises")).map_err(io_err("writing", &own))?;
     let args = vec![
         format!("--net=/proc/{hub}/ns/net"),
         "--".into(),
@@ -1043,6 +1062,46 @@ mod tests {
         fs::write(dir.path().join("cgroup.controllers"), controllers).unwrap();
         fs::write(dir.path().join("cgroup.subtree_control"), subtree_control).unwrap();
         dir
+    }
+
+    #[test]
+    fn the_registry_serves_every_index_each_blob_by_its_archives_absolute_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut paths = Vec::new();
+        for (dir, reference, content) in [
+            ("node-images", "registry.k8s.io/e2e-test-images/busybox:1.37.0-2", b"busybox".as_slice()),
+            ("conformance", "registry.k8s.io/conformance:v1.37.1", b"e2e.test".as_slice()),
+        ] {
+            let dir = tmp.path().join(dir);
+            fs::create_dir_all(&dir).unwrap();
+            let shared = super::super::images::oci::files_layer(&[("bin/sh", b"shared base", 0o755)]).unwrap();
+            let own = super::super::images::oci::files_layer(&[("file", content, 0o644)]).unwrap();
+            let archive = dir.join("image.oci.tar");
+            let config = serde_json::json!({});
+            super::super::images::write_archive(&archive, reference, &[&shared, &own], config).unwrap();
+            let mut index = RegistryIndex::default();
+            index.add_archive(&archive).unwrap();
+            fs::write(dir.join("registry.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+            paths.push(dir.join("registry.json"));
+        }
+        let merged = merged_index(&paths).unwrap();
+        let repositories: Vec<&str> = merged.repositories.keys().map(String::as_str).collect();
+        assert_eq!(repositories, ["conformance", "e2e-test-images/busybox"]);
+        assert_eq!(merged.repositories["conformance"].keys().collect::<Vec<_>>(), ["v1.37.1"]);
+        // The layer both share is served from the first index's archive; every blob by absolute path.
+        let first = tmp.path().join("node-images/image.oci.tar").display().to_string();
+        let second = tmp.path().join("conformance/image.oci.tar").display().to_string();
+        let shared = super::super::images::oci::digest(
+            &super::super::images::oci::files_layer(&[("bin/sh", b"shared base", 0o755)]).unwrap(),
+        );
+        assert_eq!(merged.blobs[&shared].file, first);
+        assert!(merged.blobs.values().all(|b| b.file == first || b.file == second), "{merged:?}");
+        assert!(merged.blobs.values().any(|b| b.file == second), "the conformance image's own blobs");
+
+        let broken = tmp.path().join("broken.json");
+        fs::write(&broken, "{").unwrap();
+        let err = merged_index(std::slice::from_ref(&broken)).unwrap_err().to_string();
+        assert!(err.contains(&broken.display().to_string()) && err.contains("does not parse"), "{err}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, LogParams, PostParams};
 use local_cluster::cloud::CloudOptions;
 use local_cluster::toolchain::Release;
-use local_cluster::{NodeKind, real};
+use local_cluster::{NodeKind, UpOptions, real};
 use serde_json::json;
 
 use super::{TestCluster, wait_for};
@@ -15,6 +15,16 @@ use super::{TestCluster, wait_for};
 /// A cluster of `nodes` real nodes with the local cloud and the reference CCM, or `None` (saying
 /// why) when the kernel lacks a feature real nodes cannot do without.
 pub async fn real_cluster(name: &str, release: Release, nodes: u32) -> Option<TestCluster> {
+    real_cluster_with(name, release, nodes, |_| {}).await
+}
+
+/// [`real_cluster`] with `customise` applied to its options.
+pub async fn real_cluster_with(
+    name: &str,
+    release: Release,
+    nodes: u32,
+    customise: impl FnOnce(&mut UpOptions),
+) -> Option<TestCluster> {
     if let Some(missing) = real::missing_kernel_feature() {
         eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
         return None;
@@ -26,6 +36,7 @@ pub async fn real_cluster(name: &str, release: Release, nodes: u32) -> Option<Te
     let mut options = super::options(name, release, nodes);
     options.node_kind = NodeKind::Real;
     options.cloud = Some(CloudOptions::new(ccm_binary));
+    customise(&mut options);
     Some(super::bring_up(options).await)
 }
 

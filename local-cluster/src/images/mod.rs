@@ -20,6 +20,7 @@
 
 mod busybox;
 mod catalog;
+pub mod conformance;
 mod debian;
 pub mod oci;
 

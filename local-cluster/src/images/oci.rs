@@ -69,15 +69,21 @@ impl Layer {
 
     /// Every file, directory and symlink under `root` (not `root` itself), in name order, modes kept.
     pub fn tree(&mut self, root: &Path) -> Result<()> {
-        self.walk(root, root)
+        self.walk(root, root, "")
     }
 
-    fn walk(&mut self, root: &Path, dir: &Path) -> Result<()> {
+    /// [`Layer::tree`] with every path under `prefix` (a directory the layer already has).
+    pub fn tree_under(&mut self, root: &Path, prefix: &str) -> Result<()> {
+        self.walk(root, root, prefix)
+    }
+
+    fn walk(&mut self, root: &Path, dir: &Path, prefix: &str) -> Result<()> {
         let mut entries: Vec<_> = fs::read_dir(dir).map_err(io_err("reading", dir))?.flatten().collect();
         entries.sort_by_key(|e| e.file_name());
         for entry in entries {
             let path = entry.path();
-            let name = path.strip_prefix(root).expect("under root").to_string_lossy().into_owned();
+            let relative = path.strip_prefix(root).expect("under root").to_string_lossy().into_owned();
+            let name = if prefix.is_empty() { relative } else { format!("{prefix}/{relative}") };
             let meta = fs::symlink_metadata(&path).map_err(io_err("reading", &path))?;
             let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777;
             if meta.file_type().is_symlink() {
@@ -85,7 +91,7 @@ impl Layer {
                 self.symlink(&name, &target.to_string_lossy())?;
             } else if meta.is_dir() {
                 self.dir(&name, mode)?;
-                self.walk(root, &path)?;
+                self.walk(root, &path, prefix)?;
             } else if meta.is_file() {
                 let contents = fs::read(&path).map_err(io_err("reading", &path))?;
                 self.file(&name, &contents, mode)?;

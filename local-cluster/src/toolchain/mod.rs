@@ -35,6 +35,7 @@ pub const BINARIES: &[&str] = &[
     "e2e.test",
     "etcd",
     "ginkgo",
+    "go-runner",
     "kube-apiserver",
     "kube-controller-manager",
     "kube-scheduler",
@@ -95,6 +96,9 @@ const E2E_PACKAGE: &str = "k8s.io/kubernetes/test/e2e";
 
 /// The ginkgo CLI, built at the version of `github.com/onsi/ginkgo/v2` the release requires.
 const GINKGO_PACKAGE: &str = "github.com/onsi/ginkgo/v2/ginkgo";
+
+/// The conformance image's entrypoint, which runs ginkgo as Hydrophone and Sonobuoy expect.
+const GO_RUNNER_PACKAGE: &str = "k8s.io/kubernetes/test/conformance/image/go-runner";
 
 /// agnhost, the image most conformance tests run, from the release's own sources.
 const AGNHOST_PACKAGE: &str = "k8s.io/kubernetes/test/images/agnhost";
@@ -530,6 +534,15 @@ fn plan(release: &Release) -> Vec<Build> {
             version_vars: vec![],
             label: format!("ginkgo {ginkgo} (for Kubernetes {version})"),
         },
+        Build {
+            module: release.module,
+            command: GoCommand::Build,
+            packages: vec![GO_RUNNER_PACKAGE],
+            outputs: vec!["go-runner"],
+            stamped: false,
+            version_vars: vec![],
+            label: format!("go-runner of Kubernetes {version} (the conformance image's entrypoint)"),
+        },
         // etcd's wrapper module builds a binary named after its folder.
         Build {
             module: &pins::ETCD,
@@ -943,12 +956,14 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
         entry(&dir, version, OLDER_BINARIES, 3, 3);
         let (manifest, missing) = inspect(version, &dir).unwrap();
-        let expected: Vec<&str> =
-            ["e2e.test", "ginkgo", UPSTREAM_CCM].into_iter().chain(NODE_BINARIES.iter().copied()).collect();
+        let expected: Vec<&str> = ["e2e.test", "ginkgo", "go-runner", UPSTREAM_CCM]
+            .into_iter()
+            .chain(NODE_BINARIES.iter().copied())
+            .collect();
         assert_eq!(missing, expected);
         let err = ToolchainError::Incomplete { version: version.into(), dir: dir.clone(), missing };
         let text = err.to_string();
-        assert!(text.contains("lacks e2e.test, ginkgo, local-upstream-ccm"), "{text}");
+        assert!(text.contains("lacks e2e.test, ginkgo, go-runner, local-upstream-ccm"), "{text}");
         assert!(text.contains(&format!("harness toolchain install --kubernetes {version}")), "{text}");
 
         let plan = plan(&default_release());
@@ -958,6 +973,7 @@ mod tests {
             [
                 "e2e.test",
                 "ginkgo",
+                "go-runner",
                 UPSTREAM_CCM,
                 "kubelet",
                 "agnhost",
