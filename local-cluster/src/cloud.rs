@@ -11,7 +11,6 @@ use local_cloud::api::{Address, AddressType, CreateInstance};
 use local_cloud::{ClientConfig, LocalCloud};
 
 use super::node_sets::NodeSet;
-use super::process::ProcessRecord;
 use super::{ClusterError, LocalCluster, nodes};
 use cli_support::progress;
 
@@ -119,8 +118,7 @@ impl CloudOptions {
             args.push(format!("--private-ip-pool={pool}"));
         }
         cluster.start(&self.ccm_binary, "local-cloud", args)?;
-        let process = cluster.state.processes.last().cloned().expect("local-cloud was just recorded");
-        let url = wait_for_address(&state_dir, &process).await?;
+        let url = wait_for_address(&state_dir, cluster).await?;
         let name = cluster.state.name.clone();
         create_instances(&url, count, |index| nodes.cloud_instance(&name, index)).await?;
         cluster.state.cloud_url = Some(url);
@@ -134,25 +132,16 @@ impl CloudOptions {
 /// build is slow; a cloud that exited is reported at once).
 const CLOUD_START_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Waits for the address file of the cloud `process` serves `state_dir` with, and gives its URL.
-async fn wait_for_address(state_dir: &Path, process: &ProcessRecord) -> Result<String, ClusterError> {
+/// Waits for the address file of the cloud `cluster` serves `state_dir` with, and gives its URL.
+async fn wait_for_address(state_dir: &Path, cluster: &LocalCluster) -> Result<String, ClusterError> {
     let started = Instant::now();
     loop {
-        let error = match local_cloud::url_from_state_dir(state_dir) {
-            Ok(url) => return Ok(url),
-            Err(e) => e,
-        };
-        if !process.is_running() {
-            let log = process.log_tail(20);
-            let path = process.log.display();
-            return Err(ClusterError::Cloud(format!(
-                "the local cloud exited before serving; the end of {path}:\n{log}"
-            )));
+        if let Ok(url) = local_cloud::url_from_state_dir(state_dir) {
+            return Ok(url);
         }
+        super::check_alive(&cluster.state)?;
         if started.elapsed() > CLOUD_START_TIMEOUT {
-            return Err(ClusterError::Cloud(format!(
-                "the local cloud did not start within {CLOUD_START_TIMEOUT:?}: {error}"
-            )));
+            return Err(cluster.timeout("the local cloud to write its address file", started));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -34,9 +34,7 @@ pub fn binary(kubernetes_source: &Path, work: &Path) -> Result<PathBuf> {
     // The images of two releases may be built at once: one builds busybox, the other then finds it
     // (apt's lists also take one `apt-get update` at a time).
     fs::create_dir_all(&root).map_err(io_err("creating", &root))?;
-    let lock_path = root.join("lock");
-    let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
-    lock.lock().map_err(io_err("locking", &lock_path))?;
+    let _turn = super::take_turn(&root.join("lock"))?;
     if is_built() {
         return Ok(cached);
     }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::{Image, ImageError, PATH_ENV, Result, busybox, busybox_layer, io_err, oci};
+use super::{Image, ImageError, PATH_ENV, Result, busybox, busybox_layer, io_err, oci, take_turn};
 use crate::toolchain::{self, Release, Toolchain};
 
 /// The image's `ImageID`, as [`Image::id`] names it (upstream's manifest.go does not list it).
@@ -48,9 +48,7 @@ pub fn install(release: &Release, toolchain: &Toolchain) -> Result<(Image, PathB
     }
     let parent = dir.parent().expect("images/format-N");
     fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
-    let lock_path = parent.join(format!("{}-conformance.lock", release.version));
-    let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
-    lock.lock().map_err(io_err("locking", &lock_path))?;
+    let _turn = take_turn(&parent.join(format!("{}-conformance.lock", release.version)))?;
     if index.is_file() {
         return Ok((image, index));
     }

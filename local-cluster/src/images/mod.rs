@@ -58,6 +58,13 @@ pub enum ImageError {
 
 type Result<T> = std::result::Result<T, ImageError>;
 
+/// Holds the lock file at `path` until dropped: two builds of one cache entry take turns.
+fn take_turn(path: &Path) -> Result<fs::File> {
+    let lock = fs::File::create(path).map_err(io_err("creating", path))?;
+    lock.lock().map_err(io_err("locking", path))?;
+    Ok(lock)
+}
+
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ImageError {
     let path = path.to_path_buf();
     move |source| ImageError::Io { action, path, source }
@@ -263,9 +270,7 @@ pub fn install(release: &Release, toolchain: &Toolchain) -> Result<Vec<Image>> {
     fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
     // Two `up`s at once (parallel tests) take turns; the second finds the first's images.
     // (Not `with_extension`: a version's dots are not an extension.)
-    let lock_path = parent.join(format!("{}.lock", release.version));
-    let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
-    lock.lock().map_err(io_err("locking", &lock_path))?;
+    let _turn = take_turn(&parent.join(format!("{}.lock", release.version)))?;
     if let Some(images) = cached(&dir) {
         return Ok(images);
     }
