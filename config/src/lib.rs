@@ -356,6 +356,8 @@ pub struct Provider {
     pub ccm: Ccm,
     pub deployer: Deployer,
     pub capabilities: BTreeSet<Capability>,
+    /// Why it lacks a capability (`unsupported:`), given with every test cloud-e2e skips for it.
+    pub unsupported: BTreeMap<Capability, String>,
     /// The suites `harness run` runs for it, in order.
     pub suites: Vec<String>,
     pub required: Required,
@@ -497,18 +499,31 @@ pub enum LocalCloud {
     Local,
     /// moto's EC2/ELB APIs, for the `aws` provider (cloud-provider-aws's CCM).
     Moto,
+    /// govmomi's vcsim (the vCenter API), for the `vsphere` provider (cloud-provider-vsphere's CCM).
+    Vcsim,
 }
 
 impl LocalCloud {
-    pub const ALL: [LocalCloud; 2] = [LocalCloud::Local, LocalCloud::Moto];
+    pub const ALL: [LocalCloud; 3] = [LocalCloud::Local, LocalCloud::Moto, LocalCloud::Vcsim];
 
     /// The nodes a `local` deployer with this cloud has when `node_kind` is not given: real ones
     /// with the local cloud; kwok's with moto, whose EC2 instances the nodes are named and
-    /// addressed after (no real node can be).
+    /// addressed after (no real node can be); real ones with vcsim, whose CCM drops the loopback
+    /// addresses kwok's nodes have.
     pub fn default_node_kind(self) -> crate::nodes::NodeKind {
         match self {
-            LocalCloud::Local => crate::nodes::NodeKind::Real,
+            LocalCloud::Local | LocalCloud::Vcsim => crate::nodes::NodeKind::Real,
             LocalCloud::Moto => crate::nodes::NodeKind::Kwok,
+        }
+    }
+
+    /// The node kinds a cluster on this cloud can have.
+    pub fn node_kinds(self) -> &'static [crate::nodes::NodeKind] {
+        use crate::nodes::NodeKind;
+        match self {
+            LocalCloud::Local => &[NodeKind::Real, NodeKind::Kwok],
+            LocalCloud::Moto => &[NodeKind::Kwok],
+            LocalCloud::Vcsim => &[NodeKind::Real],
         }
     }
 
@@ -516,7 +531,37 @@ impl LocalCloud {
         match self {
             LocalCloud::Local => "local",
             LocalCloud::Moto => "moto",
+            LocalCloud::Vcsim => "vcsim",
         }
+    }
+}
+
+/// The vSphere tags of a `cloud: vcsim` inventory: a host per zone, each tagged with its zone, and
+/// the datacenter tagged with the region; the CCM's `[Labels]` read them (categories `k8s-zone`
+/// and `k8s-region`). No zones: the CCM is configured without zone labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VsphereTags {
+    pub zones: Vec<String>,
+    pub region: Option<String>,
+}
+
+impl VsphereTags {
+    /// What the bundled `vsphere` provider uses when providers.yaml gives no tags.
+    pub fn default_tags() -> Self {
+        VsphereTags {
+            zones: ["zone-a", "zone-b", "zone-c"].map(String::from).to_vec(),
+            region: Some("region-1".into()),
+        }
+    }
+
+    /// The hosts of the inventory: one per zone, one when there are no zones.
+    pub fn hosts(&self) -> u32 {
+        self.zones.len().max(1) as u32
+    }
+
+    /// The most nodes the inventory's hosts hold.
+    pub fn max_nodes(&self) -> u32 {
+        self.hosts() * crate::nodes::VCSIM_VMS_PER_HOST
     }
 }
 
@@ -525,7 +570,7 @@ impl LocalCloud {
 pub enum Deployer {
     /// The embedded cluster: control plane processes and nodes (real kubelets, or kwok's simulated
     /// ones), with a cloud of its own.
-    Local { nodes: u32, cloud: LocalCloud, node_kind: crate::nodes::NodeKind },
+    Local { nodes: u32, cloud: LocalCloud, node_kind: crate::nodes::NodeKind, vsphere: Option<VsphereTags> },
     /// A cluster that is already there; `None` means `$KUBECONFIG`, else `~/.kube/config`.
     Existing { kubeconfig: Option<PathBuf> },
     /// `kind create cluster` with the external cloud provider; a kind config and/or a node image.

@@ -22,6 +22,12 @@ pub const MAX_REAL_NODES: u32 = 200;
 /// 127.128.0.0/10.
 pub const MAX_KWOK_NODES: u32 = 1 << 14;
 
+/// VMs one host of a vcsim inventory holds: its ESX host model has 4 GiB of memory (4,095 MiB),
+/// and each node's VM takes [`VCSIM_VM_MEMORY_MIB`].
+pub const VCSIM_VMS_PER_HOST: u32 = 4095 / VCSIM_VM_MEMORY_MIB;
+/// The memory of a node's VM in vcsim: the vSphere CCM's instance type reads `mem-1gb`.
+pub const VCSIM_VM_MEMORY_MIB: u32 = 1024;
+
 /// Nodes a cluster on moto can have: 3 zones with a subnet each, 240 instance addresses in each
 /// (`.10` to `.249`).
 pub const MAX_MOTO_NODES: u32 = 3 * (250 - 10);

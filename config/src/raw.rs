@@ -57,6 +57,8 @@ pub struct RawProvider {
     pub ccm: RawCcm,
     pub deployer: RawDeployer,
     pub capabilities: Vec<String>,
+    #[serde(default)]
+    pub unsupported: BTreeMap<String, String>,
     pub suites: Vec<String>,
     #[serde(default)]
     pub required: RawRequired,
@@ -145,6 +147,9 @@ pub struct RawDeployer {
     pub nodes: Option<u32>,
     pub cloud: Option<String>,
     pub node_kind: Option<String>,
+    // local with `cloud: vcsim`
+    pub zones: Option<Vec<String>>,
+    pub region: Option<String>,
     // existing
     pub kubeconfig: Option<String>,
     // kind

@@ -70,7 +70,12 @@ fn the_repository_providers_yaml_is_valid_and_describes_the_local_reference_prov
     assert!(args.contains(&"--cloud-provider=local".to_owned()), "{args:?}");
     assert_eq!(
         local.deployer,
-        Deployer::Local { nodes: 3, cloud: crate::LocalCloud::Local, node_kind: crate::nodes::NodeKind::Real }
+        Deployer::Local {
+            nodes: 3,
+            cloud: crate::LocalCloud::Local,
+            node_kind: crate::nodes::NodeKind::Real,
+            vsphere: None
+        }
     );
     assert_eq!(local.suites, ["cloud-e2e", "conformance-quick"]);
     assert_eq!(local.required.suites, ["cloud-e2e", "conformance-quick"]);
@@ -91,7 +96,12 @@ fn the_aws_provider_runs_the_toolchains_ccm_against_moto_with_honest_capabilitie
     assert!(args.contains(&"--cloud-provider=aws".to_owned()), "{args:?}");
     assert_eq!(
         aws.deployer,
-        Deployer::Local { nodes: 3, cloud: crate::LocalCloud::Moto, node_kind: crate::nodes::NodeKind::Kwok }
+        Deployer::Local {
+            nodes: 3,
+            cloud: crate::LocalCloud::Moto,
+            node_kind: crate::nodes::NodeKind::Kwok,
+            vsphere: None
+        }
     );
     // What classic ELBs, moto and an IPv4 VPC do not give (docs/providers.md says why).
     for missing in [Capability::LoadBalancerUdp, Capability::Routes, Capability::DualStack] {
@@ -100,6 +110,75 @@ fn the_aws_provider_runs_the_toolchains_ccm_against_moto_with_honest_capabilitie
     let local = config.provider("local").unwrap();
     let tested: Vec<String> = aws.kubernetes.iter().map(ToString::to_string).collect();
     assert_eq!(tested, local.kubernetes.iter().map(ToString::to_string).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_vsphere_provider_runs_its_ccm_on_vcsims_real_nodes_and_says_why_it_lacks_what_it_lacks() {
+    let config = ProvidersConfig::bundled();
+    let vsphere = config.provider("vsphere").expect("vsphere provider");
+    assert!(matches!(&vsphere.ccm.build, CcmBuild::Toolchain { bin, .. } if bin == "vsphere-cloud-controller-manager"));
+    let CcmDeploy::Process { args, .. } = &vsphere.ccm.deploy else { panic!("{:?}", vsphere.ccm.deploy) };
+    assert!(args.contains(&"--cloud-provider=vsphere".to_owned()), "{args:?}");
+    let Deployer::Local { cloud, node_kind, vsphere: Some(tags), .. } = &vsphere.deployer else {
+        panic!("{:?}", vsphere.deployer)
+    };
+    assert_eq!((*cloud, *node_kind), (crate::LocalCloud::Vcsim, crate::nodes::NodeKind::Real));
+    assert_eq!(tags.zones.len(), 3);
+    let declared: Vec<Capability> = vsphere.capabilities.iter().copied().collect();
+    assert_eq!(
+        declared,
+        [Capability::Instances, Capability::Zones, Capability::NodeShutdown, Capability::NodeDeletion]
+    );
+    for missing in [Capability::LoadBalancers, Capability::Routes, Capability::LoadBalancerDataPath] {
+        assert!(vsphere.unsupported[&missing].contains("NSX-T"), "{missing}");
+    }
+    assert!(vsphere.suites.contains(&"conformance-quick".to_owned()));
+}
+
+#[test]
+fn a_vcsim_inventory_that_cannot_hold_the_nodes_or_label_its_zones_is_refused_where_it_is_written() {
+    let local = |rest: &str| edit("    deployer: {kind: existing}", &format!("    deployer: {{kind: local, {rest}}}"));
+    let problem = only_problem(&local("cloud: vcsim, node_kind: kwok"));
+    assert_eq!(problem.path, "providers[0].deployer.node_kind");
+    assert!(problem.problem.to_string().contains("use `node_kind: real`"), "{}", problem.problem);
+
+    // Three hosts of 4 GiB hold three 1 GiB VMs each; one zone, one host.
+    assert!(load(&local("cloud: vcsim, nodes: 9")).is_ok());
+    let problem = only_problem(&local("cloud: vcsim, nodes: 10"));
+    assert_eq!((problem.path.as_str(), problem.location), ("providers[0].deployer.nodes", at(11, 50)));
+    assert!(problem.problem.to_string().contains("at most 9 nodes; add zones"), "{}", problem.problem);
+    let problem = only_problem(&local("cloud: vcsim, zones: [a], region: r, nodes: 4"));
+    assert!(problem.problem.to_string().contains("1 host(s)"), "{}", problem.problem);
+
+    let problem = only_problem(&local("cloud: vcsim, zones: [], region: r"));
+    assert_eq!(problem.path, "providers[0].deployer.region");
+    assert!(problem.problem.to_string().contains("a region tag needs zone tags"), "{}", problem.problem);
+    let text =
+        local("cloud: vcsim, zones: []").replace("capabilities: [instances]", "capabilities: [instances, zones]");
+    let problem = only_problem(&text);
+    assert_eq!(problem.path, "providers[0].deployer.zones");
+    assert!(problem.problem.to_string().contains("capability `zones` needs zone tags"), "{}", problem.problem);
+    assert!(load(&local("cloud: vcsim, zones: []")).is_ok(), "no zones and no zones capability");
+
+    let problem = only_problem(&local("cloud: vcsim, zones: [Zone A]"));
+    assert_eq!(problem.path, "providers[0].deployer.zones[0]");
+    let problem = only_problem(&local("cloud: moto, zones: [a]"));
+    assert_eq!(problem.path, "providers[0].deployer.zones");
+    assert!(problem.problem.to_string().contains("set `cloud: vcsim`"), "{}", problem.problem);
+}
+
+#[test]
+fn an_unsupported_capability_needs_a_reason_and_cannot_be_declared_too() {
+    let with = |unsupported: &str| {
+        edit("    suites: [cloud-e2e]", &format!("    suites: [cloud-e2e]\n    unsupported: {unsupported}"))
+    };
+    let config = load(&with("{routes: no NSX-T}")).unwrap();
+    assert_eq!(config.providers[0].unsupported[&Capability::Routes], "no NSX-T");
+    let problem = only_problem(&with("{instances: why}"));
+    assert_eq!(problem.path, "providers[0].unsupported.instances");
+    assert!(problem.problem.to_string().contains("both declared"), "{}", problem.problem);
+    assert_eq!(only_problem(&with("{teleport: no}")).path, "providers[0].unsupported.teleport");
+    assert_eq!(only_problem(&with("{routes: ' '}")).path, "providers[0].unsupported.routes");
 }
 
 #[test]
@@ -140,7 +219,7 @@ fn an_unknown_local_cloud_or_toolchain_ccm_is_refused_with_the_known_ones() {
     let problem = only_problem(&text);
     assert_eq!(problem.path, "providers[0].deployer.cloud");
     let message = problem.problem.to_string();
-    assert!(message.contains("`ec2`") && message.contains("local, moto"), "{message}");
+    assert!(message.contains("`ec2`") && message.contains("local, moto, vcsim"), "{message}");
 
     let text = edit(
         "      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}",
@@ -231,6 +310,8 @@ fn job_names_are_per_provider_job_and_release_line() {
         [
             "ci-cloud-provider-aws-k8s-1.37",
             "ci-cloud-provider-aws-k8s-1.36",
+            "ci-cloud-provider-vsphere-k8s-1.37",
+            "ci-cloud-provider-vsphere-k8s-1.36",
             "ci-cloud-provider-local-k8s-1.37",
             "ci-cloud-provider-local-certified-conformance-k8s-1.37",
             "ci-cloud-provider-local-k8s-1.36",
@@ -265,13 +346,14 @@ fn testgrid_input_has_a_job_per_cell_under_the_bucket() {
     let config = ProvidersConfig::bundled();
     let input = testgrid_input(&config);
     assert_eq!(input.dashboard_group.as_deref(), Some("sig-cloud-provider-harness"));
-    let [aws, provider, upstream] = &input.providers[..] else { panic!("{input:?}") };
+    let [aws, vsphere, provider, upstream] = &input.providers[..] else { panic!("{input:?}") };
     assert_eq!((aws.dashboard.as_str(), aws.num_failures_to_alert), ("cloud-provider-aws", 3));
+    assert_eq!(vsphere.dashboard, "cloud-provider-vsphere");
     assert_eq!(upstream.dashboard, "cloud-provider-local-upstream");
     assert_eq!((provider.dashboard.as_str(), provider.num_failures_to_alert), ("cloud-provider-local", 3));
     assert_eq!(provider.jobs[0].gcs_prefix, "kubernetes-ci-logs/logs/ci-cloud-provider-local-k8s-1.37");
     let generated = crate::testgrid::generate(&input).unwrap();
-    assert_eq!(generated.test_groups.len(), 8);
+    assert_eq!(generated.test_groups.len(), 10);
     // The certification jobs, and only they, on the provider's conformance dashboard.
     let tabs = |name: &str| -> Vec<String> {
         let dashboard = generated.dashboards.iter().find(|d| d.name == name).unwrap_or_else(|| panic!("{name}"));

@@ -16,7 +16,7 @@ use super::template::{self, Placeholder, TemplateError};
 use super::{
     BUILTIN_SUITES, BuildOutput, Capability, Ccm, CcmBuild, CcmDeploy, CommandSpec, Deployer, DeployerKind, Hook,
     Hooks, JobSpec, KubernetesVersion, LocalCloud, Provider, ProviderTestGrid, ProvidersConfig, Required, Suite,
-    SuiteKind, TestGridSettings, TestMatcher, jobs,
+    SuiteKind, TestGridSettings, TestMatcher, VsphereTags, jobs,
 };
 
 pub const DEFAULT_NODES: u32 = 3;
@@ -116,6 +116,30 @@ pub enum Problem {
          use `node_kind: kwok` with it, or `cloud: local`"
     )]
     RealNodesNeedLocalCloud(&'static str),
+    #[error(
+        "the vSphere CCM drops loopback addresses, the only ones kwok's nodes have, so cloud `vcsim` \
+         runs real nodes: use `node_kind: real` with it"
+    )]
+    KwokNodesOnVcsim,
+    #[error("capability `{0}` is both declared in `capabilities` and listed as unsupported; keep one")]
+    DeclaredAndUnsupported(String),
+    #[error("`{0}` describes the vSphere inventory of `cloud: vcsim`; drop it, or set `cloud: vcsim`")]
+    OnlyWithVcsim(&'static str),
+    #[error(
+        "a region tag needs zone tags: the vSphere CCM reads zone and region labels together; \
+         give `zones`, or drop `region`"
+    )]
+    RegionWithoutZones,
+    #[error(
+        "capability `zones` needs zone tags in the vcsim inventory, and `deployer.zones` is empty: \
+         list the zones (one host each), or drop the capability"
+    )]
+    ZonesWithoutTags,
+    #[error(
+        "--nodes {nodes}: vcsim's inventory has {hosts} host(s) (one per zone) of 4 GiB, each holding \
+         {per_host} node VMs of 1 GiB, so at most {max} nodes; add zones or use fewer nodes"
+    )]
+    InventoryTooSmall { nodes: u32, hosts: u32, per_host: u32, max: u32 },
     #[error("{0}")]
     Template(#[from] TemplateError),
     #[error("placeholder {placeholder} cannot be used here: {reason}")]
@@ -442,6 +466,13 @@ impl Checker<'_> {
         let binary_build = ccm.as_ref().is_none_or(|ccm| ccm.build.produces_binary());
         let hooks = self.hooks(raw.hooks, &at.key("hooks"), Context::provider(deployer_kind, binary_build));
         let capabilities = self.capabilities(raw.capabilities, &at.key("capabilities"), &hooks);
+        let unsupported = self.unsupported(raw.unsupported, &at.key("unsupported"), &capabilities);
+        if let Some(Deployer::Local { vsphere: Some(tags), .. }) = &deployer
+            && tags.zones.is_empty()
+            && capabilities.contains(&Capability::Zones)
+        {
+            self.report(&at.key("deployer").key("zones"), Problem::ZonesWithoutTags);
+        }
 
         let known: BTreeSet<&str> = suites.iter().map(|s| s.name.as_str()).collect();
         let provider_suites = self.suite_names(raw.suites, &at.key("suites"), &known);
@@ -514,6 +545,7 @@ impl Checker<'_> {
             ccm,
             deployer,
             capabilities,
+            unsupported,
             suites: provider_suites,
             required,
             hooks,
@@ -615,6 +647,8 @@ impl Checker<'_> {
             ("nodes", raw.nodes.is_some()),
             ("cloud", raw.cloud.is_some()),
             ("node_kind", raw.node_kind.is_some()),
+            ("zones", raw.zones.is_some()),
+            ("region", raw.region.is_some()),
             ("kubeconfig", raw.kubeconfig.is_some()),
             ("config", raw.config.is_some()),
             ("image", raw.image.is_some()),
@@ -624,7 +658,7 @@ impl Checker<'_> {
         let what = |kind: &str| format!("the `{kind}` deployer");
         let deployer = match raw.kind.as_str() {
             "local" => {
-                self.only(at, &what("local"), &options, &["nodes", "cloud", "node_kind"]);
+                self.only(at, &what("local"), &options, &["nodes", "cloud", "node_kind", "zones", "region"]);
                 let cloud = match raw.cloud.as_deref() {
                     None => LocalCloud::default(),
                     Some(name) => match LocalCloud::ALL.into_iter().find(|c| c.as_str() == name) {
@@ -642,15 +676,29 @@ impl Checker<'_> {
                 };
                 let nodes = raw.nodes.unwrap_or(DEFAULT_NODES);
                 let node_kind = self.node_kind(raw.node_kind.as_deref(), cloud, at);
+                let vsphere = self.vsphere_tags(raw.zones, raw.region, cloud, at);
                 let max = match (cloud, node_kind) {
+                    (LocalCloud::Vcsim, _) => vsphere.as_ref().map_or(crate::nodes::MAX_REAL_NODES, |v| v.max_nodes()),
                     (_, crate::nodes::NodeKind::Real) => crate::nodes::MAX_REAL_NODES,
                     (LocalCloud::Local, _) => crate::nodes::MAX_KWOK_NODES,
                     (LocalCloud::Moto, _) => crate::nodes::MAX_MOTO_NODES,
                 };
-                if !(1..=max).contains(&nodes) {
-                    self.report(&at.key("nodes"), Problem::NodesOutOfRange { nodes, max });
+                match &vsphere {
+                    Some(tags) if nodes > max => {
+                        let problem = Problem::InventoryTooSmall {
+                            nodes,
+                            hosts: tags.hosts(),
+                            per_host: crate::nodes::VCSIM_VMS_PER_HOST,
+                            max,
+                        };
+                        self.report(&at.key("nodes"), problem);
+                    }
+                    _ if !(1..=max).contains(&nodes) => {
+                        self.report(&at.key("nodes"), Problem::NodesOutOfRange { nodes, max })
+                    }
+                    _ => {}
                 }
-                Deployer::Local { nodes, cloud, node_kind }
+                Deployer::Local { nodes, cloud, node_kind, vsphere }
             }
             "existing" => {
                 self.only(at, &what("existing"), &options, &["kubeconfig"]);
@@ -992,10 +1040,90 @@ impl Checker<'_> {
             self.unknown_value(&at.key("node_kind"), "node kind", value, &kinds.map(|(name, _)| name));
             return cloud.default_node_kind();
         };
-        if *kind == NodeKind::Real && cloud != LocalCloud::Local {
-            self.report(&at.key("node_kind"), Problem::RealNodesNeedLocalCloud(cloud.as_str()));
+        if !cloud.node_kinds().contains(kind) {
+            let problem = match cloud {
+                LocalCloud::Vcsim => Problem::KwokNodesOnVcsim,
+                _ => Problem::RealNodesNeedLocalCloud(cloud.as_str()),
+            };
+            self.report(&at.key("node_kind"), problem);
         }
         *kind
+    }
+
+    /// `unsupported`: capability → why the provider lacks it. A capability it declares cannot be
+    /// unsupported too.
+    fn unsupported(
+        &mut self,
+        raw: BTreeMap<String, String>,
+        at: &YamlPath,
+        declared: &BTreeSet<Capability>,
+    ) -> BTreeMap<Capability, String> {
+        let mut reasons = BTreeMap::new();
+        for (name, reason) in raw {
+            let at = at.key(&name);
+            let Ok(capability) = name.parse::<Capability>() else {
+                self.report(&at, Problem::UnknownCapability { name, valid: Capability::list() });
+                continue;
+            };
+            if declared.contains(&capability) {
+                self.report(&at, Problem::DeclaredAndUnsupported(name));
+                continue;
+            }
+            if reason.trim().is_empty() {
+                let hint = "say why the provider lacks it; cloud-e2e gives the reason with each test it skips";
+                self.report(&at, Problem::EmptyList { what: "reason", hint });
+                continue;
+            }
+            reasons.insert(capability, reason.trim().to_owned());
+        }
+        reasons
+    }
+
+    /// The `zones` and `region` of a `local` deployer: vcsim's tags (its defaults when neither is
+    /// given), refused with any other cloud.
+    fn vsphere_tags(
+        &mut self,
+        zones: Option<Vec<String>>,
+        region: Option<String>,
+        cloud: LocalCloud,
+        at: &YamlPath,
+    ) -> Option<VsphereTags> {
+        if cloud != LocalCloud::Vcsim {
+            for (key, given) in [("zones", zones.is_some()), ("region", region.is_some())] {
+                if given {
+                    self.report(&at.key(key), Problem::OnlyWithVcsim(key));
+                }
+            }
+            return None;
+        }
+        let tags = match (zones, region) {
+            (None, None) => VsphereTags::default_tags(),
+            (zones, region) => VsphereTags { zones: zones.unwrap_or_default(), region },
+        };
+        for (i, zone) in tags.zones.iter().enumerate() {
+            self.label_value(&at.key("zones").index(i), "zone", zone);
+        }
+        if let Some(region) = &tags.region {
+            self.label_value(&at.key("region"), "region", region);
+            if tags.zones.is_empty() {
+                self.report(&at.key("region"), Problem::RegionWithoutZones);
+            }
+        }
+        Some(tags)
+    }
+
+    /// A tag that becomes a node label's value (`topology.kubernetes.io/zone`): at most 63
+    /// letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit.
+    fn label_value(&mut self, at: &YamlPath, what: &'static str, value: &str) {
+        let ends_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+        let ok = (1..=63).contains(&value.len())
+            && ends_ok(value.chars().next())
+            && ends_ok(value.chars().last())
+            && value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !ok {
+            let reason = "it becomes a node label's value: use at most 63 letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit";
+            self.report(at, Problem::BadValue { what, value: value.to_owned(), reason });
+        }
     }
 
     /// `name` at `at` is none of `valid`.

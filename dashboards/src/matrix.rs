@@ -48,6 +48,15 @@ impl MatrixCell {
     pub fn pass_rate(&self) -> f64 {
         self.passed as f64 / self.builds as f64
     }
+
+    /// How many minors the latest build's CCM release is behind (negative: ahead of) its
+    /// Kubernetes version, when both are release tags (`v1.36.0` on `v1.37.1`: 1); `None` for a
+    /// commit, which has no minor.
+    pub fn version_skew(&self) -> Option<i64> {
+        let minor = |version: &str| -> Option<i64> { minor_of(version)?.split_once('.')?.1.parse().ok() };
+        let ccm = minor(self.latest.provider_version.as_deref()?)?;
+        Some(minor(&self.latest.kubernetes_version)? - ccm)
+    }
 }
 
 /// `1.37` for `v1.37.1`, `1.37.0-alpha.2.15+abc` or `1.37`; `None` for anything else.
@@ -116,6 +125,22 @@ mod tests {
             started_at,
             passed: Some(passed),
         }
+    }
+
+    #[test]
+    fn a_cell_knows_how_far_its_ccm_release_is_behind_its_kubernetes() {
+        let cell = |provider_version: Option<&str>, kubernetes: &str| MatrixCell {
+            latest: MatrixBuild {
+                provider_version: provider_version.map(str::to_owned),
+                ..build("p", "1", kubernetes, 1, true)
+            },
+            passed: 1,
+            builds: 1,
+        };
+        assert_eq!(cell(Some("v1.36.0"), "v1.37.1").version_skew(), Some(1));
+        assert_eq!(cell(Some("v1.37.1"), "v1.37.1").version_skew(), Some(0));
+        assert_eq!(cell(Some("0123456789abcdef0123456789abcdef01234567"), "v1.37.1").version_skew(), None);
+        assert_eq!(cell(None, "v1.37.1").version_skew(), None);
     }
 
     #[test]

@@ -190,7 +190,7 @@ pub enum ToolchainCommand {
         #[command(flatten)]
         version: VersionArg,
         /// Install every pinned version (what the test suite needs for the version matrix), and what
-        /// the built-in `aws` provider runs: cloud-provider-aws's CCM for each, and moto.
+        /// the built-in `aws` and `vsphere` providers run: their CCMs for each, moto, and vcsim with govc.
         #[arg(long, conflicts_with = "kubernetes")]
         all: bool,
         /// Rebuild even if the cache holds the version (e.g. after it was reported corrupt).
@@ -230,6 +230,10 @@ pub struct NameArg {
 pub enum CloudKind {
     /// The local simulated cloud with the bundled reference CCM.
     Local,
+    /// vcsim, the `vsphere` provider's cloud: a VM per real node and zone tags (no CCM is started:
+    /// the nodes keep their uninitialized taint until cloud-provider-vsphere's CCM runs with the
+    /// cluster's vsphere.conf, as `harness run --provider vsphere` does).
+    Vcsim,
 }
 
 #[derive(Debug, Subcommand)]
@@ -435,15 +439,21 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
                 println!("Kubernetes {} toolchain: {}", installed.version, installed.dir.join("bin").display());
             }
             if all {
-                // What the built-in `aws` provider runs: its CCM per Kubernetes minor, and moto.
-                for release in toolchain::releases() {
-                    let work = tokio::task::spawn_blocking(move || toolchain::aws::install_ccm(&release, force));
-                    let binary = until_interrupted(work).await???;
-                    println!("cloud-provider-aws for Kubernetes {}: {}", release.version, binary.display());
+                // What the built-in `aws` and `vsphere` providers run: their CCMs for each
+                // Kubernetes minor, moto, and vcsim with govc.
+                for ccm in toolchain::PROVIDER_CCMS {
+                    for release in toolchain::releases() {
+                        let work = tokio::task::spawn_blocking(move || ccm.install(&release, force));
+                        let binary = until_interrupted(work).await???;
+                        println!("{} for Kubernetes {}: {}", ccm.project, release.version, binary.display());
+                    }
                 }
                 let work = tokio::task::spawn_blocking(move || toolchain::aws::install_moto(force));
                 let moto = until_interrupted(work).await???;
                 println!("moto {}: {}", toolchain::aws::moto_version(), moto.display());
+                let work = tokio::task::spawn_blocking(move || toolchain::vsphere::install_govmomi(force));
+                let govmomi = until_interrupted(work).await???;
+                println!("vcsim and govc {}: {}", toolchain::vsphere::govmomi_version(), govmomi.vcsim.display());
             }
         }
         ToolchainCommand::List => {
@@ -488,7 +498,20 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
             if cloud.is_none() && ccm_binary.is_some() {
                 anyhow::bail!("--ccm-binary is the CCM of --cloud local: add --cloud local, or leave --ccm-binary out");
             }
+            let vsphere = match cloud {
+                Some(CloudKind::Vcsim) => {
+                    let govmomi =
+                        tokio::task::spawn_blocking(|| local_cluster::toolchain::vsphere::install_govmomi(false))
+                            .await??;
+                    Some(local_cluster::vsphere::VsphereOptions { govmomi, tags: config::VsphereTags::default_tags() })
+                }
+                _ => None,
+            };
             let cloud = match (cloud, ccm_binary) {
+                (None | Some(CloudKind::Vcsim), None) => None,
+                (Some(CloudKind::Vcsim), Some(_)) => {
+                    anyhow::bail!("--ccm-binary is the CCM of --cloud local; vcsim's CCM is started by `harness run`")
+                }
                 (None, _) => None,
                 (Some(CloudKind::Local), Some(ccm_binary)) => Some(local_cluster::cloud::CloudOptions::new(ccm_binary)),
                 (Some(CloudKind::Local), None) => {
@@ -506,6 +529,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
                 api_server_port,
                 cloud,
                 aws: None,
+                vsphere,
                 node_kind,
                 conformance_image,
             };

@@ -25,6 +25,7 @@ pub mod probe;
 pub mod process;
 pub mod real;
 pub mod toolchain;
+pub mod vsphere;
 
 use std::fs;
 use std::net::{Ipv4Addr, TcpListener};
@@ -85,6 +86,12 @@ pub enum ClusterError {
     Cloud(String),
     #[error("aws cloud (moto): {0}")]
     Aws(String),
+    #[error("vsphere cloud (vcsim): {0}")]
+    Vsphere(String),
+    #[error(
+        "the vSphere CCM drops loopback addresses, the only ones kwok's nodes have: a cluster on vcsim runs real nodes (--node-kind real)"
+    )]
+    VcsimNeedsRealNodes,
     #[error("real nodes: {0}")]
     RealNodes(String),
     #[error("--conformance-image imports the image into real nodes, and kwok's nodes run no pod: add --node-kind real")]
@@ -115,6 +122,8 @@ pub fn state_root() -> PathBuf {
 const CLOUD_CONFIG: &str = "cloud-config.yaml";
 /// The AWS CCM's `--cloud-config` (gcfg, INI-like), with `--cloud moto`.
 const AWS_CLOUD_CONFIG: &str = "aws-cloud.conf";
+/// The vSphere CCM's `--cloud-config` (its YAML form), with `cloud: vcsim`.
+const VSPHERE_CLOUD_CONFIG: &str = "vsphere.conf";
 
 fn cluster_dir(name: &str) -> PathBuf {
     state_root().join("clusters").join(name)
@@ -145,6 +154,9 @@ pub struct ClusterState {
     /// The AWS cloud (moto), with `--cloud moto`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws: Option<aws::AwsState>,
+    /// The vSphere cloud (vcsim), with `cloud: vcsim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vsphere: Option<vsphere::VsphereState>,
     pub processes: Vec<ProcessRecord>,
     /// Processes of real nodes whose machine is shut down ([`machines`]), to start again as they were.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -166,6 +178,7 @@ impl ClusterState {
             ccm_url: None,
             ccm_port: None,
             aws: None,
+            vsphere: None,
             processes: Vec::new(),
             stopped: Vec::new(),
             created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
@@ -202,6 +215,9 @@ pub struct UpOptions {
     /// `--cloud moto`: the `aws` provider's cloud, moto, runs with the cluster (its CCM is the
     /// caller's to start, [`LocalCluster::start_ccm`]).
     pub aws: Option<AwsOptions>,
+    /// `cloud: vcsim`: the `vsphere` provider's cloud, vcsim, runs with the cluster (its CCM is the
+    /// caller's to start); the nodes are real.
+    pub vsphere: Option<vsphere::VsphereOptions>,
     /// What the nodes are: simulated by kwok, or real kubelets with containerd ([`real`]).
     pub node_kind: NodeKind,
     /// Also build upstream's conformance image and import it into the (real) nodes, for tools that
@@ -227,6 +243,7 @@ impl UpOptions {
             api_server_port: None,
             cloud: None,
             aws: None,
+            vsphere: None,
             node_kind: NodeKind::Kwok,
             conformance_image: false,
         }
@@ -248,7 +265,12 @@ impl LocalCluster {
 
     /// The CCM's `--cloud-config` for the cluster's cloud (clusters with a cloud).
     pub fn cloud_config(&self) -> PathBuf {
-        self.dir.join(if self.state.aws.is_some() { AWS_CLOUD_CONFIG } else { CLOUD_CONFIG })
+        let file = match (&self.state.aws, &self.state.vsphere) {
+            (Some(_), _) => AWS_CLOUD_CONFIG,
+            (_, Some(_)) => VSPHERE_CLOUD_CONFIG,
+            (None, None) => CLOUD_CONFIG,
+        };
+        self.dir.join(file)
     }
 
     /// The local cloud's state directory (clusters with a cloud).
@@ -270,11 +292,18 @@ impl LocalCluster {
             None => process::Environment::default(),
         };
         self.start_with_env(binary, &component, args.to_vec(), &env)?;
-        let scheme = if self.state.aws.is_some() { "https" } else { "http" };
+        // Providers' CCMs serve HTTPS, as k8s.io/cloud-provider's do; the reference CCM plain HTTP.
+        let scheme = if self.state.cloud_url.is_some() { "http" } else { "https" };
         self.state.ccm_url = self.state.ccm_port.map(|port| format!("{scheme}://127.0.0.1:{port}"));
         self.save()?;
         let client = self.client().await?;
-        wait_for_initialised_nodes(&client, self).await?;
+        let log = self.dir.join("logs").join(format!("{component}.log"));
+        // A CCM that cannot log in to its cloud retries for ever: its own error ends the wait.
+        let refused = || match &self.state.vsphere {
+            Some(_) => vsphere::login_refused(&std::fs::read_to_string(&log).unwrap_or_default()),
+            None => Ok(()),
+        };
+        wait_for_initialised_nodes(&client, self, refused).await?;
         step.done();
         Ok(())
     }
@@ -367,6 +396,11 @@ async fn up_with(options: UpOptions, mut nodes: impl NodeSet) -> Result<LocalClu
         cluster.state.ccm_port = Some(ports.ccm);
         cluster.save()?;
     }
+    if let Some(vcsim) = &options.vsphere {
+        vcsim.start(&mut cluster, options.nodes, &client).await?;
+        cluster.state.ccm_port = Some(ports.ccm);
+        cluster.save()?;
+    }
     let joining =
         Joining { options: &options, toolchain: &toolchain, pki: &pki, api_port: ports.api_server, client: &client };
     nodes.start(&joining, &mut cluster).await?;
@@ -390,6 +424,19 @@ fn check_options(options: &UpOptions) -> Result<()> {
     validate_name(&options.name)?;
     if !(1..=nodes::MAX_NODES).contains(&options.nodes) {
         return Err(ClusterError::InvalidNodeCount(options.nodes));
+    }
+    if let Some(vcsim) = &options.vsphere {
+        if options.node_kind != NodeKind::Real {
+            return Err(ClusterError::VcsimNeedsRealNodes);
+        }
+        let max = vcsim.tags.max_nodes();
+        if options.nodes > max {
+            return Err(ClusterError::Vsphere(format!(
+                "--nodes {}: vcsim's inventory of {} host(s) (one per zone, 4 GiB each) holds at most {max} node VMs of 1 GiB; add zones or use fewer nodes",
+                options.nodes,
+                vcsim.tags.hosts()
+            )));
+        }
     }
     if let Some(port) = options.api_server_port
         && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_err()
@@ -711,15 +758,24 @@ async fn register_nodes(client: &Client, cluster: &str, manifests: Vec<Node>) ->
 
 async fn wait_for_ready_nodes(client: &Client, cluster: &LocalCluster) -> Result<()> {
     let total = cluster.state.nodes.len();
-    wait_for_nodes(client, cluster, |nodes| {
-        let ready = nodes.iter().filter(|node| nodes::is_ready(node)).count();
-        (ready < total).then(|| format!("{total} nodes to be Ready ({ready} are)"))
-    })
+    wait_for_nodes(
+        client,
+        cluster,
+        || Ok(()),
+        |nodes| {
+            let ready = nodes.iter().filter(|node| nodes::is_ready(node)).count();
+            (ready < total).then(|| format!("{total} nodes to be Ready ({ready} are)"))
+        },
+    )
     .await
 }
 
-async fn wait_for_initialised_nodes(client: &Client, cluster: &LocalCluster) -> Result<()> {
-    wait_for_nodes(client, cluster, |nodes| {
+async fn wait_for_initialised_nodes(
+    client: &Client,
+    cluster: &LocalCluster,
+    failed: impl Fn() -> Result<()>,
+) -> Result<()> {
+    wait_for_nodes(client, cluster, failed, |nodes| {
         let waiting = nodes.iter().filter(|node| nodes::is_uninitialized(node)).count();
         (waiting > 0).then(|| format!("the CCM to initialise {waiting} nodes"))
     })
@@ -727,10 +783,11 @@ async fn wait_for_initialised_nodes(client: &Client, cluster: &LocalCluster) -> 
 }
 
 /// Polls the nodes until `pending` says nothing is awaited any more (it returns what still is),
-/// failing early if a component dies.
+/// failing early if a component dies or `failed` says what went wrong.
 async fn wait_for_nodes(
     client: &Client,
     cluster: &LocalCluster,
+    failed: impl Fn() -> Result<()>,
     pending: impl Fn(&[Node]) -> Option<String>,
 ) -> Result<()> {
     let state = &cluster.state;
@@ -738,6 +795,7 @@ async fn wait_for_nodes(
     let started = Instant::now();
     loop {
         check_alive(state)?;
+        failed()?;
         let list = api
             .list(&ListParams::default())
             .await
@@ -877,6 +935,28 @@ mod tests {
         assert!(matches!(err, ClusterError::ConformanceImageNeedsRealNodes), "{err}");
         assert!(err.to_string().contains("--node-kind real"), "{err}");
         assert!(!cluster_dir("kwok-conformance-image").exists(), "nothing was started or written");
+    }
+
+    fn vcsim_options(name: &str, nodes: u32, node_kind: NodeKind) -> UpOptions {
+        let mut options = UpOptions::new(name, toolchain::default_release());
+        options.nodes = nodes;
+        options.node_kind = node_kind;
+        let govmomi =
+            toolchain::vsphere::Govmomi { vcsim: "/nonexistent/vcsim".into(), govc: "/nonexistent/govc".into() };
+        options.vsphere = Some(vsphere::VsphereOptions { govmomi, tags: config::VsphereTags::default_tags() });
+        options
+    }
+
+    #[tokio::test]
+    async fn a_vcsim_cluster_its_inventory_cannot_hold_or_on_kwok_nodes_is_refused_before_anything_starts() {
+        let err = up(vcsim_options("vcsim-too-many", 10, NodeKind::Real)).await.unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("holds at most 9 node VMs") && message.contains("add zones"), "{message}");
+        assert!(!cluster_dir("vcsim-too-many").exists(), "nothing was started or written");
+
+        let err = up(vcsim_options("vcsim-kwok", 3, NodeKind::Kwok)).await.unwrap_err();
+        assert!(matches!(err, ClusterError::VcsimNeedsRealNodes), "{err}");
+        assert!(!cluster_dir("vcsim-kwok").exists(), "nothing was started or written");
     }
 
     #[test]

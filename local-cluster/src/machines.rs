@@ -20,6 +20,7 @@ use serde_json::json;
 use super::process::{self, ProcessRecord};
 use super::{
     ClusterError, ClusterState, Result, aws, client_for, cloud, cluster_dir, load_state, nodes, real, save_state,
+    vsphere,
 };
 use local_cloud::api::LoadBalancer;
 use local_cloud::client::LocalCloud;
@@ -64,11 +65,25 @@ pub struct InstanceState {
 }
 
 /// Applies `action` to the machine of node `node` of cluster `cluster` (its instance in the
-/// local cloud, or in moto with `--cloud moto`); returns its instance.
+/// local cloud, in moto with `--cloud moto`, its VM in vcsim with `cloud: vcsim`); returns its
+/// instance.
 pub async fn act(cluster: &str, node: &str, action: MachineAction) -> Result<InstanceState> {
     let state = load_state(cluster)?;
-    let instance = match &state.aws {
-        Some(aws_cloud) => {
+    let instance = match (&state.aws, &state.vsphere) {
+        (_, Some(vcsim)) => {
+            let vm_action = match action {
+                MachineAction::Shutdown => vsphere::VmAction::PowerOff,
+                MachineAction::Start => vsphere::VmAction::PowerOn,
+                MachineAction::Terminate => vsphere::VmAction::Destroy,
+            };
+            let (vcsim, node_name) = (vcsim.clone(), node.to_owned());
+            let now = tokio::task::spawn_blocking(move || vsphere::act(&vcsim, &node_name, vm_action))
+                .await
+                .map_err(|e| ClusterError::Vsphere(format!("{} VM {node}: {e}", action.verb())))??;
+            let id = state.vsphere.as_ref().and_then(|v| v.vms.get(node)).cloned().unwrap_or_default();
+            InstanceState { id, state: now }
+        }
+        (Some(aws_cloud), None) => {
             let aws_action = match action {
                 MachineAction::Shutdown => aws::InstanceAction::Stop,
                 MachineAction::Start => aws::InstanceAction::Start,
@@ -77,7 +92,7 @@ pub async fn act(cluster: &str, node: &str, action: MachineAction) -> Result<Ins
             let now = aws::act(aws_cloud, node, aws_action).await?;
             InstanceState { id: aws_cloud.instance(node)?.to_owned(), state: now }
         }
-        None => {
+        (None, None) => {
             let cloud = cloud_of(&state)?;
             let instance = match action {
                 MachineAction::Shutdown => cloud.shutdown_instance(node).await,
@@ -230,6 +245,10 @@ pub async fn load_balancers(cluster: &str) -> Result<Vec<serde_json::Value>> {
     let state = load_state(cluster)?;
     if let Some(aws_cloud) = &state.aws {
         return aws::load_balancers(aws_cloud).await;
+    }
+    if state.vsphere.is_some() {
+        // The vSphere CCM's load balancers need NSX-T, which vcsim does not simulate: there are none.
+        return Ok(Vec::new());
     }
     let balancers: Vec<LoadBalancer> = cloud_of(&state)?
         .list_load_balancers()

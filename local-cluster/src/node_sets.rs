@@ -134,7 +134,7 @@ pub(crate) struct RealNodes {
 impl NodeSet for RealNodes {
     fn preflight(&self, options: &UpOptions) -> Result<()> {
         real::preflight(options.nodes)?;
-        if options.cloud.is_none() {
+        if options.cloud.is_none() && options.vsphere.is_none() {
             return Err(ClusterError::RealNodes(
                 "real nodes register as external-cloud-provider kubelets and need a CCM to initialise them: add --cloud local".into(),
             ));
@@ -206,7 +206,11 @@ impl NodeSet for RealNodes {
         if let Some(cloud) = &options.cloud {
             real::start_data_plane(&cloud.ccm_binary, hub, &holders, cluster)?;
         }
-        real::configure_pod_network(joining.client, &cluster.state, &holders, &cluster.dir).await?;
+        let cidrs = real::configure_pod_network(joining.client, &cluster.state, &holders, &cluster.dir).await?;
+        if options.cloud.is_none() {
+            // No cloud routes (the local cloud's data plane programs those): routed as a CNI would.
+            real::route_pod_cidrs(hub, &holders, &cidrs)?;
+        }
         wait_for_ready_nodes(joining.client, cluster).await?;
         step.done();
         Ok(())
@@ -247,6 +251,10 @@ impl RealNodes {
             proxy_cert: &proxy_cert,
             proxy_key: &proxy_key,
             api_port: joining.api_port,
+            // The vSphere CCM is single-stack unless an alpha switch is on: a node IP it does not
+            // report would fail the node's initialisation.
+            dual_stack: joining.options.vsphere.is_none(),
+            system_uuid: real::system_uuid(&joining.options.name, name),
         };
         real::start_node(&spec, cluster)?;
         let holder = cluster.state.processes.iter().find(|p| p.component == format!("{name}-namespaces"));

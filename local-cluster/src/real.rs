@@ -313,6 +313,10 @@ pub struct NodeSpec<'a> {
     pub proxy_cert: &'a Path,
     pub proxy_key: &'a Path,
     pub api_port: u16,
+    /// Whether the kubelet's `--node-ip` names the node's IPv6 address too (a dual-stack node).
+    pub dual_stack: bool,
+    /// The machine's BIOS UUID, which kubelet reports as the node's `systemUUID` ([`system_uuid`]).
+    pub system_uuid: String,
 }
 
 /// Starts node `spec`: its namespaces, link, mounts, cgroups, containerd (with the images imported)
@@ -324,7 +328,7 @@ pub(super) fn start_node(spec: &NodeSpec, cluster: &mut LocalCluster) -> Result<
     }
     let holder = start_holder(&format!("{}-namespaces", spec.name), &dir.join("holder"), true, cluster)?;
     wire_node(spec, holder)?;
-    mount_node(&dir, holder)?;
+    mount_node(&dir, holder, &spec.system_uuid)?;
     make_cgroups(&node_cgroup(&cluster.dir, &spec.name))?;
 
     let containerd_config = write_containerd_config(&dir, &containerd_socket(&cluster.dir, spec.index), spec)?;
@@ -347,7 +351,10 @@ pub(super) fn start_node(spec: &NodeSpec, cluster: &mut LocalCluster) -> Result<
         format!("--config={}", kubelet_config.display()),
         format!("--kubeconfig={}", kubeconfig.display()),
         format!("--hostname-override={}", spec.name),
-        format!("--node-ip={},{}", node_ip(spec.index), node_ipv6(spec.index)),
+        match spec.dual_stack {
+            true => format!("--node-ip={},{}", node_ip(spec.index), node_ipv6(spec.index)),
+            false => format!("--node-ip={}", node_ip(spec.index)),
+        },
         "--cloud-provider=external".into(),
         "--v=1".into(),
     ]);
@@ -451,7 +458,7 @@ fn unreachable_nameservers(resolv_conf: &str) -> Vec<Ipv4Addr> {
 
 /// The node's private `/run`, `/var/lib`, `/var/log` and masked sysctls; `/` shared within the node
 /// (containerd and kubelet expect mount propagation between them).
-fn mount_node(dir: &Path, holder: i32) -> Result<()> {
+fn mount_node(dir: &Path, holder: i32, system_uuid: &str) -> Result<()> {
     let what = "mounting the node's filesystems";
     let mount = |args: &[&str]| run(what, nsenter(holder, true, "mount").args(args));
     mount(&["--make-rshared", "/"])?;
@@ -466,7 +473,42 @@ fn mount_node(dir: &Path, holder: i32) -> Result<()> {
         fs::write(&file, value).map_err(io_err("writing", &file))?;
         mount(&["--bind", &file.display().to_string(), &source.display().to_string()])?;
     }
+    // Every node its own machine: kubelet reads its systemUUID from the DMI product UUID, the one
+    // file of /sys/class this layer adds (read-only, over the host's: sysfs has no directory to
+    // create it in, and without DMI the file is missing).
+    let dmi = dir.join("sys-class").join("dmi").join("id");
+    fs::create_dir_all(&dmi).map_err(io_err("creating", &dmi))?;
+    let product_uuid = dmi.join("product_uuid");
+    fs::write(&product_uuid, format!("{}\n", smbios_uuid(system_uuid))).map_err(io_err("writing", &product_uuid))?;
+    let lower = format!("lowerdir={}:/sys/class", dir.join("sys-class").display());
+    mount(&["-t", "overlay", "overlay", "-o", &lower, "/sys/class"])?;
     Ok(())
+}
+
+/// The BIOS UUID of node `node` of cluster `cluster`: its VM's UUID with `cloud: vcsim`, a stable
+/// random-looking RFC 4122 version 4 UUID in lower case (vSphere's form).
+pub fn system_uuid(cluster: &str, node: &str) -> String {
+    use sha2::Digest;
+    let mut bytes: [u8; 16] = sha2::Sha256::digest(format!("{cluster}/{node}"))[..16].try_into().expect("16 bytes");
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+}
+
+/// How Linux on a vSphere VM shows its BIOS UUID in `product_uuid`: the first three fields byte
+/// swapped (SMBIOS stores them little-endian). The vSphere CCM swaps them back
+/// (`ConvertK8sUUIDtoNormal`) before it looks the VM up.
+pub fn smbios_uuid(uuid: &str) -> String {
+    let swap = |field: &str| -> String {
+        let bytes: Vec<&str> = (0..field.len()).step_by(2).map(|i| &field[i..i + 2]).collect();
+        bytes.into_iter().rev().collect()
+    };
+    let fields: Vec<&str> = uuid.split('-').collect();
+    match fields.as_slice() {
+        [a, b, c, d, e] => format!("{}-{}-{}-{d}-{e}", swap(a), swap(b), swap(c)),
+        _ => uuid.to_owned(),
+    }
 }
 
 /// Makes `path` in every hierarchy (cpuset's with the parent's CPUs and memory nodes). On cgroup v2
@@ -743,7 +785,7 @@ pub async fn configure_pod_network(
     state: &ClusterState,
     holders: &[(String, i32)],
     dir: &Path,
-) -> Result<()> {
+) -> Result<Vec<(String, String)>> {
     let api: Api<Node> = Api::all(client.clone());
     let started = Instant::now();
     let cidrs: Vec<(String, String)> = loop {
@@ -773,6 +815,22 @@ pub async fn configure_pod_network(
     };
     for (name, cidr) in &cidrs {
         write_cni_config(&node_dir(dir, name), cidr)?;
+    }
+    Ok(cidrs)
+}
+
+/// Routes every node's pod CIDR to the node, in the hub and in every other node, as a host-gateway
+/// CNI does: for a cloud with no routes of its own (vSphere without NSX-T), so pods on different
+/// nodes reach each other. `cidrs` are the pod CIDRs by node, in `holders` order.
+pub fn route_pod_cidrs(hub: i32, holders: &[(String, i32)], cidrs: &[(String, String)]) -> Result<()> {
+    let via = |name: &str| holders.iter().position(|(n, _)| n == name).map(|index| node_ip(index as u32));
+    let namespaces = std::iter::once((None, hub)).chain(holders.iter().map(|(name, pid)| (Some(name.as_str()), *pid)));
+    for (own, pid) in namespaces {
+        for (node, cidr) in cidrs.iter().filter(|(node, _)| Some(node.as_str()) != own) {
+            let Some(gateway) = via(node) else { continue };
+            let what = format!("routing pod CIDR {cidr} to node {node}");
+            run(&what, nsenter(pid, false, "ip").args(["route", "replace", cidr, "via", &gateway.to_string()]))?;
+        }
     }
     Ok(())
 }
@@ -1153,6 +1211,20 @@ mod tests {
         assert_eq!(a, cgroup_prefix(Path::new("/s/clusters/a")));
         assert_ne!(a, cgroup_prefix(Path::new("/t/clusters/a")));
         assert!(a.starts_with("harness-") && a.len() == 20, "{a}");
+    }
+
+    #[test]
+    fn system_uuids_are_distinct_stable_lower_case_version_4_and_shown_byte_swapped() {
+        let a = system_uuid("harness", "harness-node-0");
+        assert_eq!(a, system_uuid("harness", "harness-node-0"));
+        assert_ne!(a, system_uuid("harness", "harness-node-1"));
+        assert_ne!(a, system_uuid("other", "harness-node-0"));
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4", "{a}");
+        assert!(a.chars().all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c)), "{a}");
+        // As `ConvertK8sUUIDtoNormal` of cloud-provider-vsphere reads a kubelet's systemUUID.
+        assert_eq!(smbios_uuid("4229a1b2-c3d4-4e5f-8a6b-0c1d2e3f4a5b"), "b2a12942-d4c3-5f4e-8a6b-0c1d2e3f4a5b");
+        assert_eq!(smbios_uuid(&smbios_uuid(&a)), a);
     }
 
     #[test]

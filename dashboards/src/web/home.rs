@@ -121,9 +121,19 @@ fn matrix_cell(provider: &str, minor: &str, cell: Option<&MatrixCell>, trend: Op
         short(latest.provider_version.as_deref().unwrap_or("?")),
         cell.builds
     );
+    // Which CCM release ran against which Kubernetes: a CCM older than its control plane is a
+    // version-skew cell, named as such.
+    let skew = match cell.version_skew() {
+        Some(0) | None => String::new(),
+        Some(behind) if behind > 0 => format!(" (skew: {behind} minor behind)"),
+        Some(ahead) => format!(" (skew: {} minor ahead)", -ahead),
+    };
     html! {
         td class=(outcome) title=(label) aria-label=(label) {
             a href={ "/job/" (latest.job) "/build/" (latest.build) } { (outcome) }
+            br; small.versions {
+                "CCM " (short(latest.provider_version.as_deref().unwrap_or("?"))) " on " (latest.kubernetes_version) (skew)
+            }
             br; small { (rate) "% of " (cell.builds) }
             @if let Some(trend) = trend { br; (pass_rate_sparkline(trend)) }
         }

@@ -451,7 +451,12 @@ mod tests {
         assert_eq!(status, StatusCode::OK);
         assert!(html.contains("<th scope=\"col\">1.37</th><th scope=\"col\">1.36</th>"), "{html}");
         assert!(html.contains(r#"<td class="fail" title="local on 1.37: latest build 2 fail"#), "{html}");
-        assert!(html.contains(r#"<a href="/job/ci-a/build/2">fail</a><br><small>50% of 2</small>"#), "{html}");
+        assert!(
+            html.contains(
+                r#"<a href="/job/ci-a/build/2">fail</a><br><small class="versions">CCM abc on v1.37.1</small><br><small>50% of 2</small>"#
+            ),
+            "{html}"
+        );
         // This source has no LKG loaded (a server that has just started): the page says so.
         assert!(html.contains("still loading") && !html.contains("No version set yet"), "{html}");
         let (_, json) = get(false, "/", "application/json").await;

@@ -11,8 +11,11 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 
 use super::{DeployError, Deployer, ProcessHost};
+use config::VsphereTags;
 use config::template::{Placeholder, Vars};
 use local_cluster::toolchain::Release;
+use local_cluster::toolchain::vsphere::Govmomi;
+use local_cluster::vsphere::VsphereOptions;
 use local_cluster::{AwsOptions, LocalCluster, NodeKind, UpOptions, cloud::CloudOptions, nodes, real};
 
 const NAME: &str = "local";
@@ -42,6 +45,16 @@ impl LocalDeployer {
         let mut options = UpOptions::new(name, release);
         options.nodes = nodes;
         options.aws = Some(AwsOptions { moto_server });
+        LocalDeployer { options, cluster: None, owns_name: false }
+    }
+
+    /// A cluster `name` of `nodes` real nodes on `release` with the `vsphere` provider's cloud:
+    /// vcsim, a VM per node, its hosts tagged with `tags`.
+    pub fn with_vsphere(name: &str, nodes: u32, release: Release, govmomi: Govmomi, tags: VsphereTags) -> Self {
+        let mut options = UpOptions::new(name, release);
+        options.nodes = nodes;
+        options.node_kind = NodeKind::Real;
+        options.vsphere = Some(VsphereOptions { govmomi, tags });
         LocalDeployer { options, cluster: None, owns_name: false }
     }
 

@@ -70,7 +70,13 @@ pub fn from_config(deployer: &DeployerConfig, run: &RunSetting<'_>) -> Result<Bo
             let moto_server = local_cluster::toolchain::aws::install_moto(false)?;
             Ok(Box::new(local::LocalDeployer::with_aws(run.cluster_name, *nodes, release, moto_server)))
         }
-        DeployerConfig::Local { nodes, cloud: LocalCloud::Local, node_kind } => {
+        DeployerConfig::Local { nodes, cloud: LocalCloud::Vcsim, vsphere, .. } => {
+            let release = local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string()))?;
+            let govmomi = local_cluster::toolchain::vsphere::install_govmomi(false)?;
+            let tags = vsphere.clone().unwrap_or_else(config::VsphereTags::default_tags);
+            Ok(Box::new(local::LocalDeployer::with_vsphere(run.cluster_name, *nodes, release, govmomi, tags)))
+        }
+        DeployerConfig::Local { nodes, cloud: LocalCloud::Local, node_kind, .. } => {
             let release = local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string()))?;
             let reference = match run.built_ccm {
                 Some(binary) if binary.file_name().is_some_and(|n| n == "reference-ccm") => binary.to_path_buf(),

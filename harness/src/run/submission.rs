@@ -109,7 +109,7 @@ fn about(plan: &Plan<'_>) -> About {
 
 fn cluster_lines(provider: &Provider) -> Vec<String> {
     match &provider.deployer {
-        Deployer::Local { nodes, cloud, node_kind } => vec![
+        Deployer::Local { nodes, cloud, node_kind, .. } => vec![
             format!(
                 "Deployer: the harness's embedded `local` deployer, on one Linux machine, no Docker: kube-apiserver, \
                  kube-controller-manager (`--cloud-provider=external`), kube-scheduler and etcd as processes"

@@ -10,18 +10,20 @@ use std::process::Command;
 
 use junit::{self, ReadOptions, Status};
 
-/// The bundled providers.yaml (its `aws` entry as it is) with `aws-checked`: `aws` with exec suites
-/// before and after cloud-e2e that save `kubectl get nodes -o json` and the cluster's state.
-fn providers_yaml(dir: &Path) -> PathBuf {
+/// The bundled providers.yaml with `<provider>-checked`: the bundled `provider` entry as it is, but
+/// with exec suites before and after its suites (`suites` as its entry lists them) that save
+/// `kubectl get nodes -o json` and the cluster's state into the build's artifacts.
+pub(crate) fn checked_providers_yaml(dir: &Path, provider: &str, suites: &str) -> PathBuf {
     let bundled = config::BUNDLED;
-    let start = bundled.find("  - name: aws\n").expect("the bundled file has `aws`");
+    let start = bundled.find(&format!("  - name: {provider}\n")).expect("the bundled file has the provider");
     let entry = &bundled[start..];
     let entry = &entry[..entry[1..].find("\n  - name: ").map_or(entry.len(), |end| end + 2)];
-    let checked = entry.replacen("- name: aws\n", "- name: aws-checked\n", 1).replace(
-        "suites: [cloud-e2e]\n    required:\n      suites: [cloud-e2e]",
-        "suites: [nodes-before, cloud-e2e, nodes-after]\n    required:\n      suites: [nodes-before, cloud-e2e, nodes-after]",
-    );
-    assert!(checked.contains("nodes-before"), "the aws entry's suites changed:\n{entry}");
+    let listed = format!("suites: [{suites}]\n    required:\n      suites: [{suites}]");
+    let checked_suites = format!("nodes-before, {suites}, nodes-after");
+    let checked = entry
+        .replacen(&format!("- name: {provider}\n"), &format!("- name: {provider}-checked\n"), 1)
+        .replace(&listed, &format!("suites: [{checked_suites}]\n    required:\n      suites: [{checked_suites}]"));
+    assert!(checked.contains("nodes-before"), "the {provider} entry's suites changed:\n{entry}");
     let dump = |when: &str| {
         format!(
             r#"  - name: nodes-{when}
@@ -39,11 +41,9 @@ fn providers_yaml(dir: &Path) -> PathBuf {
     path
 }
 
-fn run(version: &str, ccm_version: &str) {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    let config = providers_yaml(root);
-    let artifacts = root.join("_artifacts");
+/// `harness run` of `provider` (in `config`) on `version` as CI runs it, its state and data in
+/// `root`; its output, stdout then stderr.
+pub(crate) fn harness_run(root: &Path, config: &Path, provider: &str, version: &str, cluster: &str) -> (bool, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
     cmd.env("HARNESS_STATE_DIR", root.join("state")).env("HARNESS_DATA_DIR", root.join("data")).env("CI", "true");
     for inherited in
@@ -53,18 +53,21 @@ fn run(version: &str, ccm_version: &str) {
     }
     let output = cmd
         .args(["run", "--config"])
-        .arg(&config)
+        .arg(config)
         .arg("--artifacts")
-        .arg(&artifacts)
-        .args(["--provider", "aws-checked", "--kubernetes", version, "--cluster-name", "aws-e2e"])
+        .arg(root.join("_artifacts"))
+        .args(["--provider", provider, "--kubernetes", version, "--cluster-name", cluster])
         .output()
         .unwrap();
     let text = format!("{}\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text)
+}
 
-    // cloud-e2e: every test the capabilities select passed; exactly the others were skipped.
-    let report = junit::read_file(&artifacts.join("artifacts/junit_cloud-e2e.xml"), &ReadOptions::default())
-        .unwrap_or_else(|e| panic!("no cloud-e2e report ({e}):\n{text}"));
-    let (mut passed, mut failed, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+/// The names of the passed and skipped cases of a JUnit file, and the failed ones with their message.
+pub(crate) fn verdicts(path: &Path, text: &str) -> (Vec<String>, Vec<String>, Vec<(String, String)>) {
+    let report = junit::read_file(path, &ReadOptions::default())
+        .unwrap_or_else(|e| panic!("no report {} ({e}):\n{text}", path.display()));
+    let (mut passed, mut skipped, mut failed) = (Vec::new(), Vec::new(), Vec::new());
     for (_, case) in report.cases() {
         match case.status() {
             Status::Passed => passed.push(case.name.clone()),
@@ -72,8 +75,20 @@ fn run(version: &str, ccm_version: &str) {
             _ => failed.push((case.name.clone(), case.failure().and_then(|f| f.message.clone()).unwrap_or_default())),
         }
     }
+    (passed, skipped, failed)
+}
+
+fn run(version: &str, ccm_version: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let config = checked_providers_yaml(root, "aws", "cloud-e2e");
+    let artifacts = root.join("_artifacts");
+    let (success, text) = harness_run(root, &config, "aws-checked", version, "aws-e2e");
+
+    // cloud-e2e: every test the capabilities select passed; exactly the others were skipped.
+    let (passed, skipped, failed) = verdicts(&artifacts.join("artifacts/junit_cloud-e2e.xml"), &text);
     assert!(failed.is_empty(), "{failed:#?}\n{text}");
-    assert!(output.status.success(), "{text}");
+    assert!(success, "{text}");
     for feature in ["[Feature:LoadBalancerUDP]", "[Feature:Routes]", "[Feature:DualStack]"] {
         assert!(skipped.iter().any(|name| name.contains(feature)), "{feature} not skipped: {skipped:#?}");
     }

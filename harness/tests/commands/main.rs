@@ -9,3 +9,4 @@ mod cli;
 mod cli_results;
 mod ingest;
 mod run;
+mod vsphere;

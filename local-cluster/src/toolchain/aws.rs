@@ -15,14 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::pins::GoModule;
-use super::{Build, GoCommand, Release, Result, ToolchainError, cache_root, find_go, go_build, io_err, search_path};
+use super::provider_ccm::ProviderCcm;
+use super::{Result, ToolchainError, cache_root, io_err, search_path};
 use cli_support::progress;
-
-/// The CCM's binary, the one `ccm.build: {kind: toolchain, binary: ...}` names.
-pub const CCM_BINARY: &str = config::pins::AWS_CCM_BINARY;
-/// The Go module the CCM is released from; its tags are the provider's versions.
-pub const CCM_MODULE: &str = "k8s.io/cloud-provider-aws";
-const CCM_PACKAGE: &str = "k8s.io/cloud-provider-aws/cmd/aws-cloud-controller-manager";
 
 macro_rules! aws_module {
     ($dir:literal) => {
@@ -35,8 +30,18 @@ macro_rules! aws_module {
     };
 }
 
-/// The pinned CCM releases, one per Kubernetes minor, newest first.
-pub const CCM_PINS: &[GoModule] = &[aws_module!("v1.37"), aws_module!("v1.36")];
+/// cloud-provider-aws's CCM: a release per Kubernetes minor.
+pub const CCM: ProviderCcm = ProviderCcm {
+    provider: "aws",
+    project: "cloud-provider-aws",
+    module: "k8s.io/cloud-provider-aws",
+    package: "k8s.io/cloud-provider-aws/cmd/aws-cloud-controller-manager",
+    binary: config::pins::AWS_CCM_BINARY,
+    pins: &[aws_module!("v1.37"), aws_module!("v1.36")],
+    skew: 0,
+    // Upstream's Makefile `LDFLAGS`: the version in `--version` and in the metrics.
+    version_vars: &["k8s.io/component-base/version.gitVersion={version}", "main.gitVersion={version}"],
+};
 
 /// moto and everything it pulls in, pinned.
 pub const MOTO_REQUIREMENTS: &str = include_str!("../../../tools/aws/moto-requirements.txt");
@@ -46,93 +51,12 @@ pub const MOTO_REQUIREMENTS: &str = include_str!("../../../tools/aws/moto-requir
 const MOTO_SERVER: &str = include_str!("../../../tools/aws/moto_server.py");
 const MOTO_SERVER_FILE: &str = "moto_server.py";
 
-/// The pin of the CCM release that goes with `release`'s minor.
-pub fn ccm_pin(release: &Release) -> Result<&'static GoModule> {
-    let dir = format!("aws-v1.{}", release.minor());
-    CCM_PINS.iter().find(|pin| pin.dir == dir).ok_or_else(|| ToolchainError::ProviderNotInstalled {
-        what: format!("cloud-provider-aws for Kubernetes {}", release.version),
-        hint: format!(
-            "no cloud-provider-aws release is pinned for Kubernetes 1.{}; pin one with `tools/aws/pin.sh v1.{}.N`",
-            release.minor(),
-            release.minor()
-        ),
-    })
-}
-
-/// The CCM version (`k8s.io/cloud-provider-aws` tag) pinned for `release`.
-pub fn ccm_version(release: &Release) -> Result<&'static str> {
-    let pin = ccm_pin(release)?;
-    Ok(super::pins::required_version(pin, CCM_MODULE).expect("aws pins require k8s.io/cloud-provider-aws"))
-}
-
 /// moto's pinned version.
 pub fn moto_version() -> &'static str {
     MOTO_REQUIREMENTS
         .lines()
         .find_map(|line| line.trim().strip_prefix("moto[server]=="))
         .expect("tools/aws/moto-requirements.txt pins moto[server]")
-}
-
-fn ccm_dir(version: &str) -> PathBuf {
-    cache_root().join("providers").join("aws").join(version)
-}
-
-/// The installed CCM for `release`.
-pub fn installed_ccm(release: &Release) -> Result<PathBuf> {
-    let version = ccm_version(release)?;
-    let binary = ccm_dir(version).join("bin").join(CCM_BINARY);
-    match fs::metadata(&binary) {
-        Ok(meta) if meta.len() > 0 => Ok(binary),
-        _ => Err(ToolchainError::ProviderNotInstalled {
-            what: format!("cloud-provider-aws {version} (for Kubernetes {})", release.version),
-            hint: "run `harness toolchain install --all`".into(),
-        }),
-    }
-}
-
-/// Builds the CCM for `release` unless it is cached (or `force`); returns the binary.
-pub fn install_ccm(release: &Release, force: bool) -> Result<PathBuf> {
-    if !force && let Ok(binary) = installed_ccm(release) {
-        return Ok(binary);
-    }
-    let pin = ccm_pin(release)?;
-    let version = ccm_version(release)?;
-    let root = cache_root();
-    let parent = root.join("providers").join("aws");
-    fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
-    let lock_path = parent.join(format!("{version}.lock"));
-    let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
-    lock.lock().map_err(io_err("locking", &lock_path))?;
-    if !force && let Ok(binary) = installed_ccm(release) {
-        return Ok(binary);
-    }
-    let go = find_go()?;
-    let partial = parent.join(format!("{version}.partial"));
-    let _ = fs::remove_dir_all(&partial);
-    let bin = partial.join("bin");
-    fs::create_dir_all(&bin).map_err(io_err("creating", &bin))?;
-    let build = Build {
-        module: pin,
-        command: GoCommand::Build,
-        packages: vec![CCM_PACKAGE],
-        outputs: vec![CCM_BINARY],
-        stamped: false,
-        version_vars: vec![],
-        label: format!("cloud-provider-aws {version} ({CCM_BINARY}, for Kubernetes 1.{})", release.minor()),
-    };
-    let step = progress::step(format!("building {}", build.label));
-    let module_dir = super::write_module(&root.join("build"), pin)?;
-    go_build(&go, &module_dir, &build, &ccm_ldflags(version), &bin)?;
-    step.done();
-    let dir = ccm_dir(version);
-    let _ = fs::remove_dir_all(&dir);
-    fs::rename(&partial, &dir).map_err(io_err("renaming into place", &dir))?;
-    installed_ccm(release)
-}
-
-/// Upstream's Makefile `LDFLAGS`: the version in `--version` and in the metrics.
-fn ccm_ldflags(version: &str) -> String {
-    format!("-s -w -X k8s.io/component-base/version.gitVersion={version} -X main.gitVersion={version}")
 }
 
 fn moto_dir() -> PathBuf {
@@ -236,11 +160,11 @@ mod tests {
     #[test]
     fn every_kubernetes_minor_has_a_ccm_release_of_the_same_minor() {
         for release in super::super::releases() {
-            let version = ccm_version(&release).unwrap();
+            let version = CCM.version(&release).unwrap();
             assert!(version.starts_with(&format!("v1.{}.", release.minor())), "{} → {version}", release.version);
-            let pin = ccm_pin(&release).unwrap();
-            assert!(pin.go_mod.contains(&format!("tool {CCM_PACKAGE}")), "{}", pin.dir);
-            assert!(pin.go_sum.contains(&format!("{CCM_MODULE} {version} h1:")), "{}", pin.dir);
+            let pin = CCM.pin(&release).unwrap();
+            assert!(pin.go_mod.contains(&format!("tool {}", CCM.package)), "{}", pin.dir);
+            assert!(pin.go_sum.contains(&format!("{} {version} h1:", CCM.module)), "{}", pin.dir);
             // The module's own replace directive is not ours: cel-go comes from its original path.
             assert!(!pin.go_mod.contains("=>"), "{}", pin.dir);
         }
@@ -257,7 +181,7 @@ mod tests {
 
     #[test]
     fn the_ccm_is_stamped_like_upstreams_makefile_does() {
-        let flags = ccm_ldflags("v1.37.1");
+        let flags = CCM.ldflags("v1.37.1");
         assert!(flags.contains("-X k8s.io/component-base/version.gitVersion=v1.37.1"), "{flags}");
         assert!(flags.contains("-X main.gitVersion=v1.37.1"), "{flags}");
     }

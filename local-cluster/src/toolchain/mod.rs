@@ -15,6 +15,8 @@
 //! `.partial` directory with their manifest records) and builds only the missing ones.
 
 pub mod aws;
+pub mod provider_ccm;
+pub mod vsphere;
 pub use config::pins;
 pub mod proxy_pins;
 pub mod workspace;
@@ -79,16 +81,23 @@ pub use config::pins::{BUILDABLE_CCMS, TOOLCHAIN_CCMS, UPSTREAM_CCM_BINARY as UP
 
 /// The CCM `bin` (one of [`BUILDABLE_CCMS`]) for `release`, built unless cached.
 pub fn install_ccm(release: &Release, bin: &str) -> Result<PathBuf> {
-    if bin == aws::CCM_BINARY {
-        return aws::install_ccm(release, false);
+    match provider_ccm(bin) {
+        Some(ccm) => ccm.install(release, false),
+        None => Ok(install(release, false)?.binary(bin)),
     }
-    Ok(install(release, false)?.binary(bin))
+}
+
+/// The providers' CCMs the toolchain builds from their own modules.
+pub const PROVIDER_CCMS: [&provider_ccm::ProviderCcm; 2] = [&aws::CCM, &vsphere::CCM];
+
+fn provider_ccm(bin: &str) -> Option<&'static provider_ccm::ProviderCcm> {
+    PROVIDER_CCMS.into_iter().find(|ccm| ccm.binary == bin)
 }
 
 /// The version a CCM the toolchain builds from a provider's module reports itself as (its release
 /// tag), or `None` for the toolchain's own CCMs, which are built from this workspace.
 pub fn provider_ccm_version(release: &Release, bin: &str) -> Option<&'static str> {
-    (bin == aws::CCM_BINARY).then(|| aws::ccm_version(release).ok()).flatten()
+    provider_ccm(bin).and_then(|ccm| ccm.version(release).ok())
 }
 
 /// The package `e2e.test` is the test binary of.

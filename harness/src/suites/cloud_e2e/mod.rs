@@ -158,6 +158,8 @@ impl World {
 pub struct CloudE2eSuite {
     name: String,
     capabilities: BTreeSet<Capability>,
+    /// Why the provider lacks a capability, when its entry says.
+    unsupported: std::collections::BTreeMap<Capability, String>,
     hooks: Hooks,
     focus: Option<regex::Regex>,
     skip: Option<regex::Regex>,
@@ -179,6 +181,7 @@ impl CloudE2eSuite {
         Ok(CloudE2eSuite {
             name: name.to_owned(),
             capabilities: provider.capabilities.clone(),
+            unsupported: provider.unsupported.clone(),
             hooks: provider.hooks.clone(),
             focus: regex("focus", focus)?,
             skip: regex("skip", skip)?,
@@ -199,8 +202,12 @@ impl CloudE2eSuite {
     /// Why `test` cannot run for this provider, if it cannot.
     fn skip_reason(&self, test: &Test, hooks: &HookRunner) -> Option<String> {
         if let Some(missing) = test.needs.iter().find(|c| !self.capabilities.contains(c)) {
+            let reason = match self.unsupported.get(missing) {
+                Some(why) => format!(": {why}"),
+                None => String::new(),
+            };
             return Some(format!(
-                "the provider does not declare the capability `{missing}` (providers.yaml capabilities)"
+                "the provider does not declare the capability `{missing}` (providers.yaml capabilities){reason}"
             ));
         }
         let missing = test.hooks.iter().find(|h| !hooks.has(**h))?;

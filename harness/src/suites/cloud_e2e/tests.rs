@@ -51,6 +51,23 @@ fn a_missing_capability_or_hook_is_a_skip_that_says_which() {
 }
 
 #[test]
+fn a_skip_for_an_unsupported_capability_gives_the_providers_reason() {
+    let mut provider = local_provider();
+    provider.capabilities.remove(&Capability::Routes);
+    provider.unsupported.insert(Capability::Routes, "routes need NSX-T".into());
+    let suite = CloudE2eSuite::new("cloud-e2e", &provider, None, None).unwrap();
+    let hooks = HookRunner::new(provider.hooks.clone(), Default::default());
+    let reasons: Vec<String> = tests().iter().filter_map(|t| suite.skip_reason(t, &hooks)).collect();
+    assert!(!reasons.is_empty());
+    for reason in reasons {
+        assert_eq!(
+            reason,
+            "the provider does not declare the capability `routes` (providers.yaml capabilities): routes need NSX-T"
+        );
+    }
+}
+
+#[test]
 fn focus_and_skip_select_by_name_and_a_bad_regex_is_an_error() {
     let local = local_provider();
     let suite = CloudE2eSuite::new("cloud-e2e", &local, Some(r"\[Feature:LoadBalancer"), Some("UDP")).unwrap();

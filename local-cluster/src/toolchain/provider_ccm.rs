@@ -1,0 +1,126 @@
+//! A provider's own CCM, built unmodified from the Go module proxy at a release pinned in
+//! `tools/<provider>/v1.<minor>/` (a wrapper module whose `tool` is the CCM's main package), stamped
+//! with its version as the provider's Makefile does: `<cache>/providers/<provider>/<version>/bin/`.
+//! Built in place of a `.partial` and renamed, so a cache entry is whole or rebuilt.
+
+use std::fs;
+use std::path::PathBuf;
+
+use super::pins::GoModule;
+use super::{Build, GoCommand, Release, Result, ToolchainError, cache_root, find_go, go_build, io_err};
+use cli_support::progress;
+
+/// A provider's CCM and where its releases are pinned.
+#[derive(Debug)]
+pub struct ProviderCcm {
+    /// The provider's directory under `tools/` and the cache's `providers/`.
+    pub provider: &'static str,
+    /// The repository's name, as people know it (`cloud-provider-aws`).
+    pub project: &'static str,
+    /// The Go module released; its tags are the provider's versions.
+    pub module: &'static str,
+    pub package: &'static str,
+    pub binary: &'static str,
+    /// The pinned releases, newest first; `dir` ends in the minor they go with (`aws-v1.37`).
+    pub pins: &'static [GoModule],
+    /// How many Kubernetes minors a pinned release may lag behind the cluster's: 0 when every minor
+    /// has a release of its own; 1 when the newest release goes with the next minor too, as the
+    /// version skew policy allows a CCM one minor older than its control plane.
+    pub skew: u32,
+    /// `-X` flags the provider's Makefile stamps the version with (`{version}` is replaced).
+    pub version_vars: &'static [&'static str],
+}
+
+impl ProviderCcm {
+    /// The pin of the release that goes with `release`: the same minor's, else (within `skew`) the
+    /// newest older one's.
+    pub fn pin(&self, release: &Release) -> Result<&'static GoModule> {
+        let wanted: u32 = release.minor().parse().unwrap_or_default();
+        let pin_minor = |pin: &GoModule| pin.dir.rsplit("v1.").next().and_then(|m| m.parse::<u32>().ok());
+        self.pins
+            .iter()
+            .filter_map(|pin| pin_minor(pin).map(|minor| (pin, minor)))
+            .filter(|(_, minor)| *minor <= wanted && wanted - minor <= self.skew)
+            .max_by_key(|(_, minor)| *minor)
+            .map(|(pin, _)| pin)
+            .ok_or_else(|| ToolchainError::ProviderNotInstalled {
+                what: format!("{} for Kubernetes {}", self.project, release.version),
+                hint: format!(
+                    "no {} release is pinned for Kubernetes 1.{wanted}; pin one with `tools/{}/pin.sh v1.{wanted}.N`",
+                    self.project, self.provider
+                ),
+            })
+    }
+
+    /// The CCM version (the module's tag) pinned for `release`.
+    pub fn version(&self, release: &Release) -> Result<&'static str> {
+        let pin = self.pin(release)?;
+        Ok(super::pins::required_version(pin, self.module).expect("a provider's pin requires its module"))
+    }
+
+    fn dir(&self, version: &str) -> PathBuf {
+        cache_root().join("providers").join(self.provider).join(version)
+    }
+
+    /// The installed CCM for `release`.
+    pub fn installed(&self, release: &Release) -> Result<PathBuf> {
+        let version = self.version(release)?;
+        let binary = self.dir(version).join("bin").join(self.binary);
+        match fs::metadata(&binary) {
+            Ok(meta) if meta.len() > 0 => Ok(binary),
+            _ => Err(ToolchainError::ProviderNotInstalled {
+                what: format!("{} {version} (for Kubernetes {})", self.project, release.version),
+                hint: "run `harness toolchain install --all`".into(),
+            }),
+        }
+    }
+
+    /// Builds the CCM for `release` unless it is cached (or `force`); returns the binary.
+    pub fn install(&self, release: &Release, force: bool) -> Result<PathBuf> {
+        if !force && let Ok(binary) = self.installed(release) {
+            return Ok(binary);
+        }
+        let pin = self.pin(release)?;
+        let version = self.version(release)?;
+        let root = cache_root();
+        let parent = root.join("providers").join(self.provider);
+        fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
+        let lock_path = parent.join(format!("{version}.lock"));
+        let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
+        lock.lock().map_err(io_err("locking", &lock_path))?;
+        if !force && let Ok(binary) = self.installed(release) {
+            return Ok(binary);
+        }
+        let go = find_go()?;
+        let partial = parent.join(format!("{version}.partial"));
+        let _ = fs::remove_dir_all(&partial);
+        let bin = partial.join("bin");
+        fs::create_dir_all(&bin).map_err(io_err("creating", &bin))?;
+        let build = Build {
+            module: pin,
+            command: GoCommand::Build,
+            packages: vec![self.package],
+            outputs: vec![self.binary],
+            stamped: false,
+            version_vars: vec![],
+            label: format!("{} {version} ({}, for Kubernetes 1.{})", self.project, self.binary, release.minor()),
+        };
+        let step = progress::step(format!("building {}", build.label));
+        let module_dir = super::write_module(&root.join("build"), pin)?;
+        go_build(&go, &module_dir, &build, &self.ldflags(version), &bin)?;
+        step.done();
+        let dir = self.dir(version);
+        let _ = fs::remove_dir_all(&dir);
+        fs::rename(&partial, &dir).map_err(io_err("renaming into place", &dir))?;
+        self.installed(release)
+    }
+
+    /// The provider's Makefile `LDFLAGS`: the version in `--version` and in the metrics.
+    pub fn ldflags(&self, version: &str) -> String {
+        let mut flags = String::from("-s -w");
+        for var in self.version_vars {
+            flags.push_str(&format!(" -X {}", var.replace("{version}", version)));
+        }
+        flags
+    }
+}
