@@ -281,8 +281,9 @@ pub enum ClusterCommand {
         #[command(flatten)]
         name: NameArg,
     },
-    /// Shut down, start or terminate the machine of a node of a cluster with `--cloud local`: its
-    /// cloud instance and its simulated kubelet together (the `local` provider's cloud-e2e hooks).
+    /// Shut down, start or terminate the machine of a node of a cluster with a cloud: its cloud
+    /// instance (the local cloud's, moto's EC2 instance, vcsim's VM) and its kubelet together (the
+    /// built-in providers' cloud-e2e hooks).
     Instance {
         #[command(flatten)]
         name: NameArg,

@@ -1,5 +1,5 @@
-//! The machines of a local cluster with `--cloud local`: each is an instance of the local cloud
-//! and its node. Shutting a machine down or terminating it stops both, as on a real cloud (where
+//! The machines of a local cluster with a cloud: each is an instance of the local cloud (of moto
+//! with `cloud: moto`, a VM of vcsim with `cloud: vcsim`) and its node. Shutting a machine down or terminating it stops both, as on a real cloud (where
 //! the kubelet dies with its VM); starting it brings both back. These are the `local` provider's
 //! cloud-e2e hooks (`harness cluster instance ...`).
 //!

@@ -77,27 +77,9 @@ impl ProviderCcm {
 
     /// Builds the CCM for `release` unless it is cached (or `force`); returns the binary.
     pub fn install(&self, release: &Release, force: bool) -> Result<PathBuf> {
-        if !force && let Ok(binary) = self.installed(release) {
-            return Ok(binary);
-        }
-        let pin = self.pin(release)?;
         let version = self.version(release)?;
-        let root = cache_root();
-        let parent = root.join("providers").join(self.provider);
-        fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
-        let lock_path = parent.join(format!("{version}.lock"));
-        let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
-        lock.lock().map_err(io_err("locking", &lock_path))?;
-        if !force && let Ok(binary) = self.installed(release) {
-            return Ok(binary);
-        }
-        let go = find_go()?;
-        let partial = parent.join(format!("{version}.partial"));
-        let _ = fs::remove_dir_all(&partial);
-        let bin = partial.join("bin");
-        fs::create_dir_all(&bin).map_err(io_err("creating", &bin))?;
         let build = Build {
-            module: pin,
+            module: self.pin(release)?,
             command: GoCommand::Build,
             packages: vec![self.package],
             outputs: vec![self.binary],
@@ -105,14 +87,8 @@ impl ProviderCcm {
             version_vars: vec![],
             label: format!("{} {version} ({}, for Kubernetes 1.{})", self.project, self.binary, release.minor()),
         };
-        let step = progress::step(format!("building {}", build.label));
-        let module_dir = super::write_module(&root.join("build"), pin)?;
-        go_build(&go, &module_dir, &build, &self.ldflags(version), &bin)?;
-        step.done();
-        let dir = self.dir(version);
-        let _ = fs::remove_dir_all(&dir);
-        fs::rename(&partial, &dir).map_err(io_err("renaming into place", &dir))?;
-        self.installed(release)
+        let into = CacheEntry { dir: self.dir(version), force, ldflags: self.ldflags(version) };
+        build_cached(&build, &into, || self.installed(release))
     }
 
     /// The provider's Makefile `LDFLAGS`: the version in `--version` and in the metrics.
@@ -123,4 +99,46 @@ impl ProviderCcm {
         }
         flags
     }
+}
+
+/// Where [`build_cached`] puts a build's binaries: `<dir>/bin/`.
+pub(super) struct CacheEntry {
+    pub dir: PathBuf,
+    /// Build even when the entry is complete.
+    pub force: bool,
+    pub ldflags: String,
+}
+
+/// Builds `build` into `into` unless `installed` finds it there already (or `into.force`), one
+/// process at a time (a lock file beside the entry), in place of a `.partial` that is renamed
+/// into place when complete; returns what `installed` then finds.
+pub(super) fn build_cached<T>(build: &Build, into: &CacheEntry, installed: impl Fn() -> Result<T>) -> Result<T> {
+    if !into.force
+        && let Ok(found) = installed()
+    {
+        return Ok(found);
+    }
+    let parent = into.dir.parent().expect("a cache entry has a parent").to_path_buf();
+    let name = into.dir.file_name().expect("a cache entry has a name").to_string_lossy().into_owned();
+    fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
+    let lock_path = parent.join(format!("{name}.lock"));
+    let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
+    lock.lock().map_err(io_err("locking", &lock_path))?;
+    if !into.force
+        && let Ok(found) = installed()
+    {
+        return Ok(found);
+    }
+    let go = find_go()?;
+    let partial = parent.join(format!("{name}.partial"));
+    let _ = fs::remove_dir_all(&partial);
+    let bin = partial.join("bin");
+    fs::create_dir_all(&bin).map_err(io_err("creating", &bin))?;
+    let step = progress::step(format!("building {}", build.label));
+    let module_dir = super::write_module(&cache_root().join("build"), build.module)?;
+    go_build(&go, &module_dir, build, &into.ldflags, &bin)?;
+    step.done();
+    let _ = fs::remove_dir_all(&into.dir);
+    fs::rename(&partial, &into.dir).map_err(io_err("renaming into place", &into.dir))?;
+    installed()
 }

@@ -15,9 +15,8 @@ use std::fs;
 use std::path::PathBuf;
 
 use super::pins::GoModule;
-use super::provider_ccm::ProviderCcm;
-use super::{Build, GoCommand, Result, ToolchainError, cache_root, find_go, go_build, io_err};
-use cli_support::progress;
+use super::provider_ccm::{CacheEntry, ProviderCcm, build_cached};
+use super::{Build, GoCommand, Result, ToolchainError, cache_root};
 
 /// cloud-provider-vsphere's CCM.
 pub const CCM: ProviderCcm = ProviderCcm {
@@ -79,24 +78,6 @@ pub fn installed_govmomi() -> Result<Govmomi> {
 
 /// Builds vcsim and govc unless they are cached (or `force`).
 pub fn install_govmomi(force: bool) -> Result<Govmomi> {
-    if !force && let Ok(tools) = installed_govmomi() {
-        return Ok(tools);
-    }
-    let version = govmomi_version();
-    let root = cache_root();
-    let parent = root.join("govmomi");
-    fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
-    let lock_path = parent.join(format!("{version}.lock"));
-    let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
-    lock.lock().map_err(io_err("locking", &lock_path))?;
-    if !force && let Ok(tools) = installed_govmomi() {
-        return Ok(tools);
-    }
-    let go = find_go()?;
-    let partial = parent.join(format!("{version}.partial"));
-    let _ = fs::remove_dir_all(&partial);
-    let bin = partial.join("bin");
-    fs::create_dir_all(&bin).map_err(io_err("creating", &bin))?;
     let build = Build {
         module: &GOVMOMI,
         command: GoCommand::Build,
@@ -104,16 +85,10 @@ pub fn install_govmomi(force: bool) -> Result<Govmomi> {
         outputs: vec!["vcsim", "govc"],
         stamped: false,
         version_vars: vec![],
-        label: format!("govmomi {version} (vcsim, govc)"),
+        label: format!("govmomi {} (vcsim, govc)", govmomi_version()),
     };
-    let step = progress::step(format!("building {}", build.label));
-    let module_dir = super::write_module(&root.join("build"), &GOVMOMI)?;
-    go_build(&go, &module_dir, &build, "-s -w", &bin)?;
-    step.done();
-    let dir = govmomi_dir();
-    let _ = fs::remove_dir_all(&dir);
-    fs::rename(&partial, &dir).map_err(io_err("renaming into place", &dir))?;
-    installed_govmomi()
+    let into = CacheEntry { dir: govmomi_dir(), force, ldflags: "-s -w".into() };
+    build_cached(&build, &into, installed_govmomi)
 }
 
 #[cfg(test)]
