@@ -167,6 +167,9 @@ pub async fn run_matrix(args: MatrixArgs) -> Result<()> {
         bail!("the matrix is empty: no provider × Kubernetes version matches the filters");
     }
     let base = run::generated_build_id();
+    // A SIGINT or SIGTERM stops the cell under way (each run handles it) and every cell not started.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let stop = &stop;
     let runs = cells.iter().enumerate().map(|(i, cell)| {
         // Its own cluster (name, state dir, free ports) and artifacts directory per cell.
         let artifacts = args.common.artifacts.join(&cell.name);
@@ -175,12 +178,25 @@ pub async fn run_matrix(args: MatrixArgs) -> Result<()> {
         opts.job = Some(cell.name.clone());
         opts.suites = Some(args.suites.clone().unwrap_or_else(|| cell.suites().to_vec()));
         let config = &config;
-        async move { (cell.name.clone(), run::run(config, &opts).await) }
+        async move {
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                return (cell.name.clone(), None);
+            }
+            let result = run::run(config, &opts).await;
+            if result.as_ref().is_ok_and(|report| report.interrupted.is_some()) {
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            (cell.name.clone(), Some(result))
+        }
     });
     let results: Vec<_> = futures::stream::iter(runs).buffer_unordered(args.parallel.max(1)).collect().await;
     let mut failed = Vec::new();
     let mut interrupted = None;
     for (cell, result) in &results {
+        let Some(result) = result else {
+            println!("== {cell}: not run (the matrix was interrupted)");
+            continue;
+        };
         match result {
             Ok(report) => {
                 println!("== {cell}: {}", if report.passed { "PASSED" } else { "FAILED" });

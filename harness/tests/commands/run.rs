@@ -38,6 +38,10 @@ suites:
     kind: exec
     command: [sleep, "318"]
     timeout: 10m
+  - name: hang-matrix
+    kind: exec
+    command: [sleep, "320"]
+    timeout: 10m
   - name: hang-real
     kind: exec
     command: [sleep, "319"]
@@ -297,6 +301,38 @@ fn sigint_during_test_aborts_the_build_and_brings_the_cluster_down() {
 #[test]
 fn sigterm_stops_a_run_launched_with_sigint_ignored() {
     interrupt_during_test(Launch::SigintIgnored, Signal::SIGTERM, "hang-longer", "318");
+}
+
+/// SIGTERM to `harness matrix` (what Prow sends at its timeout) stops the whole matrix: the cell
+/// under way is aborted and brought down, and no further cell starts.
+#[test]
+fn sigterm_stops_a_matrix_not_just_its_current_cell() {
+    let env = Env::new();
+    let mut command = env.command("matrix");
+    command.arg("--config").arg(&env.config).arg("--artifacts").arg(env.artifacts());
+    command.args(["--provider", "fixture", "--kubernetes", "v1.37.1", "--kubernetes", "v1.36.4"]);
+    command.args(["--suites", "hang-matrix"]).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = command.spawn().unwrap();
+    let first = env.artifacts().join("ci-cloud-provider-fixture-k8s-1.37");
+    let second = env.artifacts().join("ci-cloud-provider-fixture-k8s-1.36");
+    let sleep_cmdline = b"sleep\x00320\x00".to_vec();
+    wait_for_process(&sleep_cmdline);
+    let started: Vec<bool> =
+        [&first, &second].iter().map(|dir| dir.join("artifacts/hang-matrix-output.txt").exists()).collect();
+    assert_eq!(started, [true, false], "cells run one at a time, in file order");
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", text(&output));
+    assert!(!second.join("started.json").exists(), "the second cell started after SIGTERM:\n{}", text(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("not run (the matrix was interrupted)"),
+        "{}",
+        text(&output)
+    );
+    let finished: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(first.join("finished.json")).unwrap()).unwrap();
+    assert_eq!(finished["result"], "ABORTED");
+    env.assert_nothing_left();
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
