@@ -232,7 +232,13 @@ impl VsphereOptions {
     pub(crate) async fn start(&self, cluster: &mut LocalCluster, count: u32, client: &kube::Client) -> Result<()> {
         let step = cli_support::progress::step(format!("starting vcsim (the vsphere cloud) with {count} VMs"));
         let password = new_password();
-        cluster.start(&self.govmomi.vcsim, "vcsim", vcsim_args(self.tags.hosts(), &password))?;
+        // vcsim keeps its datastores in a temporary directory: the cluster's, so `down` removes it
+        // even when vcsim is killed before it cleans up.
+        let tmp = cluster.dir.join("vcsim-tmp");
+        std::fs::create_dir_all(&tmp).map_err(io_err("creating", &tmp))?;
+        let env =
+            super::process::Environment { set: vec![("TMPDIR".into(), tmp.display().to_string())], removed: vec![] };
+        cluster.start_with_env(&self.govmomi.vcsim, "vcsim", vcsim_args(self.tags.hosts(), &password), &env)?;
         let port = wait_listening(cluster).await?;
         let govc_home = cluster.dir.join("govmomi");
         std::fs::create_dir_all(&govc_home).map_err(io_err("creating", &govc_home))?;

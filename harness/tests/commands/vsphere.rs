@@ -124,6 +124,13 @@ async fn a_ccm_vcsim_refuses_to_log_in_ends_the_wait_at_once_with_its_own_error(
     assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
 
     let dir = state.join("clusters").join("vs-login");
+    // vcsim's datastores live in the cluster's dir (removed by `down`), not in the machine's /tmp.
+    let datastores: Vec<String> = std::fs::read_dir(dir.join("vcsim-tmp"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(datastores.iter().any(|name| name.starts_with("govcsim-")), "{datastores:?}");
     let cluster_state: local_cluster::ClusterState =
         serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
     let mut cluster = local_cluster::LocalCluster { state: cluster_state, dir };
