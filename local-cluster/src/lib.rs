@@ -292,7 +292,8 @@ impl LocalCluster {
             None => process::Environment::default(),
         };
         self.start_with_env(binary, &component, args.to_vec(), &env)?;
-        // Providers' CCMs serve HTTPS, as k8s.io/cloud-provider's do; the reference CCM plain HTTP.
+        // On the local cloud, the reference CCM's plain HTTP; providers' CCMs on their own clouds
+        // (moto, vcsim) serve HTTPS, as k8s.io/cloud-provider's do.
         let scheme = if self.state.cloud_url.is_some() { "http" } else { "https" };
         self.state.ccm_url = self.state.ccm_port.map(|port| format!("{scheme}://127.0.0.1:{port}"));
         self.save()?;
