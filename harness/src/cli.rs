@@ -443,8 +443,11 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
                 // What the built-in `aws` and `vsphere` providers run: their CCMs for each
                 // Kubernetes minor, moto, and vcsim with govc.
                 for ccm in toolchain::PROVIDER_CCMS {
+                    let mut built = std::collections::BTreeSet::new();
                     for release in toolchain::releases() {
-                        let work = tokio::task::spawn_blocking(move || ccm.install(&release, force));
+                        // One release may serve two minors (vsphere's): built once even with --force.
+                        let again = ccm.version(&release).is_ok_and(|version| !built.insert(version));
+                        let work = tokio::task::spawn_blocking(move || ccm.install(&release, force && !again));
                         let binary = until_interrupted(work).await???;
                         println!("{} for Kubernetes {}: {}", ccm.project, release.version, binary.display());
                     }
@@ -496,7 +499,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
             let release = toolchain::resolve(version.kubernetes.as_deref())?;
             // Real nodes need a CCM to lift the uninitialized taint.
             let cloud = cloud.or((node_kind == local_cluster::NodeKind::Real).then_some(CloudKind::Local));
-            if cloud.is_none() && ccm_binary.is_some() {
+            if ccm_binary.is_some() && !matches!(cloud, Some(CloudKind::Local)) {
                 anyhow::bail!("--ccm-binary is the CCM of --cloud local: add --cloud local, or leave --ccm-binary out");
             }
             let vsphere = match cloud {
@@ -509,11 +512,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
                 _ => None,
             };
             let cloud = match (cloud, ccm_binary) {
-                (None | Some(CloudKind::Vcsim), None) => None,
-                (Some(CloudKind::Vcsim), Some(_)) => {
-                    anyhow::bail!("--ccm-binary is the CCM of --cloud local; vcsim's CCM is started by `harness run`")
-                }
-                (None, _) => None,
+                (None | Some(CloudKind::Vcsim), _) => None,
                 (Some(CloudKind::Local), Some(ccm_binary)) => Some(local_cluster::cloud::CloudOptions::new(ccm_binary)),
                 (Some(CloudKind::Local), None) => {
                     let step = cli_support::progress::step("building the reference CCM");

@@ -119,26 +119,10 @@ impl VsphereState {
         let out = self.run_govc("reading a VM", &["vm.info", "-json", node])?;
         let info: serde_json::Value =
             serde_json::from_str(&out).map_err(|e| ClusterError::Vsphere(format!("govc vm.info: {e}")))?;
-        // govc's JSON keys changed case across releases.
-        let vms = info.get("virtualMachines").or_else(|| info.get("VirtualMachines"));
-        let Some(vm) = vms.and_then(|v| v.as_array()).and_then(|v| v.first()) else { return Ok(None) };
-        let text = |path: &[&str]| {
-            let mut value = vm;
-            for key in path {
-                value = value.get(key).or_else(|| value.get(capitalised(key)))?;
-            }
-            value.as_str().map(str::to_owned)
-        };
-        Ok(Some(VmStatus {
-            uuid: text(&["config", "uuid"]).unwrap_or_default(),
-            power_state: text(&["runtime", "powerState"]).unwrap_or_default(),
-        }))
+        let Some(vm) = info["virtualMachines"].as_array().and_then(|v| v.first()) else { return Ok(None) };
+        let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_owned();
+        Ok(Some(VmStatus { uuid: text(&vm["config"]["uuid"]), power_state: text(&vm["runtime"]["powerState"]) }))
     }
-}
-
-fn capitalised(key: &str) -> String {
-    let mut chars = key.chars();
-    chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
 }
 
 /// Whether the vSphere CCM's log (`log`) shows it failed to initialise a node because vCenter
