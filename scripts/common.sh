@@ -63,3 +63,14 @@ use_cached_target_dir() {
     export CARGO_INCREMENTAL=0
   fi
 }
+
+# Downloads into Go's module cache the modules `harness toolchain install` builds the default
+# toolchain from: the newest pinned Kubernetes minor's module (the default release is the newest)
+# and the node and image tools'. Network-bound, so it overlaps the harness's cargo build.
+prefetch_go_modules() {
+  local newest
+  newest="$(printf '%s\n' tools/kube/v1.*/ | sort -V | tail -1)"
+  for module in "$newest" tools/kube/{containerd,coredns,etcd,netproxy,registry,wget}; do
+    go -C "$module" mod download
+  done
+}

@@ -163,8 +163,8 @@ pub struct Grid {
     pub job: String,
     /// Newest first.
     pub columns: Vec<Column>,
-    /// By group (groups with a failing test first), in a group failing tests first (those failing
-    /// longest first), then by name.
+    /// By group (groups with a failing test first, ginkgo's suite-level nodes after the tests),
+    /// in a group failing tests first (those failing longest first), then by name.
     pub rows: Vec<Row>,
     /// The groups of `rows`, in their order.
     pub groups: Vec<Group>,
@@ -223,6 +223,7 @@ impl Grid {
         rows.sort_by(|a, b| {
             failing_group(b)
                 .cmp(&failing_group(a))
+                .then_with(|| (a.group == SUITE_NODES).cmp(&(b.group == SUITE_NODES)))
                 .then_with(|| a.group.cmp(&b.group))
                 .then_with(|| b.failing_since.is_some().cmp(&a.failing_since.is_some()))
                 .then_with(|| failure_streak(&b.cells).cmp(&failure_streak(&a.cells)))
@@ -256,8 +257,27 @@ impl Grid {
     }
 }
 
-/// A test's group: its first `[sig-…]` tag, else its suite.
+/// The group of ginkgo's suite-level nodes (`[SynchronizedBeforeSuite]`, `[ReportAfterSuite]`, ...):
+/// rows TestGrid shows too, but not tests, so they come after the tests unless one failed.
+pub const SUITE_NODES: &str = "suite setup and teardown (ginkgo)";
+
+/// What ginkgo names its suite-level nodes in JUnit (`types.NodeType`'s strings, in brackets).
+const GINKGO_SUITE_NODES: [&str; 7] = [
+    "[BeforeSuite]",
+    "[AfterSuite]",
+    "[SynchronizedBeforeSuite]",
+    "[SynchronizedAfterSuite]",
+    "[ReportBeforeSuite]",
+    "[ReportAfterSuite]",
+    "[DeferCleanup (Suite)]",
+];
+
+/// A test's group: ginkgo's suite-level nodes together ([`SUITE_NODES`]), else its first
+/// `[sig-…]` tag, else its suite.
 pub fn group_of(test: &TestName) -> String {
+    if GINKGO_SUITE_NODES.iter().any(|node| test.name.starts_with(node)) {
+        return SUITE_NODES.to_owned();
+    }
     let tag = test.name.match_indices("[sig-").find_map(|(at, _)| {
         let rest = &test.name[at + 1..];
         rest.find(']').map(|end| rest[..end].to_owned())
@@ -498,6 +518,34 @@ mod tests {
         assert_eq!(groups, [("s", 3), ("sig-x", 2)]);
         assert_eq!(grid.groups[0].worst, [Cell::Running, Cell::Fail, Cell::Fail, Cell::Pass], "the worst per build");
         assert_eq!(grid.groups[1].worst, [Cell::Running, Cell::Fail, Cell::None, Cell::None]);
+    }
+
+    /// A ginkgo run's `junit_01.xml` starts and ends with its suite-level nodes, and its suite's
+    /// name ("Kubernetes e2e suite") sorts before every `sig-` group.
+    #[test]
+    fn ginkgo_suite_nodes_come_after_the_tests_unless_one_failed() {
+        let columns = vec![column("2", "finished"), column("1", "finished")];
+        let tests = vec![
+            test("Kubernetes e2e suite", "[SynchronizedBeforeSuite]"),
+            test("Kubernetes e2e suite", "[It] [sig-apps] Deployment works [Conformance]"),
+            test("Kubernetes e2e suite", "[ReportAfterSuite] Kubernetes e2e suite report"),
+            test("Kubernetes e2e suite", "[It] [sig-node] Pods work [Conformance]"),
+            test("cloud-e2e", "[cloud-e2e] [Feature:CCM] The CCM should answer /healthz with 200"),
+        ];
+        let all = |cell| (0..tests.len()).map(|test| ResultRow { column: 0, test, cell }).collect::<Vec<_>>();
+        let data = |results| GridData { columns: columns.clone(), tests: tests.clone(), results };
+        let passed = Grid::new("ci-local", data(all(Cell::Pass)), &Filter::default());
+        let groups: Vec<&str> = passed.groups.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(groups, ["cloud-e2e", "sig-apps", "sig-node", SUITE_NODES]);
+        assert_eq!(
+            names(&passed)[3..],
+            ["[ReportAfterSuite] Kubernetes e2e suite report", "[SynchronizedBeforeSuite]"]
+        );
+
+        let mut results = all(Cell::Pass);
+        results[0].cell = Cell::Fail;
+        let failed = Grid::new("ci-local", data(results), &Filter::default());
+        assert_eq!(failed.groups[0].name, SUITE_NODES, "a failed suite node is what broke the build");
     }
 
     #[test]

@@ -185,7 +185,8 @@ pub enum ToolchainCommand {
     /// (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), kubectl, e2e.test,
     /// ginkgo and go-runner, what nodes run (kubelet, kube-proxy, containerd with its shim and ctr, CoreDNS, kwok),
     /// the conformance images' programs (agnhost, sample-apiserver, nonewprivs, wget), the image
-    /// registry, netproxy and local-upstream-ccm; a no-op for what is already cached.
+    /// registry, netproxy and local-upstream-ccm, and the images real nodes run (docs/real-nodes.md);
+    /// a no-op for what is already cached.
     Install {
         #[command(flatten)]
         version: VersionArg,
@@ -435,9 +436,20 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
                 (false, None) => vec![toolchain::default_release()],
             };
             for release in releases {
-                let work = tokio::task::spawn_blocking(move || toolchain::install(&release, force));
-                let installed = until_interrupted(work).await???;
+                let work = tokio::task::spawn_blocking(move || {
+                    let installed = toolchain::install(&release, force)?;
+                    // Here, not at the first `cluster up`: that is the run a newcomer times.
+                    let images = local_cluster::images::install(&release, &installed)?;
+                    anyhow::Ok((installed, images))
+                });
+                let (installed, images) = until_interrupted(work).await???;
                 println!("Kubernetes {} toolchain: {}", installed.version, installed.dir.join("bin").display());
+                let dir = images.first().and_then(|image| image.archive.parent());
+                println!(
+                    "Kubernetes {} node images: {}",
+                    installed.version,
+                    dir.unwrap_or(std::path::Path::new("?")).display()
+                );
             }
             if all {
                 // What the built-in `aws` and `vsphere` providers run: their CCMs for each

@@ -30,10 +30,11 @@ pub mod vsphere;
 use std::fs;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
 
@@ -571,8 +572,6 @@ impl ComponentArgs<'_> {
                 replace(&mut args, "--cluster-cidr", real::CLUSTER_CIDR.into());
                 replace(&mut args, "--allocate-node-cidrs", "true".into());
                 replace(&mut args, "--node-cidr-mask-size", "24".into());
-                // Real kubelets renew their Lease every 10 s too; give a loaded machine some slack.
-                replace(&mut args, "--node-monitor-grace-period", "40s".into());
             }
             _ => {}
         }
@@ -652,7 +651,9 @@ impl ComponentArgs<'_> {
                 format!("--secure-port={}", p.controller_manager),
                 "--cloud-provider=external".into(),
                 "--leader-elect=false".into(),
-                // kwok renews node Leases every 10 s; a node silent for two renewals is NotReady.
+                // kwok renews node Leases every 10 s, real kubelets every 5 s (their config's
+                // `nodeLeaseDurationSeconds`): a node silent for 20 s is NotReady, not after the
+                // default 50 s, so the node-lifecycle tests wait less.
                 "--node-monitor-grace-period=20s".into(),
                 // The quota controller re-checks every quota this often; at the default 5m, the
                 // conformance test that waits for it to repair a quota's status waits up to 3 minutes.
@@ -783,29 +784,50 @@ async fn wait_for_initialised_nodes(
     .await
 }
 
-/// Polls the nodes until `pending` says nothing is awaited any more (it returns what still is),
-/// failing early if a component dies or `failed` says what went wrong.
+/// Watches the nodes until `pending` says nothing is awaited any more (it returns what still
+/// is), failing early if a component dies or `failed` says what went wrong (checked each second).
 async fn wait_for_nodes(
     client: &Client,
     cluster: &LocalCluster,
     failed: impl Fn() -> Result<()>,
-    pending: impl Fn(&[Node]) -> Option<String>,
+    pending: impl Fn(&[Arc<Node>]) -> Option<String>,
 ) -> Result<()> {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+
     let state = &cluster.state;
-    let api: Api<Node> = Api::all(client.clone());
     let started = Instant::now();
+    let (nodes, writer) = reflector::store();
+    let events = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).reflect(writer);
+    let mut events = std::pin::pin!(events);
+    let mut checks = tokio::time::interval(Duration::from_secs(1));
+    let mut awaited = "the node list".to_string();
+    // The store holds every node once the first list is in (`InitDone`).
+    let mut listed = false;
     loop {
-        check_alive(state)?;
-        failed()?;
-        let list = api
-            .list(&ListParams::default())
-            .await
-            .map_err(|source| ClusterError::Kube { cluster: state.name.clone(), source })?;
-        let Some(awaited) = pending(&list.items) else { return Ok(()) };
-        if started.elapsed() > NODES_READY_TIMEOUT {
-            return Err(cluster.timeout(&awaited, started));
+        tokio::select! {
+            event = events.next() => match event {
+                Some(Ok(event)) => {
+                    listed |= matches!(event, watcher::Event::InitDone);
+                    if listed {
+                        match pending(&nodes.state()) {
+                            Some(still) => awaited = still,
+                            None => return Ok(()),
+                        }
+                    }
+                }
+                // The watcher starts over by itself (a relist); the timeout below bounds it.
+                Some(Err(error)) => tracing::debug!("watching the nodes of cluster '{}': {error}", state.name),
+                None => return Err(ClusterError::Kube { cluster: state.name.clone(), source: kube::Error::Service("the node watch ended".into()) }),
+            },
+            _ = checks.tick() => {
+                check_alive(state)?;
+                failed()?;
+                if started.elapsed() > NODES_READY_TIMEOUT {
+                    return Err(cluster.timeout(&awaited, started));
+                }
+            }
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
@@ -831,7 +853,9 @@ fn write_kubeconfig(path: &Path, cluster: &str, port: u16, pki: &pki::Pki) -> Re
 
 fn save_state(dir: &Path, state: &ClusterState) -> Result<()> {
     let path = dir.join("cluster.json");
-    let partial = dir.join("cluster.json.partial");
+    // Each process its own: two `harness cluster instance` hooks at once must not rename each
+    // other's file away.
+    let partial = dir.join(format!("cluster.json.partial.{}", std::process::id()));
     fs::write(&partial, serde_json::to_vec_pretty(state).expect("state serialises"))
         .map_err(io_err("writing", &partial))?;
     fs::rename(&partial, &path).map_err(io_err("writing", &path))

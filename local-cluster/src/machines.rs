@@ -151,7 +151,18 @@ fn machine_components(node: &str) -> ([String; 3], String) {
     (components, format!("{node}-namespaces"))
 }
 
+/// Machine actions on one cluster take turns: each reads, changes and writes the cluster's state,
+/// and two at once (cloud-e2e shuts one node down while it terminates another) lost each other's
+/// writes. The lock goes with the cluster's dir.
+fn take_turn(dir: &std::path::Path) -> Result<std::fs::File> {
+    let path = dir.join("machines.lock");
+    let lock = std::fs::File::create(&path).map_err(super::io_err("creating", &path))?;
+    lock.lock().map_err(super::io_err("locking", &path))?;
+    Ok(lock)
+}
+
 fn act_on_real_node(dir: &std::path::Path, node: &str, action: MachineAction) -> Result<()> {
+    let _turn = take_turn(dir)?;
     let mut state = super::load_state_at(dir)?;
     let index = state.nodes.iter().position(|n| n == node).ok_or_else(|| {
         ClusterError::RealNodes(format!("cluster '{}' has no node {node} (its nodes: {:?})", state.name, state.nodes))
@@ -255,4 +266,32 @@ pub async fn load_balancers(cluster: &str) -> Result<Vec<serde_json::Value>> {
         .await
         .map_err(|e| ClusterError::Cloud(format!("listing load balancers: {e}")))?;
     Ok(balancers.iter().map(|lb| serde_json::to_value(lb).expect("a load balancer serialises")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Machine actions at once on one cluster (cloud-e2e's shutdown and deletion tests) each
+    /// read, change and write its state: none loses another's write.
+    #[test]
+    fn machine_actions_at_once_lose_none_of_each_others_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = ClusterState::new("race", "v1.37.1", dir.path().join("kubeconfig"));
+        save_state(dir.path(), &state).unwrap();
+        std::thread::scope(|scope| {
+            for i in 0..16 {
+                let dir = dir.path();
+                scope.spawn(move || {
+                    let _turn = take_turn(dir).unwrap();
+                    let mut state = super::super::load_state_at(dir).unwrap();
+                    std::thread::sleep(Duration::from_millis(5));
+                    state.nodes.push(format!("node-{i}"));
+                    save_state(dir, &state).unwrap();
+                });
+            }
+        });
+        let nodes = super::super::load_state_at(dir.path()).unwrap().nodes;
+        assert_eq!(nodes.len(), 16, "{nodes:?}");
+    }
 }

@@ -195,12 +195,25 @@ impl NodeSet for RealNodes {
         ));
         let hub = real::start_hub(joining.toolchain, joining.api_port, cluster)?;
         real::start_registry(joining.toolchain, hub, &self.registry_indexes, cluster)?;
+        let names: Vec<String> = (0..options.nodes).map(|index| nodes::node_name(&options.name, index)).collect();
+        let certs = NodeCerts::of(&cluster.dir.join("pki"), &names);
+        let specs: Vec<real::NodeSpec> =
+            names.iter().zip(0..).map(|(name, index)| self.node_spec(joining, name, index, hub, &certs)).collect();
+        for spec in &specs {
+            real::start_machine(spec, cluster)?;
+            cluster.state.nodes.push(spec.name.clone());
+        }
+        cluster.save()?;
+        let cluster_dir = cluster.dir.clone();
+        std::thread::scope(|scope| {
+            let imports: Vec<_> =
+                specs.iter().map(|spec| scope.spawn(|| real::import_images(spec, &cluster_dir))).collect();
+            imports.into_iter().try_for_each(|import| import.join().expect("an image import does not panic"))
+        })?;
         let mut holders = Vec::new();
-        for index in 0..options.nodes {
-            let name = nodes::node_name(&options.name, index);
-            let holder = self.start_node(joining, &name, index, hub, cluster)?;
-            holders.push((name.clone(), holder));
-            cluster.state.nodes.push(name);
+        for spec in &specs {
+            real::start_agents(spec, cluster)?;
+            holders.push((spec.name.clone(), spec.holder(&cluster.state)?));
         }
         cluster.save()?;
         if let Some(cloud) = &options.cloud {
@@ -226,38 +239,48 @@ impl NodeSet for RealNodes {
     }
 }
 
+/// Each node's client certificate and key, and kube-proxy's (one for every node).
+struct NodeCerts {
+    nodes: Vec<(PathBuf, PathBuf)>,
+    proxy: (PathBuf, PathBuf),
+}
+
+impl NodeCerts {
+    fn of(pki_dir: &Path, names: &[String]) -> NodeCerts {
+        NodeCerts {
+            nodes: names.iter().map(|name| pki::node_client(pki_dir, name)).collect(),
+            proxy: pki::kube_proxy_client(pki_dir),
+        }
+    }
+}
+
 impl RealNodes {
-    /// Starts node `name` and returns the PID that holds its namespaces.
-    fn start_node(
-        &self,
-        joining: &Joining<'_>,
+    /// What node `name` (the `index`th) is started with.
+    fn node_spec<'a>(
+        &'a self,
+        joining: &Joining<'a>,
         name: &str,
         index: u32,
         hub: i32,
-        cluster: &mut LocalCluster,
-    ) -> Result<i32> {
-        let pki_dir = cluster.dir.join("pki");
-        let (client_cert, client_key) = pki::node_client(&pki_dir, name);
-        let (proxy_cert, proxy_key) = pki::kube_proxy_client(&pki_dir);
-        let spec = real::NodeSpec {
+        certs: &'a NodeCerts,
+    ) -> real::NodeSpec<'a> {
+        let (client_cert, client_key) = &certs.nodes[index as usize];
+        real::NodeSpec {
             name: name.to_owned(),
             index,
             hub,
             toolchain: joining.toolchain,
             images: &self.images,
             ca_cert: &joining.pki.ca_cert,
-            client_cert: &client_cert,
-            client_key: &client_key,
-            proxy_cert: &proxy_cert,
-            proxy_key: &proxy_key,
+            client_cert,
+            client_key,
+            proxy_cert: &certs.proxy.0,
+            proxy_key: &certs.proxy.1,
             api_port: joining.api_port,
             // The vSphere CCM is single-stack unless an alpha switch is on: a node IP it does not
             // report would fail the node's initialisation.
             dual_stack: joining.options.vsphere.is_none(),
             system_uuid: real::system_uuid(&joining.options.name, name),
-        };
-        real::start_node(&spec, cluster)?;
-        let holder = cluster.state.processes.iter().find(|p| p.component == format!("{name}-namespaces"));
-        Ok(holder.map(|p| p.pid).unwrap_or_default())
+        }
     }
 }

@@ -319,9 +319,18 @@ pub struct NodeSpec<'a> {
     pub system_uuid: String,
 }
 
-/// Starts node `spec`: its namespaces, link, mounts, cgroups, containerd (with the images imported)
-/// and kubelet, which registers the node with the API server.
-pub(super) fn start_node(spec: &NodeSpec, cluster: &mut LocalCluster) -> Result<()> {
+impl NodeSpec<'_> {
+    /// The PID holding the node's namespaces, which [`start_machine`] started.
+    pub(super) fn holder(&self, state: &ClusterState) -> Result<i32> {
+        let component = format!("{}-namespaces", self.name);
+        let holder = state.processes.iter().find(|p| p.component == component).map(|p| p.pid);
+        holder.ok_or_else(|| ClusterError::RealNodes(format!("node {} has no namespaces yet", self.name)))
+    }
+}
+
+/// Starts node `spec`'s machine: its namespaces, link, mounts, cgroups and containerd, and waits
+/// until containerd serves. Then [`import_images`], then [`start_agents`].
+pub(super) fn start_machine(spec: &NodeSpec, cluster: &mut LocalCluster) -> Result<()> {
     let dir = node_dir(&cluster.dir, &spec.name);
     for sub in ["var-lib", "var-log", "sysctl", "cni"] {
         fs::create_dir_all(dir.join(sub)).map_err(io_err("creating", &dir.join(sub)))?;
@@ -340,9 +349,14 @@ pub(super) fn start_node(spec: &NodeSpec, cluster: &mut LocalCluster) -> Result<
     ]);
     let env = process::Environment { set: vec![("PATH".into(), node_path(spec.toolchain))], removed: Vec::new() };
     cluster.start_with_env(Path::new("/usr/bin/nsenter"), &format!("{}-containerd", spec.name), args, &env)?;
-    wait_for_socket(&socket, &cluster.state)?;
-    import_images(spec, &socket)?;
+    wait_for_socket(&socket, &cluster.state)
+}
 
+/// Starts node `spec`'s kubelet, which registers the node with the API server, and kube-proxy.
+pub(super) fn start_agents(spec: &NodeSpec, cluster: &mut LocalCluster) -> Result<()> {
+    let dir = node_dir(&cluster.dir, &spec.name);
+    let holder = spec.holder(&cluster.state)?;
+    let env = process::Environment { set: vec![("PATH".into(), node_path(spec.toolchain))], removed: Vec::new() };
     let kubelet_config = write_kubelet_config(&dir, spec, &cluster.dir)?;
     let kubeconfig = write_node_kubeconfig(&dir, spec)?;
     let mut args = vec![format!("--net=/proc/{holder}/ns/net"), format!("--mount=/proc/{holder}/ns/mnt"), "--".into()];
@@ -709,8 +723,10 @@ fn wait_for_socket(socket: &Path, state: &ClusterState) -> Result<()> {
 }
 
 /// `ctr images import` of every image archive into the node's containerd (namespace `k8s.io`, the
-/// CRI's), labelled pinned so that kubelet's image garbage collection keeps them.
-fn import_images(spec: &NodeSpec, socket: &Path) -> Result<()> {
+/// CRI's), labelled pinned so that kubelet's image garbage collection keeps them. Most of a node's
+/// start: nodes import at once, each on its own thread.
+pub(super) fn import_images(spec: &NodeSpec, cluster_dir: &Path) -> Result<()> {
+    let socket = containerd_socket(cluster_dir, spec.index);
     for image in spec.images {
         let mut command = Command::new(spec.toolchain.binary("ctr"));
         command
@@ -751,6 +767,9 @@ fn write_kubelet_config(dir: &Path, spec: &NodeSpec, cluster_dir: &Path) -> Resu
         },
         "resolvConf": "/etc/resolv.conf",
         "protectKernelDefaults": false,
+        // Renewed every quarter of it, 5 s: four renewals within kube-controller-manager's
+        // 20 s grace period, slack for a loaded machine.
+        "nodeLeaseDurationSeconds": 20,
     });
     if !cgroup_v2() {
         config["failCgroupV1"] = serde_json::json!(false);

@@ -26,6 +26,9 @@ pub struct Home {
     /// The server has just started and is still loading the LKG.
     #[serde(default)]
     pub lkg_loading: bool,
+    /// While there is no version set: the providers with no good run yet (what keeps it away).
+    #[serde(default)]
+    pub without_good_run: Vec<String>,
     pub matrix: Matrix,
     pub jobs: Vec<JobSummary>,
     /// Each job's latest finished builds, oldest first.
@@ -38,8 +41,16 @@ pub async fn page(State(source): State<Arc<dyn Source>>, headers: HeaderMap) -> 
         (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => return unavailable(&error),
     };
     let snapshot = source.lkg();
-    let version_set = snapshot.as_ref().and_then(|s| s.default_engine().and_then(|engine| engine.version_set()));
-    let home = Home { version_set, lkg_loading: snapshot.is_none(), matrix: Matrix::new(builds), jobs, trends };
+    let engine = snapshot.as_ref().and_then(|s| s.default_engine());
+    let version_set = engine.and_then(|engine| engine.version_set());
+    let without_good_run = match (&version_set, engine) {
+        (None, Some(engine)) => {
+            engine.providers().filter(|provider| matches!(engine.lkg(provider), Ok(None))).map(str::to_owned).collect()
+        }
+        _ => Vec::new(),
+    };
+    let lkg_loading = snapshot.is_none();
+    let home = Home { version_set, lkg_loading, without_good_run, matrix: Matrix::new(builds), jobs, trends };
     negotiate(&headers, &home, "Matrix", |home| render(home, source.as_ref()))
 }
 
@@ -57,7 +68,7 @@ fn render(home: &Home, source: &dyn Source) -> Markup {
                     " " a href="/lkg" { "details" }
                 }
                 None if home.lkg_loading => { strong { "Last known good version set: " } "still loading (the server has just started)." }
-                None => { strong { "No version set yet: " } "no Kubernetes commit is good with every provider. " a href="/lkg" { "details" } }
+                None => { strong { "No version set yet: " } (no_version_set(&home.without_good_run)) " " a href="/lkg" { "details" } }
             }
         }
         @if home.matrix.rows.is_empty() {
@@ -100,6 +111,21 @@ fn render(home: &Home, source: &dyn Source) -> Markup {
     }
 }
 
+/// Why there is no version set, and what to run about it.
+fn no_version_set(without_good_run: &[String]) -> Markup {
+    match without_good_run {
+        [] => html! { "every provider has a good run, but no Kubernetes commit is good with all of them." },
+        [provider] => html! {
+            "no good run of provider " strong { (provider) } " yet; run it with "
+            code { "harness run --provider " (provider) } "."
+        },
+        providers => html! {
+            "no good run yet of the providers " strong { (providers.join(", ")) } "; run one with "
+            code { "harness run --provider NAME" } ", or all of them with " code { "harness matrix" } "."
+        },
+    }
+}
+
 fn trend<'a>(home: &'a Home, job: Option<&str>) -> Option<&'a JobTrend> {
     home.trends.iter().find(|t| Some(t.job.as_str()) == job)
 }
@@ -137,5 +163,21 @@ fn matrix_cell(provider: &str, minor: &str, cell: Option<&MatrixCell>, trend: Op
             br; small { (rate) "% of " (cell.builds) }
             @if let Some(trend) = trend { br; (pass_rate_sparkline(trend)) }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::no_version_set;
+
+    #[test]
+    fn no_version_set_names_the_providers_without_a_good_run_and_the_command_that_runs_them() {
+        let one = no_version_set(&["aws".to_owned()]).into_string();
+        assert!(one.contains("no good run of provider <strong>aws</strong> yet"), "{one}");
+        assert!(one.contains("<code>harness run --provider aws</code>"), "{one}");
+        let two = no_version_set(&["aws".to_owned(), "vsphere".to_owned()]).into_string();
+        assert!(two.contains("<strong>aws, vsphere</strong>") && two.contains("<code>harness matrix</code>"), "{two}");
+        let none = no_version_set(&[]).into_string();
+        assert!(none.contains("every provider has a good run") && !none.contains("harness run"), "{none}");
     }
 }

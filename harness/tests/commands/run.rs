@@ -1028,8 +1028,10 @@ fn two_runs_one_failing_on_the_newer_kubernetes_give_its_lkg_and_culprit_through
     assert!(home.contains(r#"<th scope="col">1.37</th><th scope="col">1.36</th>"#), "{home}");
     assert!(home.contains(r#"title="gated on 1.37: latest build"#) && home.contains("0% of 1"), "{home}");
     assert!(home.contains(r#"title="gated on 1.36: latest build"#) && home.contains("100% of 1"), "{home}");
-    // The fixture's other providers never ran, so no commit is good with all of them.
-    assert!(home.contains("No version set yet"), "{home}");
+    // The fixture's other providers never ran, so no commit is good with all of them: the home
+    // page names them (not `gated`, which has a good run) and says how to run them.
+    assert!(home.contains("No version set yet") && home.contains("no good run"), "{home}");
+    assert!(home.contains("harness run --provider") && !home.contains("<strong>gated"), "{home}");
     let (status, lkg_page) = http_get(&address, "/lkg");
     assert!(
         status == 200

@@ -11,8 +11,10 @@
 //! names in e2e style (`[cloud-e2e] [Feature:LoadBalancer] Service of type LoadBalancer should ...`),
 //! written again as each test ends ([`progress`]): a run stopped midway keeps the results so far.
 //! Tests that leave nodes alone run concurrently (each on its own service); those that disturb
-//! nodes run after them, one at a time; the node-deletion test, which destroys an instance for
-//! good, is the very last.
+//! every node or load balancer run after them, one at a time; last, the node-lifecycle tests
+//! (shutdown, deletion), each on a worker of its own, at once when the cluster has a worker for
+//! each away from the first (which the load-balancer tests use), else one after the other with
+//! the deletion, which destroys an instance for good, the very last.
 
 mod data_path;
 mod health;
@@ -72,21 +74,31 @@ pub fn fail<T>(message: impl Into<String>) -> Result<T, Verdict> {
 pub type TestResult = Result<(), Verdict>;
 pub type TestFn = for<'a> fn(&'a World) -> BoxFuture<'a, TestResult>;
 
+/// What a test disturbs, which decides when it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disturbs {
+    /// Nothing other tests see: it runs concurrently with the other such tests.
+    Nothing,
+    /// Every node or load balancer (node labels, the backends of every load balancer): it runs
+    /// alone, after those that disturb nothing.
+    Everything,
+    /// The machine of one worker, its own ([`lifecycle`]): these run last.
+    OwnWorker,
+}
+
 /// One test: its name, what the provider must declare for it to run, and its body.
 pub struct Test {
     pub name: &'static str,
     pub needs: &'static [Capability],
     pub hooks: &'static [HookKind],
-    /// It changes nodes (their machines, labels, or the backends of every load balancer): it runs
-    /// alone, after the others, which run concurrently.
-    pub serial: bool,
+    pub disturbs: Disturbs,
     pub run: TestFn,
 }
 
 impl Test {
     /// A test that leaves nodes alone (it runs concurrently) and calls no hook.
     pub fn new(name: &'static str, needs: &'static [Capability], run: TestFn) -> Test {
-        Test { name, needs, hooks: &[], serial: false, run }
+        Test { name, needs, hooks: &[], disturbs: Disturbs::Nothing, run }
     }
 
     /// It calls these provider hooks (a missing one makes it a skip).
@@ -94,9 +106,14 @@ impl Test {
         Test { hooks, ..self }
     }
 
-    /// It disturbs nodes: it runs alone, after the others.
+    /// It disturbs every node or load balancer: it runs alone, after the others.
     pub fn serial(self) -> Test {
-        Test { serial: true, ..self }
+        Test { disturbs: Disturbs::Everything, ..self }
+    }
+
+    /// It disturbs the machine of a worker of its own: it runs last.
+    pub fn own_worker(self) -> Test {
+        Test { disturbs: Disturbs::OwnWorker, ..self }
     }
 }
 
@@ -301,8 +318,10 @@ impl SuiteRunner for CloudE2eSuite {
         let world = self.world(ctx).await?;
         let deadline = started + ctx.timeout;
         let selected: Vec<Test> = tests().into_iter().filter(|t| self.selected(t.name)).collect();
-        let (serial, concurrent): (Vec<&Test>, Vec<&Test>) = selected.iter().partition(|t| t.serial);
-        let names = concurrent.iter().chain(&serial).map(|t| t.name).collect();
+        let group = |disturbs| selected.iter().filter(move |t: &&Test| t.disturbs == disturbs).collect::<Vec<_>>();
+        let (concurrent, serial, own_worker) =
+            (group(Disturbs::Nothing), group(Disturbs::Everything), group(Disturbs::OwnWorker));
+        let names = concurrent.iter().chain(&serial).chain(&own_worker).map(|t| t.name).collect();
         let file = junit_file(&ctx.artifacts, &self.name);
         let write_err = |source| SuiteError::Write { suite: self.name.clone(), file: file.clone(), source };
         let mut progress = progress::Progress::start(file.clone(), names).map_err(write_err)?;
@@ -321,8 +340,23 @@ impl SuiteRunner for CloudE2eSuite {
         while let Some((slot, case)) = ended.next().await {
             progress.done(slot, case).map_err(write_err)?;
         }
+        let first_own_worker = first_serial + serial.len();
         for (slot, test) in serial.into_iter().enumerate() {
             progress.done(first_serial + slot, self.run_test(test, world, deadline).await).map_err(write_err)?;
+        }
+        let workers = world.workers().await.map_or(0, |workers| workers.len());
+        let at_once = if lifecycle::worker_each(workers) { own_worker.len() } else { 1 };
+        let runs: Vec<_> = own_worker
+            .into_iter()
+            .enumerate()
+            .map(|(slot, test)| {
+                let run = self.run_test(test, world, deadline);
+                async move { (first_own_worker + slot, run.await) }
+            })
+            .collect();
+        let mut ended = futures::stream::iter(runs).buffer_unordered(at_once.max(1));
+        while let Some((slot, case)) = ended.next().await {
+            progress.done(slot, case).map_err(write_err)?;
         }
         // Services are gone by now (each test deleted its own); the namespace goes in the background.
         let _ = Api::<Namespace>::all(world.client.clone()).delete(&world.namespace, &DeleteParams::default()).await;

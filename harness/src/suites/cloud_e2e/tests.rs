@@ -21,6 +21,21 @@ fn names_are_unique_e2e_style_and_cover_every_capability() {
     assert!(all.last().unwrap().name.contains("terminated"), "node deletion destroys a node: it runs last");
 }
 
+/// The node-lifecycle tests disturb a worker each and run last; everything that disturbs every
+/// node or load balancer runs before them, alone.
+#[test]
+fn the_lifecycle_tests_run_last_on_a_worker_each_when_there_are_enough() {
+    let all = tests();
+    let own: Vec<&str> = all.iter().filter(|t| t.disturbs == Disturbs::OwnWorker).map(|t| t.name).collect();
+    assert_eq!(own.len(), 2, "{own:?}");
+    assert!(own[0].contains("shut down") && own[1].contains("terminated"), "{own:?}");
+    let first_own = all.iter().position(|t| t.disturbs == Disturbs::OwnWorker).unwrap();
+    assert!(all[first_own..].iter().all(|t| t.disturbs == Disturbs::OwnWorker), "they come last");
+    assert!(all.iter().any(|t| t.disturbs == Disturbs::Everything && t.name.contains("excluded")));
+    // At once only when neither needs the first worker, which the load-balancer tests use.
+    assert!(!lifecycle::worker_each(2) && lifecycle::worker_each(3));
+}
+
 #[test]
 fn the_local_provider_declares_everything_the_suite_needs() {
     let local = local_provider();
