@@ -818,7 +818,10 @@ async fn wait_for_nodes(
                 }
                 // The watcher starts over by itself (a relist); the timeout below bounds it.
                 Some(Err(error)) => tracing::debug!("watching the nodes of cluster '{}': {error}", state.name),
-                None => return Err(ClusterError::Kube { cluster: state.name.clone(), source: kube::Error::Service("the node watch ended".into()) }),
+                None => {
+                    let source = kube::Error::Service("the node watch ended".into());
+                    return Err(ClusterError::Kube { cluster: state.name.clone(), source });
+                }
             },
             _ = checks.tick() => {
                 check_alive(state)?;

@@ -326,37 +326,25 @@ impl SuiteRunner for CloudE2eSuite {
         let write_err = |source| SuiteError::Write { suite: self.name.clone(), file: file.clone(), source };
         let mut progress = progress::Progress::start(file.clone(), names).map_err(write_err)?;
         let world = &world;
-        let first_serial = concurrent.len();
-        // Made up front: a stream holding a closure over borrowed tests would not be `Send`.
-        let runs: Vec<_> = concurrent
-            .into_iter()
-            .enumerate()
-            .map(|(slot, test)| {
-                let run = self.run_test(test, world, deadline);
-                async move { (slot, run.await) }
-            })
-            .collect();
-        let mut ended = futures::stream::iter(runs).buffer_unordered(CONCURRENT_TESTS);
-        while let Some((slot, case)) = ended.next().await {
-            progress.done(slot, case).map_err(write_err)?;
-        }
-        let first_own_worker = first_serial + serial.len();
-        for (slot, test) in serial.into_iter().enumerate() {
-            progress.done(first_serial + slot, self.run_test(test, world, deadline).await).map_err(write_err)?;
-        }
         let workers = world.workers().await.map_or(0, |workers| workers.len());
-        let at_once = if lifecycle::worker_each(workers) { own_worker.len() } else { 1 };
-        let runs: Vec<_> = own_worker
-            .into_iter()
-            .enumerate()
-            .map(|(slot, test)| {
-                let run = self.run_test(test, world, deadline);
-                async move { (first_own_worker + slot, run.await) }
-            })
-            .collect();
-        let mut ended = futures::stream::iter(runs).buffer_unordered(at_once.max(1));
-        while let Some((slot, case)) = ended.next().await {
-            progress.done(slot, case).map_err(write_err)?;
+        let lifecycle_at_once = if lifecycle::worker_each(workers) { own_worker.len().max(1) } else { 1 };
+        let mut first_slot = 0;
+        for (group, at_once) in [(concurrent, CONCURRENT_TESTS), (serial, 1), (own_worker, lifecycle_at_once)] {
+            let base = first_slot;
+            first_slot += group.len();
+            // Made up front: a stream holding a closure over borrowed tests would not be `Send`.
+            let runs: Vec<_> = group
+                .into_iter()
+                .enumerate()
+                .map(|(slot, test)| {
+                    let run = self.run_test(test, world, deadline);
+                    async move { (base + slot, run.await) }
+                })
+                .collect();
+            let mut ended = futures::stream::iter(runs).buffer_unordered(at_once);
+            while let Some((slot, case)) = ended.next().await {
+                progress.done(slot, case).map_err(write_err)?;
+            }
         }
         // Services are gone by now (each test deleted its own); the namespace goes in the background.
         let _ = Api::<Namespace>::all(world.client.clone()).delete(&world.namespace, &DeleteParams::default()).await;
