@@ -439,17 +439,14 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
                 let work = tokio::task::spawn_blocking(move || {
                     let installed = toolchain::install(&release, force)?;
                     // Here, not at the first `cluster up`: that is the run a newcomer times.
-                    let images = local_cluster::images::install(&release, &installed)?;
-                    anyhow::Ok((installed, images))
+                    local_cluster::images::install(&release, &installed)?;
+                    anyhow::Ok(installed)
                 });
-                let (installed, images) = until_interrupted(work).await???;
+                let installed = until_interrupted(work).await???;
                 println!("Kubernetes {} toolchain: {}", installed.version, installed.dir.join("bin").display());
-                let dir = images.first().and_then(|image| image.archive.parent());
-                println!(
-                    "Kubernetes {} node images: {}",
-                    installed.version,
-                    dir.unwrap_or(std::path::Path::new("?")).display()
-                );
+                let images = local_cluster::images::registry_index(&release);
+                let images = images.parent().expect("the index lies in the images' dir");
+                println!("Kubernetes {} node images: {}", installed.version, images.display());
             }
             if all {
                 // What the built-in `aws` and `vsphere` providers run: their CCMs for each

@@ -347,7 +347,7 @@ pub(super) fn start_machine(spec: &NodeSpec, cluster: &mut LocalCluster) -> Resu
         spec.toolchain.binary("containerd").display().to_string(),
         format!("--config={}", containerd_config.display()),
     ]);
-    let env = process::Environment { set: vec![("PATH".into(), node_path(spec.toolchain))], removed: Vec::new() };
+    let env = node_env(spec.toolchain);
     cluster.start_with_env(Path::new("/usr/bin/nsenter"), &format!("{}-containerd", spec.name), args, &env)?;
     wait_for_socket(&socket, &cluster.state)
 }
@@ -356,7 +356,7 @@ pub(super) fn start_machine(spec: &NodeSpec, cluster: &mut LocalCluster) -> Resu
 pub(super) fn start_agents(spec: &NodeSpec, cluster: &mut LocalCluster) -> Result<()> {
     let dir = node_dir(&cluster.dir, &spec.name);
     let holder = spec.holder(&cluster.state)?;
-    let env = process::Environment { set: vec![("PATH".into(), node_path(spec.toolchain))], removed: Vec::new() };
+    let env = node_env(spec.toolchain);
     let kubelet_config = write_kubelet_config(&dir, spec, &cluster.dir)?;
     let kubeconfig = write_node_kubeconfig(&dir, spec)?;
     let mut args = vec![format!("--net=/proc/{holder}/ns/net"), format!("--mount=/proc/{holder}/ns/mnt"), "--".into()];
@@ -424,6 +424,11 @@ fn write_kube_proxy_config(dir: &Path, spec: &NodeSpec) -> Result<PathBuf> {
     let path = dir.join("kube-proxy.yaml");
     fs::write(&path, serde_json::to_vec_pretty(&config).expect("serialises")).map_err(io_err("writing", &path))?;
     Ok(path)
+}
+
+/// The environment of a node's processes: its `PATH`.
+fn node_env(toolchain: &Toolchain) -> process::Environment {
+    process::Environment { set: vec![("PATH".into(), node_path(toolchain))], removed: Vec::new() }
 }
 
 /// containerd finds its own runc shim first, then runc and the system tools.
