@@ -79,7 +79,8 @@ async fn main() {
 
     let release = toolchain::default_release();
     let reference = local_cluster::toolchain::workspace::build_reference_ccm().expect("building reference-ccm");
-    let installed = toolchain::install(&release, false).expect("installing the toolchain (with local-upstream-ccm)");
+    let installed = toolchain::install_with(&release, false, &[toolchain::UPSTREAM_CCM])
+        .expect("installing the toolchain (with local-upstream-ccm)");
     let ccms = [
         Ccm {
             provider: "local",

@@ -29,7 +29,7 @@ async fn main() {
     let nodes: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
     let real = args.next().is_some_and(|kind| kind == "real");
     let release = toolchain::default_release();
-    toolchain::install(&release, false).expect("toolchain");
+    toolchain::install_with(&release, false, toolchain::ON_DEMAND).expect("toolchain");
     let ccm = real.then(|| local_cluster::toolchain::workspace::build_reference_ccm().expect("reference-ccm"));
 
     let mut times = Vec::new();

@@ -183,15 +183,17 @@ impl ConfigArg {
 pub enum ToolchainCommand {
     /// Build the binaries of a Kubernetes version from the Go module proxy: the control plane
     /// (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), kubectl, e2e.test,
-    /// ginkgo and go-runner, what nodes run (kubelet, kube-proxy, containerd with its shim and ctr, CoreDNS, kwok),
-    /// the conformance images' programs (agnhost, sample-apiserver, nonewprivs, wget), the image
-    /// registry, netproxy and local-upstream-ccm, and the images real nodes run (docs/real-nodes.md);
-    /// a no-op for what is already cached.
+    /// ginkgo and go-runner, what real nodes run (kubelet, kube-proxy, containerd with its shim and
+    /// ctr, CoreDNS), the conformance images' programs (agnhost, sample-apiserver, nonewprivs,
+    /// wget), the image registry and netproxy, and the images real nodes run (docs/real-nodes.md);
+    /// a no-op for what is already cached. kwok and local-upstream-ccm are built the first time a
+    /// cluster or a provider needs them (or with --all).
     Install {
         #[command(flatten)]
         version: VersionArg,
-        /// Install every pinned version (what the test suite needs for the version matrix), and what
-        /// the built-in `aws` and `vsphere` providers run: their CCMs for each, moto, and vcsim with govc.
+        /// Install every pinned version (what the test suite needs for the version matrix) with the
+        /// binaries otherwise built on first use (kwok, local-upstream-ccm), and what the built-in
+        /// `aws` and `vsphere` providers run: their CCMs for each, moto, and vcsim with govc.
         #[arg(long, conflicts_with = "kubernetes")]
         all: bool,
         /// Rebuild even if the cache holds the version (e.g. after it was reported corrupt).
@@ -437,7 +439,8 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
             };
             for release in releases {
                 let work = tokio::task::spawn_blocking(move || {
-                    let installed = toolchain::install(&release, force)?;
+                    let on_demand: &[&str] = if all { toolchain::ON_DEMAND } else { &[] };
+                    let installed = toolchain::install_with(&release, force, on_demand)?;
                     // Here, not at the first `cluster up`: that is the run a newcomer times.
                     local_cluster::images::install(&release, &installed)?;
                     anyhow::Ok(installed)

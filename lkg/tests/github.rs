@@ -82,6 +82,8 @@ struct Mock {
     outage: Mutex<HashMap<String, Canned>>,
     /// (path and query, If-None-Match, status answered).
     log: Mutex<Vec<(String, Option<String>, u16)>>,
+    /// The headers of every request, in order.
+    headers: Mutex<Vec<axum::http::HeaderMap>>,
 }
 
 impl Mock {
@@ -96,6 +98,7 @@ impl Mock {
 
 async fn answer(State(mock): State<Arc<Mock>>, request: Request) -> Response {
     let key = request.uri().path_and_query().map(|pq| pq.as_str().to_owned()).unwrap_or_default();
+    mock.headers.lock().unwrap().push(request.headers().clone());
     let if_none_match = request.headers().get("if-none-match").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let queued = mock.queued.lock().unwrap().get_mut(&key).and_then(VecDeque::pop_front);
     let outage = mock.outage.lock().unwrap().get(&key).cloned();
@@ -340,6 +343,26 @@ async fn compare_lists_the_commits_between_two_revisions_newest_first() {
     let commits = kubernetes(&base).compare("v1.30.0", "v1.30.2").await.unwrap();
     assert_eq!(shas(&commits), [sha("v1.30.2"), sha("v1.30.1")]);
     assert_eq!(commits[1].summary(), "Release commit for Kubernetes v1.30.1");
+}
+
+#[tokio::test]
+async fn requests_carry_the_token_the_api_version_and_a_user_agent_as_github_requires() {
+    let (base, mock) = serve().await;
+    let with_token = GitHubConfig { token: Some("ghp_harness_test".into()), ..config(&base) };
+    GitHub::new("kubernetes", "kubernetes", with_token).unwrap().resolve("v1.30.0").await.unwrap();
+    kubernetes(&base).resolve("v1.30.0").await.unwrap();
+    let headers = mock.headers.lock().unwrap().clone();
+    let [authenticated, anonymous] = headers.as_slice() else { panic!("two requests, got {}", headers.len()) };
+    let header = |headers: &axum::http::HeaderMap, name: &str| {
+        headers.get(name).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default()
+    };
+    assert_eq!(header(authenticated, "authorization"), "Bearer ghp_harness_test");
+    assert!(anonymous.get("authorization").is_none(), "{anonymous:?}");
+    for headers in [authenticated, anonymous] {
+        assert_eq!(header(headers, "accept"), "application/vnd.github+json");
+        assert_eq!(header(headers, "x-github-api-version"), "2022-11-28");
+        assert!(header(headers, "user-agent").starts_with("cloud-provider-harness/"), "{headers:?}");
+    }
 }
 
 #[tokio::test]

@@ -381,7 +381,7 @@ async fn up_with(options: UpOptions, mut nodes: impl NodeSet) -> Result<LocalClu
     nodes.preflight(&options)?;
     let dir = cluster_dir(&options.name);
     clear_stale(&options.name, &dir)?;
-    let toolchain = install_toolchain(options.release).await?;
+    let toolchain = install_toolchain(options.release, nodes.components()).await?;
     nodes.prepare(&options, &toolchain).await?;
 
     fs::create_dir_all(dir.join("logs")).map_err(io_err("creating", &dir))?;
@@ -448,9 +448,10 @@ fn check_options(options: &UpOptions) -> Result<()> {
     Ok(())
 }
 
-/// Installs the toolchain of `release` if it is not cached yet.
-async fn install_toolchain(release: Release) -> Result<toolchain::Toolchain> {
-    let toolchain = tokio::task::spawn_blocking(move || toolchain::install(&release, false))
+/// Installs the toolchain of `release` if it is not cached yet, with the `components` the nodes run
+/// (kwok is built on first use).
+async fn install_toolchain(release: Release, components: &'static [&'static str]) -> Result<toolchain::Toolchain> {
+    let toolchain = tokio::task::spawn_blocking(move || toolchain::install_with(&release, false, components))
         .await
         .expect("toolchain install does not panic")?;
     Ok(toolchain)

@@ -28,14 +28,10 @@ use std::time::Duration;
 
 use failures::{Failure, NORMALISED_BY, normalise};
 use sqlx::any::{AnyPoolOptions, AnyRow};
-use sqlx::migrate::Migrator;
 use sqlx::{Any, AnyPool, Executor, Row, Transaction};
 
 use super::layout::Versions;
 use super::record::{BuildInfo, BuildRecord, Problem, State, TestResult, TestStatus};
-
-static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
-static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -232,10 +228,8 @@ impl Index {
             Backend::Postgres => options.max_connections(8).connect(&url).await,
         }
         .map_err(|source| IndexError::Connect { url: name.clone(), source })?;
-        let migrator = match backend {
-            Backend::Sqlite => &SQLITE_MIGRATIONS,
-            Backend::Postgres => &POSTGRES_MIGRATIONS,
-        };
+        let migrator =
+            migrations::migrator(backend).await.map_err(|source| IndexError::Migrate { url: name.clone(), source })?;
         // sqlx locks Postgres migrations (an advisory lock) but not SQLite's: two processes
         // opening a new file at once (a parallel matrix) would both create the tables.
         let _migrating = match backend {
@@ -1138,6 +1132,7 @@ fn redact(url: &str) -> String {
 
 mod claims;
 mod lkg_versions;
+mod migrations;
 mod packed_cells;
 /// A finished build of a job and its test counts (see [`Index::job_trends`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

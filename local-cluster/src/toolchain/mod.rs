@@ -1,6 +1,7 @@
 //! The Kubernetes toolchain: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, the
-//! upstream conformance suite `e2e.test` and the `ginkgo` CLI that runs it, etcd, kwok and
-//! `local-upstream-ccm` (upstream's CCM over the local cloud: [`UPSTREAM_CCM`]), built from the Go
+//! upstream conformance suite `e2e.test` and the `ginkgo` CLI that runs it, etcd, what real nodes
+//! run ([`NODE_BINARIES`]), and on first use ([`ON_DEMAND`]) kwok and `local-upstream-ccm`
+//! (upstream's CCM over the local cloud: [`UPSTREAM_CCM`]), built from the Go
 //! module proxy at the versions pinned in `tools/kube/` and `tools/local-upstream-ccm/` (`go build`, and `go test -c
 //! k8s.io/kubernetes/test/e2e` for `e2e.test`), the Kubernetes ones stamped with their real version,
 //! and cached under the user cache dir keyed by version.
@@ -32,7 +33,7 @@ use sha2::{Digest, Sha256};
 use cli_support::progress;
 use pins::GoModule;
 
-/// The binaries every toolchain holds.
+/// The binaries every toolchain holds: what the default run (real nodes, the reference CCM) needs.
 pub const BINARIES: &[&str] = &[
     "e2e.test",
     "etcd",
@@ -42,8 +43,6 @@ pub const BINARIES: &[&str] = &[
     "kube-controller-manager",
     "kube-scheduler",
     "kubectl",
-    "kwok",
-    UPSTREAM_CCM,
     "kubelet",
     "kube-proxy",
     "agnhost",
@@ -57,6 +56,12 @@ pub const BINARIES: &[&str] = &[
     "sample-apiserver",
     "nonewprivs",
 ];
+
+/// Binaries built into a toolchain the first time something needs them ([`install_with`]), or by
+/// `harness toolchain install --all`: kwok (clusters with `--node-kind kwok`) and
+/// [`UPSTREAM_CCM`] (the `local-upstream` provider). Building them with every install cost a fresh
+/// clone's quickstart over a minute for a run that uses neither.
+pub const ON_DEMAND: &[&str] = &["kwok", UPSTREAM_CCM];
 
 /// What real nodes run (`harness cluster up --node-kind real`), built with every toolchain:
 /// kubelet and kube-proxy of the release, containerd v2 with its runc shim and `ctr`, CoreDNS, the
@@ -83,7 +88,7 @@ pub use config::pins::{BUILDABLE_CCMS, TOOLCHAIN_CCMS, UPSTREAM_CCM_BINARY as UP
 pub fn install_ccm(release: &Release, bin: &str) -> Result<PathBuf> {
     match provider_ccm(bin) {
         Some(ccm) => ccm.install(release, false),
-        None => Ok(install(release, false)?.binary(bin)),
+        None => Ok(install_with(release, false, &[bin])?.binary(bin)),
     }
 }
 
@@ -332,19 +337,31 @@ fn toolchain_dir(release: &Release) -> PathBuf {
 
 /// The installed toolchain for `release`, checked against its manifest (sizes only: fast).
 pub fn installed(release: &Release) -> Result<Toolchain> {
+    installed_with(release, &[])
+}
+
+/// [`installed`], with `extra` of [`ON_DEMAND`] there too.
+fn installed_with(release: &Release, extra: &[&str]) -> Result<Toolchain> {
     let dir = toolchain_dir(release);
-    let (manifest, mut missing) = inspect(release.version, &dir)?;
-    missing.extend(stale(release, &manifest));
+    let wanted = wanted(extra);
+    let (manifest, mut missing) = inspect(release.version, &dir, &wanted)?;
+    missing.extend(stale(release, &manifest).into_iter().filter(|name| wanted.contains(name)));
     if !missing.is_empty() {
         return Err(ToolchainError::Incomplete { version: release.version.into(), dir, missing });
     }
     Ok(Toolchain { version: release.version.into(), dir })
 }
 
+/// [`BINARIES`] and the names of `extra` that are [`ON_DEMAND`] binaries.
+fn wanted(extra: &[&str]) -> Vec<&'static str> {
+    let extra = ON_DEMAND.iter().filter(|name| extra.contains(name));
+    BINARIES.iter().chain(extra).copied().collect()
+}
+
 /// Reads the manifest of the cache entry `dir` and checks the size of every binary it records;
-/// returns it with the names of [`BINARIES`] it lacks. A binary of the wrong size is corrupt even
+/// returns it with the names of `wanted` it lacks. A binary of the wrong size is corrupt even
 /// when others are missing.
-fn inspect(version: &str, dir: &Path) -> Result<(Manifest, Vec<&'static str>)> {
+fn inspect(version: &str, dir: &Path, wanted: &[&'static str]) -> Result<(Manifest, Vec<&'static str>)> {
     let corrupt = |reason: String| ToolchainError::Corrupt { version: version.into(), dir: dir.to_path_buf(), reason };
     let manifest_path = dir.join("manifest.json");
     let text = match fs::read_to_string(&manifest_path) {
@@ -363,12 +380,9 @@ fn inspect(version: &str, dir: &Path) -> Result<(Manifest, Vec<&'static str>)> {
     if manifest.kubernetes_version != version {
         return Err(corrupt(format!("manifest is for {}", manifest.kubernetes_version)));
     }
-    let mut missing = Vec::new();
-    for name in BINARIES {
-        let Some(record) = manifest.binaries.get(*name) else {
-            missing.push(*name);
-            continue;
-        };
+    let missing = wanted.iter().copied().filter(|name| !manifest.binaries.contains_key(*name)).collect();
+    for name in BINARIES.iter().chain(ON_DEMAND) {
+        let Some(record) = manifest.binaries.get(*name) else { continue };
         let path = dir.join("bin").join(name);
         let size = fs::metadata(&path).map_err(|e| corrupt(format!("{name}: {e}")))?.len();
         if size != record.size {
@@ -381,7 +395,7 @@ fn inspect(version: &str, dir: &Path) -> Result<(Manifest, Vec<&'static str>)> {
 /// Hashes every binary against the manifest (slow; `harness toolchain verify`).
 pub fn verify(release: &Release) -> Result<Toolchain> {
     let toolchain = installed(release)?;
-    let (manifest, _) = inspect(release.version, &toolchain.dir)?;
+    let (manifest, _) = inspect(release.version, &toolchain.dir, BINARIES)?;
     for (name, record) in &manifest.binaries {
         let actual = sha256_file(&toolchain.binary(name))?;
         if actual != record.sha256 {
@@ -398,8 +412,13 @@ pub fn verify(release: &Release) -> Result<Toolchain> {
 /// Installs `release` unless it already is: a no-op on a warm cache. A corrupt entry is an error
 /// unless `force`, which rebuilds everything; an incomplete one gets its missing binaries.
 pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
+    install_with(release, force, &[])
+}
+
+/// [`install`], and the binaries of `extra` that are [`ON_DEMAND`] ones, built if missing.
+pub fn install_with(release: &Release, force: bool, extra: &[&str]) -> Result<Toolchain> {
     if !force {
-        match installed(release) {
+        match installed_with(release, extra) {
             Err(ToolchainError::NotInstalled { .. } | ToolchainError::Incomplete { .. }) => {}
             other => return other,
         }
@@ -413,9 +432,10 @@ pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
     lock.lock().map_err(io_err("locking", &lock_path))?;
     let dir = toolchain_dir(release);
     // What an older harness left (checked by size), kept with its manifest records.
-    let (mut kept, kept_go) = match inspect(release.version, &dir) {
+    let wanted = wanted(extra);
+    let (mut kept, kept_go) = match inspect(release.version, &dir, &wanted) {
         Ok((manifest, missing)) if !force && missing.is_empty() && stale(release, &manifest).is_empty() => {
-            return installed(release);
+            return installed_with(release, extra);
         }
         Ok((manifest, _)) if !force => {
             let stale = stale(release, &manifest);
@@ -425,7 +445,7 @@ pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
         }
         _ => (Default::default(), None),
     };
-    kept.retain(|name, _| BINARIES.contains(&name.as_str()));
+    kept.retain(|name, _| BINARIES.contains(&name.as_str()) || ON_DEMAND.contains(&name.as_str()));
 
     let go = find_go()?;
     let partial = toolchains.join(format!("{}.partial", release.version));
@@ -439,7 +459,7 @@ pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
 
     let build_root = root.join("build");
     let plan = plan(release);
-    let builds = needed(&plan, &kept);
+    let builds = needed(&plan, &kept, &wanted);
     let kubernetes_ldflags = match builds.iter().any(|build| build.stamped) {
         true => version_ldflags(release, &build_date(release, &go, &build_root)?),
         false => String::new(),
@@ -457,7 +477,9 @@ pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
     let mut binaries = std::collections::BTreeMap::new();
     let sources: std::collections::BTreeMap<&str, String> =
         plan.iter().flat_map(|b| b.outputs.iter().map(|name| (*name, source_digest(b.module)))).collect();
-    for name in BINARIES {
+    // The wanted ones, and on-demand ones an earlier install built.
+    let recorded: Vec<&str> = ON_DEMAND.iter().copied().filter(|name| kept.contains_key(*name)).collect();
+    for name in wanted.iter().chain(&recorded).collect::<std::collections::BTreeSet<_>>() {
         let path = bin.join(name);
         let size = fs::metadata(&path).map_err(io_err("reading", &path))?.len();
         let record = match kept.remove(*name) {
@@ -477,7 +499,7 @@ pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
 
     let _ = fs::remove_dir_all(&dir);
     fs::rename(&partial, &dir).map_err(io_err("renaming into place", &dir))?;
-    installed(release)
+    installed_with(release, extra)
 }
 
 /// How a [`Build`] runs Go.
@@ -658,9 +680,10 @@ fn plan(release: &Release) -> Vec<Build> {
     ]
 }
 
-/// The builds that make a binary not in `kept`.
-fn needed<'a, V>(plan: &'a [Build], kept: &std::collections::BTreeMap<String, V>) -> Vec<&'a Build> {
-    plan.iter().filter(|build| build.outputs.iter().any(|name| !kept.contains_key(*name))).collect()
+/// The builds that make a binary of `wanted` not in `kept`.
+fn needed<'a, V>(plan: &'a [Build], kept: &std::collections::BTreeMap<String, V>, wanted: &[&str]) -> Vec<&'a Build> {
+    let missing = |name: &&str| wanted.contains(name) && !kept.contains_key(*name);
+    plan.iter().filter(|build| build.outputs.iter().any(missing)).collect()
 }
 
 fn etcd_label() -> String {
@@ -861,7 +884,7 @@ mod tests {
         for release in releases() {
             let mut made: Vec<&str> = plan(&release).iter().flat_map(|b| b.outputs.clone()).collect();
             made.sort();
-            let mut expected = BINARIES.to_vec();
+            let mut expected = [BINARIES, ON_DEMAND].concat();
             expected.sort();
             assert_eq!(made, expected, "{}", release.version);
         }
@@ -959,31 +982,28 @@ mod tests {
         let dir = tmp.path().join(version);
 
         entry(&dir, version, BINARIES, 3, 3);
-        let (_, missing) = inspect(version, &dir).unwrap();
+        let (_, missing) = inspect(version, &dir, BINARIES).unwrap();
         assert!(missing.is_empty(), "{missing:?}");
 
         fs::remove_dir_all(&dir).unwrap();
         entry(&dir, version, OLDER_BINARIES, 3, 3);
-        let (manifest, missing) = inspect(version, &dir).unwrap();
-        let expected: Vec<&str> = ["e2e.test", "ginkgo", "go-runner", UPSTREAM_CCM]
-            .into_iter()
-            .chain(NODE_BINARIES.iter().copied())
-            .collect();
+        let (manifest, missing) = inspect(version, &dir, BINARIES).unwrap();
+        let expected: Vec<&str> =
+            ["e2e.test", "ginkgo", "go-runner"].into_iter().chain(NODE_BINARIES.iter().copied()).collect();
         assert_eq!(missing, expected);
         let err = ToolchainError::Incomplete { version: version.into(), dir: dir.clone(), missing };
         let text = err.to_string();
-        assert!(text.contains("lacks e2e.test, ginkgo, go-runner, local-upstream-ccm"), "{text}");
+        assert!(text.contains("lacks e2e.test, ginkgo, go-runner, kubelet"), "{text}");
         assert!(text.contains(&format!("harness toolchain install --kubernetes {version}")), "{text}");
 
         let plan = plan(&default_release());
-        let labels: Vec<&str> = needed(&plan, &manifest.binaries).iter().map(|b| b.outputs[0]).collect();
+        let labels: Vec<&str> = needed(&plan, &manifest.binaries, BINARIES).iter().map(|b| b.outputs[0]).collect();
         assert_eq!(
             labels,
             [
                 "e2e.test",
                 "ginkgo",
                 "go-runner",
-                UPSTREAM_CCM,
                 "kubelet",
                 "agnhost",
                 "sample-apiserver",
@@ -994,7 +1014,36 @@ mod tests {
                 "registry"
             ]
         );
-        assert_eq!(needed(&plan, &std::collections::BTreeMap::<String, ()>::new()).len(), plan.len());
+        let nothing = std::collections::BTreeMap::<String, ()>::new();
+        assert_eq!(needed(&plan, &nothing, &wanted(ON_DEMAND)).len(), plan.len());
+    }
+
+    #[test]
+    fn on_demand_binaries_are_built_only_when_asked_for_and_kept_once_built() {
+        let tmp = tempfile::tempdir().unwrap();
+        let version = default_release().version;
+        let dir = tmp.path().join(version);
+        entry(&dir, version, BINARIES, 3, 3);
+        let plan = plan(&default_release());
+        for extra in [&[][..], &["not-a-binary"]] {
+            let (manifest, missing) = inspect(version, &dir, &wanted(extra)).unwrap();
+            assert!(missing.is_empty(), "{extra:?}: {missing:?}");
+            assert!(needed(&plan, &manifest.binaries, &wanted(extra)).is_empty(), "{extra:?}");
+        }
+        let (manifest, missing) = inspect(version, &dir, &wanted(&["kwok"])).unwrap();
+        assert_eq!(missing, ["kwok"]);
+        let builds: Vec<&str> =
+            needed(&plan, &manifest.binaries, &wanted(&["kwok"])).iter().map(|b| b.outputs[0]).collect();
+        assert_eq!(builds, ["kwok"]);
+
+        fs::remove_dir_all(&dir).unwrap();
+        entry(&dir, version, &wanted(ON_DEMAND), 3, 3);
+        let (_, missing) = inspect(version, &dir, &wanted(&["kwok"])).unwrap();
+        assert!(missing.is_empty(), "{missing:?}");
+        // A built on-demand binary is still checked, though nobody asked for it this time.
+        fs::write(dir.join("bin").join(UPSTREAM_CCM), b"truncated!").unwrap();
+        let err = inspect(version, &dir, BINARIES).unwrap_err().to_string();
+        assert!(err.contains(UPSTREAM_CCM) && err.contains("is corrupt"), "{err}");
     }
 
     #[test]
@@ -1003,9 +1052,12 @@ mod tests {
         let version = default_release().version;
         let dir = tmp.path().join(version);
         entry(&dir, version, OLDER_BINARIES, 3, 1_000);
-        let err = inspect(version, &dir).unwrap_err().to_string();
+        let err = inspect(version, &dir, BINARIES).unwrap_err().to_string();
         assert!(err.contains("is corrupt") && err.contains("3 bytes, the manifest says 1000"), "{err}");
-        assert!(matches!(inspect(version, &tmp.path().join("absent")), Err(ToolchainError::NotInstalled { .. })));
+        assert!(matches!(
+            inspect(version, &tmp.path().join("absent"), BINARIES),
+            Err(ToolchainError::NotInstalled { .. })
+        ));
     }
 
     #[test]

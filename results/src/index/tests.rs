@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use super::*;
 use crate::layout::Versions;
 use crate::record::{BuildInfo, BuildRecord, Problem, State, TestResult, TestStatus};
+use sqlx::migrate::Migrator;
 use testing::fresh_postgres_database;
 
 /// A fresh index on each backend; the temp dir holds the SQLite file.
