@@ -17,25 +17,15 @@ use super::Backend;
 /// A migration file: its name and its text.
 type File = (&'static str, &'static str);
 
-macro_rules! files {
-    ($backend:literal: $($name:literal),* $(,)?) => {
-        &[$(($name, include_str!(concat!("../../../migrations/", $backend, "/", $name)))),*]
+/// Both backends' migrations, of the same names: each backend's own SQL.
+macro_rules! embed {
+    ($($name:literal),* $(,)?) => {
+        const SQLITE: &[File] = &[$(($name, include_str!(concat!("../../../migrations/sqlite/", $name)))),*];
+        const POSTGRES: &[File] = &[$(($name, include_str!(concat!("../../../migrations/postgres/", $name)))),*];
     };
 }
 
-const SQLITE: &[File] = files!("sqlite":
-    "0001_init.sql",
-    "0002_history_cache.sql",
-    "0003_job_generation.sql",
-    "0004_tokens_and_lkg_versions.sql",
-    "0005_build_repos.sql",
-    "0006_build_identity_and_claims.sql",
-    "0007_failed_results.sql",
-    "0008_build_cells.sql",
-    "0009_failure_keys.sql",
-);
-
-const POSTGRES: &[File] = files!("postgres":
+embed!(
     "0001_init.sql",
     "0002_history_cache.sql",
     "0003_job_generation.sql",
