@@ -222,7 +222,8 @@ fn cache_with_broken_scheduler() -> tempfile::TempDir {
     fs::create_dir_all(entry.join("bin")).unwrap();
     let mut manifest: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(real.dir.join("manifest.json")).unwrap()).unwrap();
-    for name in toolchain::BINARIES {
+    // kwok included: the real toolchain has it (scripts/test installs with --all).
+    for name in toolchain::BINARIES.iter().chain(toolchain::ON_DEMAND) {
         let target: PathBuf = entry.join("bin").join(name);
         if *name == "kube-scheduler" {
             fs::write(&target, "#!/bin/sh\necho 'scheduler: configuration exploded' >&2\nexit 3\n").unwrap();
