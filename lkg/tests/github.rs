@@ -365,6 +365,13 @@ async fn requests_carry_the_token_the_api_version_and_a_user_agent_as_github_req
     }
 }
 
+#[test]
+fn a_token_no_header_can_carry_is_refused_naming_it() {
+    let config = GitHubConfig { token: Some("ghp_harness_test\n".into()), ..config("http://127.0.0.1:1") };
+    let error = GitHub::new("kubernetes", "kubernetes", config).unwrap_err().to_string();
+    assert!(error.contains("GITHUB_TOKEN") && error.contains("line break"), "{error}");
+}
+
 #[tokio::test]
 async fn a_tag_resolves_to_its_commit_and_an_unknown_one_is_a_clear_error() {
     let (base, _) = serve().await;

@@ -152,7 +152,7 @@ impl GitHub {
         headers.insert("x-github-api-version", HeaderValue::from_static("2022-11-28"));
         if let Some(token) = &config.token {
             let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|_| client_error("the GitHub token has characters an HTTP header cannot carry".into()))?;
+                .map_err(|_| client_error("the GitHub token (GITHUB_TOKEN) has characters an HTTP header cannot carry, such as a line break: set it to the token alone".into()))?;
             value.set_sensitive(true);
             headers.insert(header::AUTHORIZATION, value);
         }
