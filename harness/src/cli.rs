@@ -440,9 +440,10 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
             for release in releases {
                 let work = tokio::task::spawn_blocking(move || {
                     let on_demand: &[&str] = if all { toolchain::ON_DEMAND } else { &[] };
-                    let installed = toolchain::install_with(&release, force, on_demand)?;
-                    // Here, not at the first `cluster up`: that is the run a newcomer times.
-                    local_cluster::images::install(&release, &installed)?;
+                    // The images here, not at the first `cluster up`: that is the run a newcomer times.
+                    let (installed, _) = local_cluster::images::install_alongside(&release, || {
+                        toolchain::install_with(&release, force, on_demand)
+                    })?;
                     anyhow::Ok(installed)
                 });
                 let installed = until_interrupted(work).await???;

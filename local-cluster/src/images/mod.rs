@@ -262,6 +262,15 @@ fn cached(dir: &Path) -> Option<Vec<Image>> {
 
 /// The image archives of `release`, built unless cached.
 pub fn install(release: &Release, toolchain: &Toolchain) -> Result<Vec<Image>> {
+    install_from(release, toolchain, &std::sync::Mutex::new(BTreeMap::new()))
+}
+
+/// [`install`], starting from `early`'s layers (from [`source_layers`]).
+fn install_from(
+    release: &Release,
+    toolchain: &Toolchain,
+    early: &std::sync::Mutex<BTreeMap<Part, Vec<u8>>>,
+) -> Result<Vec<Image>> {
     let dir = dir(release);
     if let Some(images) = cached(&dir) {
         return Ok(images);
@@ -276,9 +285,61 @@ pub fn install(release: &Release, toolchain: &Toolchain) -> Result<Vec<Image>> {
     }
     let step = cli_support::progress::step(format!("building the node images of Kubernetes {}", release.version));
     let source = toolchain::kubernetes_source(release)?;
-    let built = Builder { release, toolchain, source: &source, layers: BTreeMap::new() }.build_all(&dir)?;
+    let layers = std::mem::take(&mut *early.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let built = Builder { release, toolchain, source: &source, layers }.build_all(&dir)?;
     step.done();
     Ok(built)
+}
+
+/// Installs the toolchain with `install` and then the node images of `release`, as [`install`],
+/// but builds meanwhile what the images need of the release's sources alone: busybox (compiled),
+/// Debian's packages (downloaded and unpacked) and pause. That part waits on the network and on
+/// one core for about a minute, which the toolchain's Go builds fill.
+pub fn install_alongside(
+    release: &Release,
+    install_toolchain: impl FnOnce() -> std::result::Result<Toolchain, toolchain::ToolchainError>,
+) -> Result<(Toolchain, Vec<Image>)> {
+    if let Some(images) = cached(&dir(release)) {
+        return Ok((install_toolchain()?, images));
+    }
+    let early = std::sync::Mutex::new(BTreeMap::new());
+    let toolchain = std::thread::scope(|scope| {
+        scope.spawn(|| match source_layers(release) {
+            Ok(layers) => *early.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = layers,
+            // Built again below, where a failure names the image and the tests that need it.
+            Err(e) => tracing::warn!("building the node images' layers from sources: {e}"),
+        });
+        install_toolchain()
+    })?;
+    let images = install_from(release, &toolchain, &early)?;
+    Ok((toolchain, images))
+}
+
+/// The layers of [`FROM_SOURCES`] and the busybox binary (cached on disk), under the images' lock.
+fn source_layers(release: &Release) -> Result<BTreeMap<Part, Vec<u8>>> {
+    let parent = dir(release).parent().expect("images/<version>").to_path_buf();
+    fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
+    let _turn = take_turn(&parent.join(format!("{}.lock", release.version)))?;
+    if cached(&dir(release)).is_some() {
+        return Ok(BTreeMap::new());
+    }
+    let started = std::time::Instant::now();
+    let source = toolchain::kubernetes_source(release)?;
+    let work = tempfile::Builder::new()
+        .prefix(&format!("{}.sources", release.version))
+        .tempdir_in(&parent)
+        .map_err(io_err("creating a directory in", &parent))?;
+    busybox::binary(&source, work.path())?;
+    let mut layers = BTreeMap::new();
+    for part in FROM_SOURCES {
+        layers.insert(*part, source_part(*part, &source, work.path()).expect("a part built from sources")?);
+    }
+    tracing::info!(
+        "built the node images' layers from Kubernetes {}'s sources (busybox, Debian's packages, pause) in {:.1?}",
+        release.version,
+        started.elapsed()
+    );
+    Ok(layers)
 }
 
 /// Builds every recipe's archive, each layer once.
@@ -357,34 +418,11 @@ impl Builder<'_> {
     }
 
     fn part(&self, part: Part, work: &Path) -> Result<Vec<u8>> {
-        let html = |image: &str, files: &[&str]| -> Result<Vec<u8>> {
-            let dir = self.source.join("test/images").join(image).join("html");
-            let mut contents = Vec::new();
-            for file in files {
-                contents.push((*file, fs::read(dir.join(file)).map_err(io_err("reading", &dir.join(file)))?));
-            }
-            let mut entries: Vec<(&str, &[u8], u32)> =
-                contents.iter().map(|(n, c)| (*n, c.as_slice(), 0o644)).collect();
-            entries.push(("etc/os-release", OS_RELEASE.as_bytes(), 0o644));
-            oci::files_layer(&entries)
-        };
+        if let Some(layer) = source_part(part, self.source, work) {
+            return layer;
+        }
         match part {
-            Part::Pause => pause_layer(self.source, work),
             Part::Busybox => busybox_layer(&busybox::binary(self.source, work)?, &self.binary("wget")?),
-            Part::AgnhostTools => {
-                // The links update-alternatives makes on install; busybox's nc applet is usr/bin/nc.
-                let links = [("usr/bin/nc", "/bin/nc.openbsd"), ("bin/nc", "/bin/nc.openbsd")];
-                // Without it glibc's getent asks DNS alone and never reads the kubelet's /etc/hosts
-                // (Alpine's musl, upstream's base, reads the file first): the DNS hosts tests use getent.
-                let files: [(&str, &[u8], u32); 1] = [("etc/nsswitch.conf", NSSWITCH, 0o644)];
-                let extra = debian::Extra { files: &files, links: &links };
-                self.debian(
-                    "agnhost",
-                    &["netcat-openbsd", "curl", "bind9-dnsutils", "iproute2", "libc-bin"],
-                    &extra,
-                    work,
-                )
-            }
             Part::Agnhost => {
                 let porter = self.source.join("test/images/agnhost/porter");
                 let read = |name: &str| fs::read(porter.join(name)).map_err(io_err("reading", &porter.join(name)));
@@ -405,22 +443,59 @@ impl Builder<'_> {
             Part::Etcd => oci::files_layer(&[("usr/local/bin/etcd", &self.binary("etcd")?, 0o755)]),
             // Setuid, as upstream's (`chmod +s`): the test checks the effective uid it prints.
             Part::Nonewprivs => oci::files_layer(&[("usr/local/bin/nnp", &self.binary("nonewprivs")?, 0o4755)]),
-            Part::Kitten => html("kitten", &["kitten.jpg", "data.json"]),
-            Part::Nautilus => html("nautilus", &["nautilus.jpg", "data.json"]),
-            Part::Nginx => self.debian("nginx", &["nginx"], &debian::Extra { files: &nginx_files(), links: &[] }, work),
-            Part::GlibcDns => {
-                let files: [(&str, &[u8], u32); 1] = [("etc/nsswitch.conf", NSSWITCH, 0o644)];
-                let extra = debian::Extra { files: &files, links: &[] };
-                self.debian("glibc-dns-testing", &["bind9-dnsutils", "libc-bin"], &extra, work)
+            Part::Pause | Part::AgnhostTools | Part::Nginx | Part::GlibcDns | Part::Kitten | Part::Nautilus => {
+                unreachable!("{part:?} is built from sources alone, above")
             }
         }
     }
+}
 
-    fn debian(&self, image: &str, packages: &[&str], extra: &debian::Extra, work: &Path) -> Result<Vec<u8>> {
-        let wanted = debian::closure(image, packages)?;
-        let debs = debian::download(image, &toolchain::cache_root().join("debs"), &wanted)?;
-        debian::layer(image, &debs, work, extra)
-    }
+/// The layers built from the release's sources alone, without the toolchain: what
+/// [`install_alongside`] builds while the toolchain's Go builds run (the html ones are too small
+/// to matter).
+const FROM_SOURCES: &[Part] = &[Part::Pause, Part::AgnhostTools, Part::Nginx, Part::GlibcDns];
+
+/// The layer of `part` when it needs only the release's sources at `source` (and Debian's
+/// packages), or `None` when it needs the toolchain's binaries.
+fn source_part(part: Part, source: &Path, work: &Path) -> Option<Result<Vec<u8>>> {
+    let html = |image: &str, files: &[&str]| -> Result<Vec<u8>> {
+        let dir = source.join("test/images").join(image).join("html");
+        let mut contents = Vec::new();
+        for file in files {
+            contents.push((*file, fs::read(dir.join(file)).map_err(io_err("reading", &dir.join(file)))?));
+        }
+        let mut entries: Vec<(&str, &[u8], u32)> = contents.iter().map(|(n, c)| (*n, c.as_slice(), 0o644)).collect();
+        entries.push(("etc/os-release", OS_RELEASE.as_bytes(), 0o644));
+        oci::files_layer(&entries)
+    };
+    let layer = match part {
+        Part::Pause => pause_layer(source, work),
+        Part::AgnhostTools => {
+            // The links update-alternatives makes on install; busybox's nc applet is usr/bin/nc.
+            let links = [("usr/bin/nc", "/bin/nc.openbsd"), ("bin/nc", "/bin/nc.openbsd")];
+            // Without it glibc's getent asks DNS alone and never reads the kubelet's /etc/hosts
+            // (Alpine's musl, upstream's base, reads the file first): the DNS hosts tests use getent.
+            let files: [(&str, &[u8], u32); 1] = [("etc/nsswitch.conf", NSSWITCH, 0o644)];
+            let extra = debian::Extra { files: &files, links: &links };
+            debian_layer("agnhost", &["netcat-openbsd", "curl", "bind9-dnsutils", "iproute2", "libc-bin"], &extra, work)
+        }
+        Part::Nginx => debian_layer("nginx", &["nginx"], &debian::Extra { files: &nginx_files(), links: &[] }, work),
+        Part::GlibcDns => {
+            let files: [(&str, &[u8], u32); 1] = [("etc/nsswitch.conf", NSSWITCH, 0o644)];
+            let extra = debian::Extra { files: &files, links: &[] };
+            debian_layer("glibc-dns-testing", &["bind9-dnsutils", "libc-bin"], &extra, work)
+        }
+        Part::Kitten => html("kitten", &["kitten.jpg", "data.json"]),
+        Part::Nautilus => html("nautilus", &["nautilus.jpg", "data.json"]),
+        _ => return None,
+    };
+    Some(layer)
+}
+
+fn debian_layer(image: &str, packages: &[&str], extra: &debian::Extra, work: &Path) -> Result<Vec<u8>> {
+    let wanted = debian::closure(image, packages)?;
+    let debs = debian::download(image, &toolchain::cache_root().join("debs"), &wanted)?;
+    debian::layer(image, &debs, work, extra)
 }
 
 fn unbuildable(id: &str, reference: &str, tests: &[String], source: ImageError) -> ImageError {

@@ -23,7 +23,7 @@ pub mod proxy_pins;
 pub mod workspace;
 
 use std::fs;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -699,12 +699,21 @@ struct Go {
     version: String,
 }
 
+/// The `GOGC` of the toolchain's Go builds.
+const GO_GC_PERCENT: &str = "400";
+
 impl Go {
     fn command(&self) -> Command {
         let mut cmd = Command::new(&self.path);
         // Never let go fetch another toolchain (no internet beyond the module proxy), and build
         // static binaries as upstream's release does.
         cmd.env("GOTOOLCHAIN", "local").env("CGO_ENABLED", "0");
+        // The compiler collects garbage less often: a build of kube-scheduler from an empty cache
+        // on 2 cores took 254 s instead of 347 s, for 16% more memory (docs/benchmarks.md,
+        // "Less to build"). A GOGC of the user's own is kept.
+        if std::env::var_os("GOGC").is_none() {
+            cmd.env("GOGC", GO_GC_PERCENT);
+        }
         cmd
     }
 }
@@ -742,7 +751,14 @@ fn write_module(build_root: &Path, module: &GoModule) -> Result<PathBuf> {
     let files = [("go.mod", module.go_mod), ("go.sum", module.go_sum)].into_iter().chain(module.files.iter().copied());
     for (name, contents) in files {
         let path = dir.join(name);
-        fs::write(&path, contents).map_err(io_err("writing", &path))?;
+        if fs::read(&path).is_ok_and(|old| old == contents.as_bytes()) {
+            continue;
+        }
+        // Renamed into place: a `go` of another thread may be reading the module (images from
+        // sources are built alongside the Go builds), and must never see a file half written.
+        let mut file = tempfile::NamedTempFile::new_in(&dir).map_err(io_err("creating a file in", &dir))?;
+        file.write_all(contents.as_bytes()).map_err(io_err("writing", &path))?;
+        file.persist(&path).map_err(|e| io_err("writing", &path)(e.error))?;
     }
     Ok(dir)
 }
@@ -859,6 +875,28 @@ fn sha256_file(path: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A module's files are replaced whole (a `go` reading them alongside never sees half of one)
+    /// and left alone when unchanged.
+    #[test]
+    fn a_module_is_written_whole_and_left_alone_when_unchanged() {
+        static MODULE: GoModule =
+            GoModule { dir: "m", go_mod: "module m\n", go_sum: "", files: &[("main.go", "package main\n")] };
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = write_module(tmp.path(), &MODULE).unwrap();
+        let go_mod = dir.join("go.mod");
+        assert_eq!(fs::read_to_string(&go_mod).unwrap(), "module m\n");
+        let inode = |path: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(path).unwrap());
+        let before = inode(&go_mod);
+        write_module(tmp.path(), &MODULE).unwrap();
+        assert_eq!(inode(&go_mod), before, "unchanged: not written again");
+        fs::write(&go_mod, "module old\n").unwrap();
+        write_module(tmp.path(), &MODULE).unwrap();
+        assert_eq!(fs::read_to_string(&go_mod).unwrap(), "module m\n");
+        assert_ne!(inode(&go_mod), before, "changed: a new file renamed into place");
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 3, "no temporary file left: {names:?}");
+    }
 
     #[test]
     fn resolves_every_spelling_of_a_pinned_version() {
