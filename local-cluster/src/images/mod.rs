@@ -262,15 +262,11 @@ fn cached(dir: &Path) -> Option<Vec<Image>> {
 
 /// The image archives of `release`, built unless cached.
 pub fn install(release: &Release, toolchain: &Toolchain) -> Result<Vec<Image>> {
-    install_from(release, toolchain, &std::sync::Mutex::new(BTreeMap::new()))
+    install_from(release, toolchain, BTreeMap::new())
 }
 
 /// [`install`], starting from `early`'s layers (from [`source_layers`]).
-fn install_from(
-    release: &Release,
-    toolchain: &Toolchain,
-    early: &std::sync::Mutex<BTreeMap<Part, Vec<u8>>>,
-) -> Result<Vec<Image>> {
+fn install_from(release: &Release, toolchain: &Toolchain, early: BTreeMap<Part, Vec<u8>>) -> Result<Vec<Image>> {
     let dir = dir(release);
     if let Some(images) = cached(&dir) {
         return Ok(images);
@@ -285,8 +281,7 @@ fn install_from(
     }
     let step = cli_support::progress::step(format!("building the node images of Kubernetes {}", release.version));
     let source = toolchain::kubernetes_source(release)?;
-    let layers = std::mem::take(&mut *early.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-    let built = Builder { release, toolchain, source: &source, layers }.build_all(&dir)?;
+    let built = Builder { release, toolchain, source: &source, layers: early }.build_all(&dir)?;
     step.done();
     Ok(built)
 }
@@ -302,16 +297,17 @@ pub fn install_alongside(
     if let Some(images) = cached(&dir(release)) {
         return Ok((install_toolchain()?, images));
     }
-    let early = std::sync::Mutex::new(BTreeMap::new());
-    let toolchain = std::thread::scope(|scope| {
-        scope.spawn(|| match source_layers(release) {
-            Ok(layers) => *early.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = layers,
-            // Built again below, where a failure names the image and the tests that need it.
-            Err(e) => tracing::warn!("building the node images' layers from sources: {e}"),
-        });
-        install_toolchain()
-    })?;
-    let images = install_from(release, &toolchain, &early)?;
+    let (toolchain, early) = std::thread::scope(|scope| {
+        let early = scope.spawn(|| source_layers(release));
+        (install_toolchain(), early.join().expect("building layers does not panic"))
+    });
+    let toolchain = toolchain?;
+    // On failure built again below, where the error names the image and the tests that need it.
+    let early = early.unwrap_or_else(|e| {
+        tracing::warn!("building the node images' layers from sources: {e}");
+        BTreeMap::new()
+    });
+    let images = install_from(release, &toolchain, early)?;
     Ok((toolchain, images))
 }
 
