@@ -1,13 +1,18 @@
 //! `cargo bench -p harness --bench serve_restart [-- RESULTS...] [--binary NAME=PATH]...`: a
 //! restart of `harness serve` over a Postgres index (`HARNESS_TEST_POSTGRES_URL`, which
 //! `scripts/postgres start` prints) of 1 M and 10 M test results (1,000 tests a build, two
-//! providers, versions shared by 20 builds). Each index is made once by SQL and kept (database
-//! `harness_bench_restart_<results>`). For each binary, alternating, ROUNDS times, it measures:
-//! the time from spawn to listening, to the first LKG answer (200 from `/api/v1/lkg`), the RSS
-//! once loaded and its peak (VmHWM), and the time to serve a build indexed while running (one more
-//! build of 1,000 results, until `/metrics` shows its generation).
+//! providers, versions shared by 20 builds, each build's results also packed as `harness` writes
+//! them). Each index is made once by SQL and kept (database `harness_bench_restart_<results>`).
+//! For each binary, alternating, ROUNDS times, it measures: the time from spawn to listening, to
+//! the first LKG answer (200 from `/api/v1/lkg`), the RSS once loaded and its peak (VmHWM), and the
+//! time to serve a build indexed while running (one more build of 1,000 results, until `/metrics`
+//! shows its generation). This commit's binary starts twice a round: with no stored verdicts (the
+//! first start after an upgrade, judging every build and storing the verdicts), then again (a
+//! restart, reading them).
 //!
-//! `--binary before=/tmp/harness-old` adds another `harness` (an older commit's, say) to compare.
+//! `--binary before=/tmp/harness-old` adds another `harness` (an older commit's, say) to compare;
+//! it runs on a copy of the index without the migrations it does not know (`--before-migrations N`:
+//! its last one, 9 by default).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -21,14 +26,17 @@ fn main() {
     if args.iter().any(|a| a == "--list") {
         return; // `cargo test --benches` lists benches; there is nothing to list.
     }
-    let mut binaries = vec![("this".to_owned(), env!("CARGO_BIN_EXE_harness").to_owned())];
+    let mut binaries = Vec::new();
     let mut sizes = Vec::new();
+    let mut before_migrations = 9;
     let mut rest = args.iter().filter(|a| *a != "--bench");
     while let Some(arg) = rest.next() {
         if arg == "--binary" {
             let value = rest.next().expect("--binary NAME=PATH");
             let (name, path) = value.split_once('=').expect("--binary NAME=PATH");
             binaries.push((name.to_owned(), path.to_owned()));
+        } else if arg == "--before-migrations" {
+            before_migrations = rest.next().and_then(|n| n.parse().ok()).expect("--before-migrations N");
         } else if let Ok(size) = arg.parse::<i64>() {
             sizes.push(size);
         }
@@ -44,17 +52,25 @@ fn main() {
     let store = dir.path().join("store");
     std::fs::create_dir_all(&store).unwrap();
     println!(
-        "| results | binary | round | listening | first LKG answer | RSS loaded | peak RSS | build served after |"
+        "| results | binary | start | round | listening | first LKG answer | RSS loaded | peak RSS | build served after |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let this = env!("CARGO_BIN_EXE_harness");
     for size in sizes {
         let database = rt.block_on(seeded(&server, size));
+        let older = rt.block_on(copy_for_older(&server, &database, before_migrations));
         for round in 1..=ROUNDS {
-            for (name, binary) in &binaries {
-                let serve = Serve { binary, database: &database, config: &config, store: &store };
+            let mut starts = vec![("this", this, database.as_str(), "first"), ("this", this, &database, "restart")];
+            starts
+                .extend(binaries.iter().map(|(name, path)| (name.as_str(), path.as_str(), older.as_str(), "restart")));
+            for (name, binary, database, start) in starts {
+                if start == "first" {
+                    rt.block_on(forget_verdicts(database));
+                }
+                let serve = Serve { binary, database, config: &config, store: &store };
                 let figures = serve.measure(&rt);
                 println!(
-                    "| {size} | {name} | {round} | {:.2} s | {:.2} s | {} MiB | {} MiB | {:.2} s |",
+                    "| {size} | {name} | {start} | {round} | {:.2} s | {:.2} s | {} MiB | {} MiB | {:.2} s |",
                     figures.listening.as_secs_f64(),
                     figures.first_answer.as_secs_f64(),
                     figures.rss_kib / 1024,
@@ -64,6 +80,34 @@ fn main() {
             }
         }
     }
+}
+
+/// Drops every stored verdict: the next start judges every build, as the first after an upgrade.
+async fn forget_verdicts(url: &str) {
+    let mut conn = connect(url).await;
+    sqlx::query("DELETE FROM build_verdicts").execute(&mut conn).await.unwrap();
+}
+
+/// A copy of the index at `url` as a binary whose last migration is `last` left it: the newer
+/// migrations' tables dropped and their records removed (an older binary refuses a database a newer
+/// one migrated).
+async fn copy_for_older(server: &str, url: &str, last: i64) -> String {
+    use sqlx::Executor;
+    let source = url.rsplit_once('/').unwrap().1;
+    let name = format!("{source}_older");
+    let mut admin = connect(server).await;
+    admin.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}"))).await.unwrap();
+    admin.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name} TEMPLATE {source}"))).await.unwrap();
+    let copy = format!("{}/{name}", server.rsplit_once('/').unwrap().0);
+    let mut conn = connect(&copy).await;
+    // The tables of migrations after 9, newest first.
+    for (version, table) in [(10, "build_verdicts")] {
+        if version > last {
+            conn.execute(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}"))).await.unwrap();
+        }
+    }
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version > $1").bind(last).execute(&mut conn).await.unwrap();
+    copy
 }
 
 struct Figures {
@@ -171,8 +215,10 @@ async fn seeded(server: &str, results: i64) -> String {
         .is_some();
     if exists {
         let mut conn = connect(&url).await;
-        let row = sqlx::query("SELECT COUNT(*) FROM test_results").fetch_one(&mut conn).await.unwrap();
-        if row.get::<i64, _>(0) >= results {
+        // Made by this bench, packed results included (an older bench did not pack them).
+        let counts = "SELECT (SELECT COUNT(*) FROM test_results), (SELECT COUNT(*) FROM build_cells)";
+        let row = sqlx::query(counts).fetch_one(&mut conn).await.unwrap();
+        if row.get::<i64, _>(0) >= results && row.get::<i64, _>(1) > 0 {
             return url;
         }
         drop(conn);
@@ -202,6 +248,7 @@ async fn seeded(server: &str, results: i64) -> String {
          CASE WHEN (b.id * 31 + t.id) % 1009 = 0 THEN 'fail' WHEN t.id % 10 = 0 THEN 'skip' ELSE 'pass' END \
          FROM builds b CROSS JOIN tests t"
             .to_owned(),
+        PACK_RESULTS.replace("{builds}", "SELECT id FROM builds"),
         "UPDATE jobs SET generation = generation + 1".to_owned(),
         "ANALYZE".to_owned(),
     ] {
@@ -210,6 +257,14 @@ async fn seeded(server: &str, results: i64) -> String {
     eprintln!("made {name} ({results} results) in {:.0} s", started.elapsed().as_secs_f64());
     url
 }
+
+/// Packs the results of the builds `{builds}` selects into `build_cells`, as `harness` writes
+/// them with the results (`<test id><status letter>` in insertion order, and the counts).
+const PACK_RESULTS: &str = "INSERT INTO build_cells (build_id, digest, cells, passed_tests, ran_tests) \
+     SELECT b.id, b.digest, COALESCE(string_agg(r.test_id::text || CASE r.status WHEN 'pass' THEN 'p' \
+     WHEN 'fail' THEN 'f' WHEN 'flaky' THEN 'k' ELSE 's' END, '' ORDER BY r.id), ''), \
+     COUNT(*) FILTER (WHERE r.status IN ('pass', 'flaky')), COUNT(*) FILTER (WHERE r.status <> 'skip') \
+     FROM builds b LEFT JOIN test_results r ON r.build_id = b.id WHERE b.id IN ({builds}) GROUP BY b.id, b.digest";
 
 /// Indexes one more finished build of `ci-alpha` (its versions those of the newest build, 1,000
 /// passing results) the way `harness` does (one transaction, the job's generation bumped), and
@@ -235,6 +290,8 @@ async fn add_build(url: &str) -> i64 {
         .execute(&mut *tx)
         .await
         .unwrap();
+    let pack = PACK_RESULTS.replace("{builds}", &build.to_string());
+    sqlx::query(sqlx::AssertSqlSafe(pack)).execute(&mut *tx).await.unwrap();
     sqlx::query("UPDATE jobs SET generation = generation + 1 WHERE name = 'ci-alpha'").execute(&mut *tx).await.unwrap();
     tx.commit().await.unwrap();
     let row = sqlx::query("SELECT CAST(SUM(generation) AS BIGINT) FROM jobs").fetch_one(&mut conn).await.unwrap();

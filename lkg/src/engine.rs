@@ -7,8 +7,8 @@ use std::ops::Bound::{Excluded, Unbounded};
 use crate::ledger::{Ledger, PairKey, ProviderLedger, Recorded};
 use crate::report::{self, Selection};
 use crate::{
-    CompactRun, Culprit, History, LkgError, PairReport, ProviderReport, ProviderSpec, Report, Run, TestCatalog, TestId,
-    UnplacedRun, Verdict, VersionSet,
+    CompactRun, Culprit, History, JudgedRun, LkgError, PairReport, ProviderReport, ProviderSpec, Report, Run,
+    TestCatalog, TestId, UnplacedRun, Verdict, VersionSet,
 };
 
 /// What [`Engine::add_run`] did with a run.
@@ -82,6 +82,13 @@ impl Engine {
     /// [`Engine::add_run`] for a run of ids from [`Engine::catalog`].
     pub fn add_compact_run(&mut self, run: &CompactRun) -> Result<RunAdded, LkgError> {
         let recorded = self.ledger.record_compact(run)?;
+        Ok(self.recorded(&run.provider, recorded))
+    }
+
+    /// [`Engine::add_run`] for a run judged before by a [`RunJudge`](crate::RunJudge) built
+    /// with this engine's policy and catalog: the same as adding its tests.
+    pub fn add_judged_run(&mut self, run: &JudgedRun) -> Result<RunAdded, LkgError> {
+        let recorded = self.ledger.record_judged(run)?;
         Ok(self.recorded(&run.provider, recorded))
     }
 

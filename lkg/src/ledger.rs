@@ -8,7 +8,8 @@ use crate::fast_hash::FastSet;
 
 use crate::verdict::{Judge, PairRecord, Scratch};
 use crate::{
-    CompactResult, CompactRun, History, LkgError, ProviderSpec, Run, TestCatalog, TestStatus, UnplacedRun, Verdict,
+    CompactResult, CompactRun, History, JudgedRun, LkgError, ProviderSpec, Run, RunVerdict, TestCatalog, TestStatus,
+    UnplacedRun, Verdict,
 };
 
 /// A pair as ordinals into the Kubernetes and provider histories. The derived order (Kubernetes
@@ -65,11 +66,13 @@ pub(crate) enum Recorded {
     },
 }
 
-/// A run's tests, in either form.
+/// A run's tests, in any form.
 #[derive(Clone, Copy)]
 enum Tests<'a> {
     Named(&'a [crate::TestResult]),
     Compact(&'a [CompactResult]),
+    /// Judged already: the verdict on its tests.
+    Judged(&'a RunVerdict),
 }
 
 #[derive(Debug, Clone)]
@@ -122,6 +125,18 @@ impl Ledger {
         self.record_tests(&run.build_id, &run.provider, versions, Tests::Compact(&run.results), run.build_passed)
     }
 
+    /// Records a run judged before ([`crate::RunJudge`]); its flaky tests must be ids of this
+    /// ledger's catalog. A refused run leaves the ledger unchanged.
+    pub fn record_judged(&mut self, run: &JudgedRun) -> Result<Recorded, LkgError> {
+        if let Some(id) = run.verdict.flaky_tests.iter().find(|id| id.index() >= self.catalog.len()) {
+            let reason = LkgError::UnknownTestId { id: id.0, catalog_len: self.catalog.len() };
+            return Err(LkgError::InvalidRun { build_id: run.build_id.clone(), reason: Box::new(reason) });
+        }
+        let versions = [&run.kubernetes_version, &run.provider_version];
+        let verdict = Tests::Judged(&run.verdict);
+        self.record_tests(&run.build_id, &run.provider, versions, verdict, run.build_passed)
+    }
+
     fn record_tests(
         &mut self,
         build_id: &str,
@@ -163,16 +178,17 @@ impl Ledger {
             }
         };
         let results = match tests {
-            Tests::Compact(results) => results,
+            Tests::Judged(verdict) => Ok(verdict.clone()),
+            Tests::Compact(results) => provider.judge.judge(results, self.catalog.len(), &mut self.scratch),
             Tests::Named(tests) => {
                 self.interned.clear();
                 self.interned.extend(tests.iter().map(|test| {
                     CompactResult::new(self.catalog.intern(&test.name), TestStatus::of_attempts(&test.attempts))
                 }));
-                &self.interned[..]
+                provider.judge.judge(&self.interned, self.catalog.len(), &mut self.scratch)
             }
         };
-        let mut verdict = match provider.judge.judge(results, self.catalog.len(), &mut self.scratch) {
+        let mut verdict = match results {
             Ok(verdict) => verdict,
             Err(id) => {
                 provider.builds.remove(build_id);

@@ -15,7 +15,8 @@
 //!
 //! [`Engine`] updates all of this one run at a time; [`compute`] does it from scratch. Runs come
 //! with test names ([`Run`]) or with ids interned in a [`TestCatalog`] ([`CompactRun`], what large
-//! recomputations take). A run naming a commit or tag that is not in its history is listed in its
+//! recomputations take), or judged before by a [`RunJudge`] ([`JudgedRun`], what a loader that
+//! stores each build's verdict takes). A run naming a commit or tag that is not in its history is listed in its
 //! provider's report and takes no part in any ordering.
 //!
 //! The commit histories come from [`sources`] (feature `sources`, on by default): a local git
@@ -50,7 +51,8 @@ pub use engine::{Engine, RunAdded};
 pub use error::LkgError;
 pub use history::History;
 pub use model::{
-    Attempt, CompactResult, CompactRun, FlakePolicy, ProviderPolicy, ProviderSpec, Run, TestId, TestResult, TestStatus,
+    Attempt, CompactResult, CompactRun, FlakePolicy, JudgedRun, ProviderPolicy, ProviderSpec, Run, TestId, TestResult,
+    TestStatus,
 };
 pub use report::{CommitRange, Culprit, FlakyTest, PairReport, ProviderReport, Report, UnplacedRun, VersionSet};
-pub use verdict::Verdict;
+pub use verdict::{RunJudge, RunVerdict, Verdict};

@@ -153,6 +153,24 @@ pub struct CompactRun {
     pub build_passed: Option<bool>,
 }
 
+/// A run whose tests were judged before, against its provider's current policy
+/// ([`RunJudge`](crate::RunJudge)): what a loader adds when it keeps each build's verdict instead of
+/// its results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JudgedRun {
+    pub build_id: String,
+    pub provider: String,
+    /// A commit id or tag of the Kubernetes history.
+    pub kubernetes_version: String,
+    /// A commit id or tag of the provider's history.
+    pub provider_version: String,
+    /// The verdict on its tests; its flaky tests are ids of the engine's catalog.
+    pub verdict: crate::RunVerdict,
+    /// The build's own verdict: see [`Run::build_passed`].
+    #[serde(default)]
+    pub build_passed: Option<bool>,
+}
+
 /// One run of a provider's CCM build against a Kubernetes version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Run {

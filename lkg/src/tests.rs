@@ -733,3 +733,28 @@ fn a_build_that_failed_is_never_good_whatever_its_required_tests_say() {
     add_all(&mut strict, &[Run { build_passed: Some(true), ..red("5", "aws", "k6", "a1") }]);
     assert_eq!(verdict(&strict, "aws", "k6", "a1"), Some(Verdict::Bad));
 }
+
+/// A verdict judged apart names its flaky tests by id: an id the engine's catalog lacks is refused
+/// like a compact run's, and the build id stays free.
+#[test]
+fn a_judged_run_naming_a_test_outside_the_catalog_is_refused_and_changes_nothing() {
+    let mut engine = aws_engine();
+    engine.intern_test("a");
+    let judged = |flaky_tests| JudgedRun {
+        build_id: "1".into(),
+        provider: "aws".into(),
+        kubernetes_version: "k3".into(),
+        provider_version: "a1".into(),
+        verdict: RunVerdict { good: true, flaky_tests },
+        build_passed: None,
+    };
+    let error = engine.add_judged_run(&judged(vec![TestId(5)])).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "run 1: test id 5 is not in the test catalog (1 tests): intern test names in the engine's catalog"
+    );
+    assert_eq!(engine.pair("aws", "k3", "a1"), Ok(None));
+    assert_eq!(engine.add_judged_run(&judged(vec![TestId(0)])), Ok(RunAdded::New));
+    let pair = engine.pair("aws", "k3", "a1").unwrap().unwrap();
+    assert_eq!((pair.verdict, pair.flaky_tests[0].name.as_str()), (Verdict::Good, "a"));
+}

@@ -20,12 +20,39 @@ pub enum Verdict {
     Bad,
 }
 
-/// The verdict on one run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RunVerdict {
+/// The verdict on one run's tests against its provider's policy: what a store keeps per build so
+/// a later load need not judge the run again ([`Engine::add_judged_run`](crate::Engine::add_judged_run)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunVerdict {
+    /// Its tests make it good. A build that failed is still never good evidence: the engine
+    /// applies the build's own verdict when the run is added.
     pub good: bool,
     /// Each flaky test once, in the order the run lists them.
     pub flaky_tests: Vec<TestId>,
+}
+
+/// A provider's policy, ready to judge runs of test ids from a catalog: the judging the engine does
+/// when a run is added, done apart so its verdict can be stored.
+#[derive(Debug, Clone)]
+pub struct RunJudge {
+    judge: Judge,
+    scratch: Scratch,
+}
+
+impl RunJudge {
+    /// The required tests of `policy` are added to `catalog` (as the engine adds them to its own):
+    /// ids of tests no run has yet are then the catalog's, not a run's.
+    pub fn new(policy: &ProviderPolicy, catalog: &mut TestCatalog) -> Self {
+        Self { judge: Judge::new(policy, catalog), scratch: Scratch::default() }
+    }
+
+    /// The verdict on a run's `results`, exactly as [`Engine::add_compact_run`](crate::Engine::add_compact_run)
+    /// reaches it; `catalog` is the one the ids come from.
+    pub fn judge(&mut self, results: &[CompactResult], catalog: &TestCatalog) -> Result<RunVerdict, crate::LkgError> {
+        self.judge
+            .judge(results, catalog.len(), &mut self.scratch)
+            .map_err(|id| crate::LkgError::UnknownTestId { id: id.0, catalog_len: catalog.len() })
+    }
 }
 
 /// A provider's policy compiled against the test catalog.

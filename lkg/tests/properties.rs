@@ -4,7 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU32;
 
-use lkg::{Attempt, Engine, FlakePolicy, History, ProviderPolicy, ProviderSpec, Report, Run, TestResult, compute};
+use lkg::{
+    Attempt, CompactResult, Engine, FlakePolicy, History, JudgedRun, ProviderPolicy, ProviderSpec, Report, Run,
+    RunJudge, TestResult, TestStatus, compute,
+};
 use proptest::prelude::*;
 
 const TESTS: [&str; 4] = ["t0", "t1", "t2", "t3"];
@@ -221,5 +224,42 @@ proptest! {
                 prop_assert_eq!(commits(&in_order), commits(&from_scratch));
             }
         }
+    }
+
+    /// What a loader that stores each build's verdict does (judge apart, add the verdict) gives
+    /// exactly what adding the runs' tests gives: retried, flaky, skipped tests and failed builds
+    /// included.
+    #[test]
+    fn runs_judged_apart_are_added_like_the_runs_they_were_judged_from(scenario in scenario()) {
+        let runs: Vec<Run> = scenario.runs.iter().enumerate().map(|(n, run)| {
+            let build_passed = [None, Some(true), Some(false)][n % 3];
+            Run { build_passed, ..run.clone() }
+        }).collect();
+        let mut by_tests = Engine::new(Scenario::history(&scenario.kubernetes), scenario.specs());
+        let mut by_verdicts = Engine::new(Scenario::history(&scenario.kubernetes), scenario.specs());
+        for name in TESTS {
+            by_verdicts.intern_test(name);
+        }
+        let mut judging = by_verdicts.catalog().clone();
+        let mut judges: BTreeMap<&String, RunJudge> = scenario.providers.iter()
+            .map(|(name, (_, policy))| (name, RunJudge::new(policy, &mut judging)))
+            .collect();
+        for run in &runs {
+            let added = by_tests.add_run(run).unwrap();
+            let results: Vec<CompactResult> = run.tests.iter()
+                .map(|test| CompactResult::new(judging.id(&test.name).unwrap(), TestStatus::of_attempts(&test.attempts)))
+                .collect();
+            let verdict = judges.get_mut(&run.provider).unwrap().judge(&results, &judging).unwrap();
+            let judged = JudgedRun {
+                build_id: run.build_id.clone(),
+                provider: run.provider.clone(),
+                kubernetes_version: run.kubernetes_version.clone(),
+                provider_version: run.provider_version.clone(),
+                verdict,
+                build_passed: run.build_passed,
+            };
+            prop_assert_eq!(by_verdicts.add_judged_run(&judged).unwrap(), added);
+        }
+        prop_assert_eq!(by_verdicts.report(), by_tests.report());
     }
 }

@@ -1134,6 +1134,7 @@ mod claims;
 mod lkg_versions;
 mod migrations;
 mod packed_cells;
+mod verdicts;
 /// A finished build of a job and its test counts (see [`Index::job_trends`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrendRow {
@@ -1168,3 +1169,4 @@ pub use claims::{Claim, ClaimSeen};
 pub use lkg_versions::LkgRecorded;
 pub use packed_cells::GridBuild;
 pub use tokens::TokenInfo;
+pub use verdicts::{PackedResults, StoredVerdict};

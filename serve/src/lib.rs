@@ -247,7 +247,12 @@ impl LkgLoader {
         let started = Instant::now();
         let before = self.index.index_generation().await?;
         let loaded = results::known_good::load_full(&self.config, &self.options, &self.index).await?;
-        info!("LKG loaded whole in {:?}: {} result(s) held", started.elapsed(), loaded.results_held());
+        info!(
+            "LKG loaded whole in {:?}: {} build verdict(s), {} of them judged from their results now",
+            started.elapsed(),
+            loaded.verdicts_held(),
+            loaded.judged()
+        );
         self.loaded(before, &loaded.snapshot, "full", started).await;
         Ok((loaded, before))
     }

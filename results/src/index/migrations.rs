@@ -35,6 +35,7 @@ embed!(
     "0007_failed_results.sql",
     "0008_build_cells.sql",
     "0009_failure_keys.sql",
+    "0010_build_verdicts.sql",
 );
 
 /// The migrator of `backend`'s schema.

@@ -1,10 +1,13 @@
-//! Last known good from the SQL index: loads every finished build's test results, orders them by
-//! the commit histories (a local git repository, GitHub, or the versions the index has runs of) and
-//! hands them to the `lkg` engine. `harness lkg` prints the answers, `harness serve` serves them.
+//! Last known good from the SQL index: takes every finished build's verdict against its
+//! provider's policy (stored in the index, or judged once from the build's results and stored:
+//! [`verdicts`]), orders the builds by the commit histories (a local git repository, GitHub, or the
+//! versions the index has runs of) and hands them to the `lkg` engine. `harness lkg` prints the
+//! answers, `harness serve` serves them.
 
 mod cache;
 pub mod export;
 mod histories;
+mod verdicts;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -13,8 +16,7 @@ use anyhow::{Context, Result, bail};
 use lkg::api::{BuildLink, Snapshot};
 use lkg::sources::HistoryCache;
 use lkg::{
-    CompactResult, CompactRun, Engine, ProviderPolicy, ProviderSpec, RunAdded, TestCatalog, TestId, TestStatus,
-    UnplacedRun,
+    CompactResult, Engine, JudgedRun, ProviderSpec, RunAdded, RunVerdict, TestCatalog, TestId, TestStatus, UnplacedRun,
 };
 use tracing::{info, warn};
 
@@ -42,6 +44,19 @@ pub async fn load(config: &ProvidersConfig, options: &LkgOptions, index: &Index)
     Ok(Arc::try_unwrap(snapshot).unwrap_or_else(|shared| (*shared).clone()))
 }
 
+/// The snapshot of a load that judges every build's results in the engines, as loads did before
+/// verdicts were stored: the reference the stored verdicts must agree with.
+#[cfg(test)]
+async fn snapshot_from_results(config: &ProvidersConfig, options: &LkgOptions, index: &Index) -> Result<Snapshot> {
+    let builds = index.lkg_builds().await?;
+    let tests = verdicts::Tests::of(index.lkg_tests().await?);
+    let policies = verdicts::policies(config, &tests.catalog);
+    let rows: Vec<i64> = builds.iter().map(|b| b.row).collect();
+    let (results, _) = read_results(index, None, &rows, &tests.ids).await?;
+    let cache: Arc<dyn HistoryCache> = Arc::new(cache::IndexCache(index.clone()));
+    snapshot(config, options, builds, &tests.catalog, &policies, Runs::Results(&results), &cache).await
+}
+
 /// Refuses `--provider-history` entries for providers that providers.yaml lacks.
 pub fn check_options(config: &ProvidersConfig, options: &LkgOptions) -> Result<()> {
     if let Some(unknown) = options.provider_histories.keys().find(|name| config.provider(name).is_none()) {
@@ -54,20 +69,22 @@ pub fn check_options(config: &ProvidersConfig, options: &LkgOptions) -> Result<(
     Ok(())
 }
 
-/// A loaded LKG and what it was computed from: every finished build and its results in their
-/// compact form (4 bytes a result), so later loads read from the index only what was indexed
-/// since, and a rebuild (new histories, a build replaced) reads nothing but the histories.
+/// A loaded LKG and what it was computed from: every finished build and its verdict (a few bytes a
+/// build, whatever its results), so later loads read from the index only what was indexed since,
+/// and a rebuild (new histories, a build replaced) reads nothing but the histories.
 #[derive(Debug)]
 pub struct Loaded {
     /// The answers, shared with the server's readers: an update replaces it.
     pub snapshot: Arc<Snapshot>,
     /// Every finished build, in the order runs are added (start time, then row).
     builds: Vec<LkgBuild>,
-    /// Build row → its results.
-    results: HashMap<i64, Vec<CompactResult>>,
-    catalog: TestCatalog,
-    /// Test row → its id in `catalog` (and in every line's engine).
-    test_ids: HashMap<i64, TestId>,
+    /// Build row → the verdict on its tests under its provider's policy.
+    verdicts: HashMap<i64, RunVerdict>,
+    tests: verdicts::Tests,
+    /// Each provider's policy, as judged by: fixed for the life of a load.
+    policies: BTreeMap<String, verdicts::Policy>,
+    /// Builds the last load or update judged from their results (the others' verdicts were read).
+    judged: usize,
     /// The snapshot lacks what `builds` holds, or its histories are due to be fetched again: the
     /// next update rebuilds it.
     stale: bool,
@@ -95,27 +112,43 @@ impl Loaded {
         self.stale = true;
     }
 
-    /// Results held, for `/metrics` and the benchmarks.
-    pub fn results_held(&self) -> usize {
-        self.results.values().map(Vec::len).sum()
+    /// Build verdicts held, for the logs and the benchmarks.
+    pub fn verdicts_held(&self) -> usize {
+        self.verdicts.len()
+    }
+
+    /// Builds the last load or update judged from their results; the others' verdicts were read.
+    pub fn judged(&self) -> usize {
+        self.judged
     }
 }
 
-/// Every finished build in the index, read from scratch (test results streamed, kept only in
-/// their compact form).
+/// Every finished build in the index, read from scratch: each one's stored verdict, or its
+/// results judged and the verdict stored.
 pub async fn load_full(config: &ProvidersConfig, options: &LkgOptions, index: &Index) -> Result<Loaded> {
     check_options(config, options)?;
     let builds = index.lkg_builds().await?;
-    let mut catalog = TestCatalog::new();
-    let test_ids: HashMap<i64, TestId> =
-        index.lkg_tests().await?.iter().map(|(row, name)| (*row, catalog.intern(name))).collect();
-    let rows: Vec<i64> = builds.iter().map(|b| b.row).collect();
-    // Results of builds still running (or finished since the builds were read) wait for the next
-    // load, as do those of tests committed since.
-    let (results, _) = read_results(index, None, &rows, &test_ids).await?;
-    let mut loaded = Loaded { snapshot: Arc::default(), builds, results, catalog, test_ids, stale: true };
+    let tests = verdicts::Tests::of(index.lkg_tests().await?);
+    let policies = verdicts::policies(config, &tests.catalog);
+    // Builds finished since the builds were read wait for the next load, as do tests committed
+    // since (a build naming one is judged without it, as its results were, and not stored).
+    let found = verdicts::verdicts(index, &policies, &tests, &with_providers(config, &builds), false).await?;
+    let mut loaded = Loaded {
+        snapshot: Arc::default(),
+        builds,
+        verdicts: found.verdicts,
+        tests,
+        policies,
+        judged: found.judged,
+        stale: true,
+    };
     rebuild(config, options, index, &mut loaded).await?;
     Ok(loaded)
+}
+
+/// Each build with the name of its provider; builds of providers not in the config are left out.
+fn with_providers<'b, 'c>(config: &'c ProvidersConfig, builds: &'b [LkgBuild]) -> Vec<(&'b LkgBuild, &'c str)> {
+    builds.iter().filter_map(|build| Some((build, provider_of(config, build)?.name.as_str()))).collect()
 }
 
 /// The results of the builds `rows` (of every build when `only` is `None`, else of those in it),
@@ -141,14 +174,17 @@ async fn read_results(
 /// Computes `loaded`'s snapshot again from the builds it holds, fetching the histories again.
 pub async fn rebuild(config: &ProvidersConfig, options: &LkgOptions, index: &Index, loaded: &mut Loaded) -> Result<()> {
     let cache: Arc<dyn HistoryCache> = Arc::new(cache::IndexCache(index.clone()));
-    let snapshot = snapshot(config, options, loaded.builds.clone(), &loaded.catalog, &loaded.results, &cache).await?;
+    let runs = Runs::Verdicts(&loaded.verdicts);
+    let snapshot =
+        snapshot(config, options, loaded.builds.clone(), &loaded.tests.catalog, &loaded.policies, runs, &cache).await?;
     loaded.snapshot = Arc::new(snapshot);
     loaded.stale = false;
     Ok(())
 }
 
-/// Takes in what was indexed since `loaded` was: the results of new and replaced builds are read
-/// (nothing else is), builds that left the index are dropped. New builds that start after every
+/// Takes in what was indexed since `loaded` was: the verdicts of new and replaced builds are read
+/// (or judged from their results and stored; nothing else is read), builds that left the index are
+/// dropped. New builds that start after every
 /// build held, with versions already in their line's histories, are added to a copy of the
 /// engines; anything else (or a stale snapshot) rebuilds the snapshot from the builds held.
 /// Either way the answer is the one a full load would give (with the histories of the last
@@ -180,8 +216,11 @@ pub async fn load_new(
     if read.is_empty() && left == 0 && !loaded.stale {
         return Ok(Update::Unchanged);
     }
-    let (fresh, unknown_test) = read_results(index, Some(&read), &read, &loaded.test_ids).await?;
-    if unknown_test {
+    let reading: Vec<&LkgBuild> = builds.iter().filter(|b| read.contains(&b.row)).collect();
+    let reading: Vec<(&LkgBuild, &str)> =
+        reading.into_iter().filter_map(|b| Some((b, provider_of(config, b)?.name.as_str()))).collect();
+    let found = verdicts::verdicts(index, &loaded.policies, &loaded.tests, &reading, true).await?;
+    if found.unknown_test {
         return Ok(Update::NeedsFull("a new build ran a test not loaded before".into()));
     }
     let last = loaded.builds.last().map(|b| (b.started_at, b.row));
@@ -191,8 +230,9 @@ pub async fn load_new(
     // From here on `loaded` holds the index's builds: a failed rebuild leaves it stale, to rebuild
     // at the next update.
     let current: std::collections::HashSet<i64> = builds.iter().map(|b| b.row).collect();
-    loaded.results.retain(|row, _| current.contains(row));
-    loaded.results.extend(fresh);
+    loaded.verdicts.retain(|row, _| current.contains(row));
+    loaded.verdicts.extend(found.verdicts);
+    loaded.judged = found.judged;
     loaded.builds = builds;
     loaded.stale = true;
     let reason = if !only_appended {
@@ -233,7 +273,7 @@ fn add_to_copy(config: &ProvidersConfig, loaded: &Loaded, appended: Vec<LkgBuild
     for line in builds.iter().map(|b| b.line.clone()).collect::<BTreeSet<_>>() {
         let in_line: Vec<&Attributed> = builds.iter().filter(|b| b.line == line).collect();
         let engine = snapshot.lines.get_mut(&line).expect("placed above");
-        snapshot.builds.append(&mut add_builds(engine, &in_line, &loaded.results));
+        snapshot.builds.append(&mut add_builds(engine, &in_line, Runs::Verdicts(&loaded.verdicts)));
     }
     snapshot.loaded_at = crate::unix_now();
     Ok(snapshot)
@@ -249,12 +289,22 @@ struct Attributed {
     line: String,
 }
 
+/// How a build's run goes into an engine: by its verdict, or (the reference the verdicts are
+/// tested against) by its results, judged by the engine.
+#[derive(Clone, Copy)]
+enum Runs<'a> {
+    Verdicts(&'a HashMap<i64, RunVerdict>),
+    #[cfg(test)]
+    Results(&'a HashMap<i64, Vec<CompactResult>>),
+}
+
 async fn snapshot(
     config: &ProvidersConfig,
     options: &LkgOptions,
     builds: Vec<LkgBuild>,
     catalog: &TestCatalog,
-    results: &HashMap<i64, Vec<CompactResult>>,
+    policies: &BTreeMap<String, verdicts::Policy>,
+    runs: Runs<'_>,
     cache: &Arc<dyn HistoryCache>,
 ) -> Result<Snapshot> {
     let (builds, versionless) = attribute(config, builds);
@@ -272,9 +322,9 @@ async fn snapshot(
             .history("kubernetes", &branch, &revisions(&in_line, |b| &b.kubernetes_version), options, cache)
             .await
             .with_context(|| format!("the Kubernetes history of line {line}"))?;
-        let providers = provider_specs(config, options, &line, &in_line, catalog, cache).await?;
+        let providers = provider_specs(config, options, &line, &in_line, policies, cache).await?;
         let mut engine = Engine::with_catalog(kubernetes, providers, catalog.clone());
-        links.append(&mut add_builds(&mut engine, &in_line, results));
+        links.append(&mut add_builds(&mut engine, &in_line, runs));
         // A build with no Kubernetes version has no line either: the default line names it.
         if line == lkg::api::DEFAULT_LINE {
             for (provider, unplaced) in &versionless {
@@ -307,15 +357,9 @@ fn attribute(config: &ProvidersConfig, builds: Vec<LkgBuild>) -> (Vec<Attributed
     let (mut attributed, mut versionless, mut foreign) =
         (Vec::new(), BTreeMap::<String, Vec<UnplacedRun>>::new(), BTreeSet::new());
     for build in builds {
-        let provider = match build.provider.as_deref().and_then(|name| config.provider(name)) {
-            Some(provider) => provider,
-            None => match config.provider_of_job(&build.job) {
-                Some(provider) if build.provider.is_none() => provider,
-                _ => {
-                    foreign.insert(build.provider.clone().unwrap_or_else(|| format!("(job {})", build.job)));
-                    continue;
-                }
-            },
+        let Some(provider) = provider_of(config, &build) else {
+            foreign.insert(build.provider.clone().unwrap_or_else(|| format!("(job {})", build.job)));
+            continue;
         };
         let provider_version = build.provider_version.clone().or_else(|| {
             let repo = provider.prow_repo()?;
@@ -357,6 +401,15 @@ fn attribute(config: &ProvidersConfig, builds: Vec<LkgBuild>) -> (Vec<Attributed
     (attributed, versionless)
 }
 
+/// A build's provider: the one its metadata names, else the one providers.yaml gives its job;
+/// `None` when that is not in providers.yaml.
+fn provider_of<'c>(config: &'c ProvidersConfig, build: &LkgBuild) -> Option<&'c config::Provider> {
+    match build.provider.as_deref() {
+        Some(name) => config.provider(name),
+        None => config.provider_of_job(&build.job),
+    }
+}
+
 /// What a build without versions lacks, and where the harness looked.
 fn missing_versions(build: &LkgBuild, provider: &config::Provider) -> String {
     let mut missing = Vec::new();
@@ -394,7 +447,7 @@ async fn provider_specs(
     options: &LkgOptions,
     line: &str,
     builds: &[&Attributed],
-    catalog: &TestCatalog,
+    policies: &BTreeMap<String, verdicts::Policy>,
     cache: &Arc<dyn HistoryCache>,
 ) -> Result<BTreeMap<String, ProviderSpec>> {
     let mut providers = BTreeMap::new();
@@ -408,33 +461,44 @@ async fn provider_specs(
             .history(&provider.name, &branch, &revisions(&own, |b| &b.provider_version), options, cache)
             .await
             .with_context(|| format!("the history of provider {} on line {line}", provider.name))?;
-        let policy =
-            ProviderPolicy { required_tests: required_tests(&provider.required.tests, catalog), ..Default::default() };
+        let policy = policies[&provider.name].policy.clone();
         providers.insert(provider.name.clone(), ProviderSpec { history, policy });
     }
     Ok(providers)
 }
 
 /// Adds every build as a run (ids `job/build`), and returns where each one's artifacts are.
-fn add_builds(
-    engine: &mut Engine,
-    builds: &[&Attributed],
-    results: &HashMap<i64, Vec<CompactResult>>,
-) -> BTreeMap<String, BuildLink> {
+fn add_builds(engine: &mut Engine, builds: &[&Attributed], runs: Runs) -> BTreeMap<String, BuildLink> {
     let mut links = BTreeMap::new();
     let mut unplaced = 0;
     for attributed in builds {
         let build = &attributed.build;
         let id = format!("{}/{}", build.job, build.build);
-        let run = CompactRun {
+        let run = JudgedRun {
             build_id: id.clone(),
             provider: attributed.provider.clone(),
             kubernetes_version: attributed.kubernetes_version.clone(),
             provider_version: attributed.provider_version.clone(),
-            results: results.get(&build.row).cloned().unwrap_or_default(),
+            // A build none was found for had no results: nothing ran, so nothing makes it good.
+            verdict: RunVerdict { good: false, flaky_tests: Vec::new() },
             build_passed: build.passed,
         };
-        match engine.add_compact_run(&run) {
+        let added = match runs {
+            Runs::Verdicts(verdicts) => match verdicts.get(&build.row) {
+                Some(verdict) => engine.add_judged_run(&JudgedRun { verdict: verdict.clone(), ..run }),
+                None => engine.add_judged_run(&run),
+            },
+            #[cfg(test)]
+            Runs::Results(results) => engine.add_compact_run(&lkg::CompactRun {
+                build_id: run.build_id,
+                provider: run.provider,
+                kubernetes_version: run.kubernetes_version,
+                provider_version: run.provider_version,
+                results: results.get(&build.row).cloned().unwrap_or_default(),
+                build_passed: run.build_passed,
+            }),
+        };
+        match added {
             Ok(RunAdded::Unplaced) => unplaced += 1,
             Ok(_) => {}
             Err(error) => warn!("build {id} left out of the LKG: {error}"),

@@ -72,7 +72,7 @@ fn answers(snapshot: &Snapshot) -> serde_json::Value {
 async fn assert_same_as_full(index: &Index, loaded: &Loaded, when: &str) {
     let full = load_full(&ProvidersConfig::bundled(), &options(), index).await.unwrap();
     assert_eq!(answers(&loaded.snapshot), answers(&full.snapshot), "{}: {when}", index.name());
-    assert_eq!(loaded.results_held(), full.results_held(), "{}: {when}", index.name());
+    assert_eq!(loaded.verdicts_held(), full.verdicts_held(), "{}: {when}", index.name());
 }
 
 use lkg::Report;
@@ -137,4 +137,188 @@ async fn updates_read_only_what_was_indexed_since_and_answer_as_a_full_load_on_b
         assert!(matches!(update(index, &mut loaded).await, Update::Rebuilt { .. }));
         assert_same_as_full(index, &loaded, "a stale snapshot").await;
     }
+}
+
+/// A small random generator (xorshift), so the generated histories are the same in every run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// `count` finished builds of several providers, versions and release lines, started in no
+/// particular order, whose tests pass, fail, flake, are skipped or are retried (one test listed
+/// twice), and whose own verdict is passed, failed or missing.
+fn generated_builds(seed: u64, count: u32) -> Vec<BuildRecord> {
+    let mut rng = Rng(seed);
+    let names = ["[cloud-e2e] nodes", "[cloud-e2e] zones", "[sig-node] pods [Conformance]", "[sig-apps] jobs"];
+    let statuses = [
+        record::TestStatus::Pass,
+        record::TestStatus::Pass,
+        record::TestStatus::Pass,
+        record::TestStatus::Fail,
+        record::TestStatus::Flaky,
+        record::TestStatus::Skip,
+    ];
+    (0..count)
+        .map(|number| {
+            let provider = *rng.pick(&["local", "aws", "vsphere"]);
+            let kubernetes = *rng.pick(&["v1.37.0", "v1.37.1", "v1.36.4"]);
+            let provider_version = *rng.pick(&["a", "b", "c"]);
+            let started_at = 1_000 + rng.below(10_000) as i64;
+            let mut results = Vec::new();
+            for name in names {
+                if rng.below(6) != 0 {
+                    let status = *rng.pick(&statuses);
+                    let (suite, name) = ("e2e".into(), name.into());
+                    results.push(TestResult { suite, name, status, duration_seconds: None, failure_message: None });
+                }
+            }
+            if let Some(first) = results.first().cloned().filter(|_| rng.below(4) == 0) {
+                // Retried: the first attempt failed, the second is listed after.
+                results.insert(0, TestResult { status: record::TestStatus::Fail, ..first });
+            }
+            let mut record = build(number, started_at, kubernetes, provider_version, &[]);
+            let info = &mut record.info;
+            info.job = format!("ci-{provider}");
+            info.path = format!("logs/ci-{provider}/{number}");
+            info.artifacts_url = format!("file:///store/logs/ci-{provider}/{number}");
+            info.provider = Some(provider.into());
+            info.versions.provider = Some(provider.into());
+            info.passed = *rng.pick(&[Some(true), Some(true), Some(false), None]);
+            info.digest = format!("{number}-{seed}-{}", rng.below(u64::MAX));
+            record.results = results;
+            record
+        })
+        .collect()
+}
+
+/// Bundled providers.yaml with required tests for aws (a name and a pattern) and vsphere (a name no
+/// build ran), so policies with and without required tests judge; aws keeps a 1.36 release line.
+fn requiring_config(pattern: &str) -> ProvidersConfig {
+    let mut config = ProvidersConfig::bundled();
+    for provider in &mut config.providers {
+        if provider.name == "aws" {
+            provider.release_branches = vec!["release-1.36".into()];
+        }
+        provider.required.tests = match provider.name.as_str() {
+            "aws" => vec![
+                config::TestMatcher::Name("[cloud-e2e] nodes".into()),
+                config::TestMatcher::Regex(regex::Regex::new(pattern).unwrap()),
+            ],
+            "vsphere" => vec![config::TestMatcher::Name("[cloud-e2e] never run".into())],
+            _ => vec![],
+        };
+    }
+    config
+}
+
+async fn assert_same_as_from_results(config: &ProvidersConfig, index: &Index, loaded: &Loaded, when: &str) {
+    let reference = snapshot_from_results(config, &options(), index).await.unwrap();
+    assert_eq!(answers(&loaded.snapshot), answers(&reference), "{}: {when}", index.name());
+}
+
+/// The answers from stored verdicts are exactly those of judging every build's results, on both
+/// databases: when judged and stored, when read back, under a changed policy (judged again, the
+/// old policy's verdicts kept and never mixed in), and after a build is replaced.
+#[tokio::test]
+async fn answers_from_stored_verdicts_are_those_of_judging_every_result_on_both_databases() {
+    let (_dir, indexes) = both().await;
+    let conformance = requiring_config(r"\[Conformance\]");
+    let jobs = requiring_config(r"\[sig-apps\]");
+    for index in &indexes {
+        let builds = generated_builds(0x5eed, 80);
+        for record in &builds {
+            index.index_build(record).await.unwrap();
+        }
+        let first = load_full(&conformance, &options(), index).await.unwrap();
+        assert_eq!((first.judged(), first.verdicts_held()), (80, 80), "{}: every build judged once", index.name());
+        assert_same_as_from_results(&conformance, index, &first, "judged and stored").await;
+        let reports: Vec<Report> = first.snapshot.lines.values().map(|engine| engine.report()).collect();
+        let pairs = || reports.iter().flat_map(|r| r.providers.values()).flat_map(|p| &p.pairs);
+        assert!(pairs().any(|pair| !pair.flaky_tests.is_empty()), "{}: some tests flaked", index.name());
+        let verdicts: Vec<lkg::Verdict> = pairs().map(|pair| pair.verdict).collect();
+        assert!(verdicts.contains(&lkg::Verdict::Good) && verdicts.contains(&lkg::Verdict::Bad), "{verdicts:?}");
+        assert!(first.snapshot.lines.len() > 1, "{}: builds of two release lines", index.name());
+
+        let again = load_full(&conformance, &options(), index).await.unwrap();
+        assert_eq!(again.judged(), 0, "{}: every verdict read back", index.name());
+        assert_same_as_from_results(&conformance, index, &again, "read back").await;
+
+        // Another required pattern for aws: its builds are judged again, the others' are read.
+        let aws = builds.iter().filter(|b| b.info.provider.as_deref() == Some("aws")).count();
+        let changed = load_full(&jobs, &options(), index).await.unwrap();
+        assert_eq!(changed.judged(), aws, "{}: only aws's policy changed", index.name());
+        assert_same_as_from_results(&jobs, index, &changed, "a changed policy").await;
+        assert_ne!(answers(&changed.snapshot), answers(&again.snapshot), "{}: the policy matters", index.name());
+        let back = load_full(&conformance, &options(), index).await.unwrap();
+        assert_eq!(back.judged(), 0, "{}: the first policy's verdicts are kept", index.name());
+        assert_eq!(answers(&back.snapshot), answers(&again.snapshot), "{}", index.name());
+
+        // A build replaced by other content is judged again, alone.
+        let mut replaced = builds[3].clone();
+        replaced.info.digest.push_str("-replaced");
+        replaced.results.iter_mut().for_each(|r| r.status = record::TestStatus::Fail);
+        assert_eq!(index.index_build(&replaced).await.unwrap(), Indexed::Replaced);
+        let after = load_full(&conformance, &options(), index).await.unwrap();
+        assert_eq!(after.judged(), 1, "{}", index.name());
+        assert_same_as_from_results(&conformance, index, &after, "a build replaced").await;
+    }
+}
+
+/// The answers of `loaded` brought up to date, against judging every result with `config`.
+async fn assert_current(config: &ProvidersConfig, index: &Index, loaded: &mut Loaded, when: &str) {
+    if let Update::NeedsFull(_) = load_new(config, &options(), index, loaded).await.unwrap() {
+        *loaded = load_full(config, &options(), index).await.unwrap();
+    }
+    assert_same_as_from_results(config, index, loaded, when).await;
+    let reread = load_full(config, &options(), index).await.unwrap();
+    assert_same_as_from_results(config, index, &reread, &format!("{when}, loaded again")).await;
+}
+
+/// Two replicas with different policies (one of them changed in providers.yaml) load and judge at
+/// once while a third indexes builds, on one Postgres, many times: each replica's answers are
+/// always exactly its own policy's, whatever the other stored meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn two_replicas_of_two_policies_judging_while_builds_are_indexed_never_mix_them() {
+    let url = fresh_postgres_database().await;
+    let (writer, a, b) =
+        (Index::open(&url).await.unwrap(), Index::open(&url).await.unwrap(), Index::open(&url).await.unwrap());
+    let (conformance, jobs) = (requiring_config(r"\[Conformance\]"), requiring_config(r"\[sig-apps\]"));
+    let builds = generated_builds(0xc0ffee, 200);
+    let (mut held_a, mut held_b): (Option<Loaded>, Option<Loaded>) = (None, None);
+    for (trial, batch) in builds.chunks(20).enumerate() {
+        let index_all = async {
+            for record in batch {
+                writer.index_build(record).await.unwrap();
+            }
+        };
+        let load_a = async {
+            match held_a.take() {
+                Some(mut loaded) => {
+                    load_new(&conformance, &options(), &a, &mut loaded).await.unwrap();
+                    loaded
+                }
+                None => load_full(&conformance, &options(), &a).await.unwrap(),
+            }
+        };
+        let options_b = options();
+        let load_b = load_full(&jobs, &options_b, &b);
+        let ((), loaded_a, loaded_b) = tokio::join!(index_all, load_a, load_b);
+        let (mut loaded_a, mut loaded_b) = (loaded_a, loaded_b.unwrap());
+        assert_current(&conformance, &a, &mut loaded_a, &format!("replica a, trial {trial}")).await;
+        assert_current(&jobs, &b, &mut loaded_b, &format!("replica b, trial {trial}")).await;
+        held_a = Some(loaded_a);
+        held_b = Some(loaded_b);
+    }
+    assert_eq!(held_b.map(|loaded| loaded.verdicts_held()), Some(200));
 }
