@@ -147,6 +147,11 @@ pub struct ServeArgs {
     /// the two); also done on start. 0: on start only.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub reconcile_every: std::time::Duration,
+    /// Expire the passed and skipped test results of builds that started longer ago than this
+    /// (e.g. 90d), checked hourly. Builds, their LKG verdicts, failed and flaky results and every
+    /// status (packed per build) are kept; the store is never touched [default: keep everything].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub keep_results: Option<std::time::Duration>,
     /// Where build directories are, for the dashboard's logs and artifacts: a directory,
     /// file:///dir, gs://bucket[/prefix] or s3://bucket[/prefix] [default: <user data
     /// dir>/cloud-provider-harness/results, where `harness run` publishes].
@@ -382,6 +387,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 upload_read_timeout: args.upload_read_timeout,
                 shutdown_timeout: args.shutdown_timeout,
                 reconcile_every: args.reconcile_every,
+                keep_results: args.keep_results,
                 config: args.source.config.load()?,
                 database: args.source.database(),
                 migrate: args.migrate,

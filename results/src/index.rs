@@ -386,8 +386,8 @@ impl Index {
         }
         let sql = "UPDATE builds SET job_id = $1, build = $2, path = $3, pull = $4, state = $5, started_at = $6, \
              finished_at = $7, passed = $8, result = $9, kubernetes_version = $10, provider_version = $11, \
-             ccm_version = $12, job_version = $13, repo_commit = $14, artifacts_url = $15, digest = $16, repos = $17 \
-             WHERE id = $18";
+             ccm_version = $12, job_version = $13, repo_commit = $14, artifacts_url = $15, digest = $16, repos = $17, \
+             results_expired_at = NULL WHERE id = $18";
         bind_build(sqlx::query(sql), job_id, &r.info)
             .bind(build_id)
             .execute(&mut **tx)
@@ -725,16 +725,18 @@ impl Index {
 
     /// The results of one build (as [`Index::build`] names it), in the order they were read.
     pub async fn build_results(&self, job: &str, build: &str) -> Result<Vec<TestResult>> {
-        let sql = format!(
+        let Some((row, expired)) = self.named_build_row(job, build).await? else { return Ok(Vec::new()) };
+        if expired {
+            return self.expired_build_results(row).await;
+        }
+        let rows = sqlx::query(
             "SELECT te.suite, te.name, t.status, t.duration_seconds, t.failure_message \
-             FROM test_results t JOIN tests te ON te.id = t.test_id WHERE t.build_id = {NAMED_BUILD} ORDER BY t.id"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(job)
-            .bind(build)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(self.err("list a build's results"))?;
+             FROM test_results t JOIN tests te ON te.id = t.test_id WHERE t.build_id = $1 ORDER BY t.id",
+        )
+        .bind(row)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.err("list a build's results"))?;
         rows.iter().map(|r| self.test_result(r, 0)).collect()
     }
 
@@ -1134,6 +1136,7 @@ mod claims;
 mod lkg_versions;
 mod migrations;
 mod packed_cells;
+mod retention;
 mod verdicts;
 /// A finished build of a job and its test counts (see [`Index::job_trends`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1168,5 +1171,6 @@ pub struct VersionedBuild {
 pub use claims::{Claim, ClaimSeen};
 pub use lkg_versions::LkgRecorded;
 pub use packed_cells::GridBuild;
+pub use retention::Expired;
 pub use tokens::TokenInfo;
 pub use verdicts::{PackedResults, StoredVerdict};

@@ -13,7 +13,8 @@
 //! client accepts it, and carries an ETag.
 //!
 //! What the store holds and the index lacks (a replica died between writing a build and indexing
-//! it) is indexed on start and every `reconcile_every` ([`reconcile`]).
+//! it) is indexed on start and every `reconcile_every` ([`reconcile`]). With `keep_results`, the
+//! passed and skipped results of older builds are expired every hour ([`retention`]).
 //!
 //! On SIGINT or SIGTERM it stops accepting connections and lets the requests in flight finish, for
 //! at most `shutdown_timeout`: then it exits anyway (a stalled upload never holds it up).
@@ -24,6 +25,7 @@ pub mod ingest;
 mod metrics;
 mod reconcile;
 mod responses;
+mod retention;
 pub mod uploads;
 
 use std::collections::BTreeMap;
@@ -72,6 +74,9 @@ pub struct ServeOptions {
     /// How often to index what the store holds and the index lacks (also on start; zero: only
     /// on start).
     pub reconcile_every: Duration,
+    /// Expire the passed and skipped results of builds older than this ([`retention`]); `None`
+    /// keeps every result.
+    pub keep_results: Option<Duration>,
     pub config: ProvidersConfig,
     /// The SQL index the LKG and the dashboard read.
     pub database: String,
@@ -126,6 +131,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         ingest.claims.lease,
         metrics.clone(),
     ));
+    let expirer = options.keep_results.map(|keep| tokio::spawn(retention::run(index.clone(), keep, metrics.clone())));
     let app = router(receiver, metrics, Arc::new(dashboard), Arc::new(ingest));
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -137,6 +143,9 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     let served = serve_until_stopped(listener, app, options.shutdown_timeout).await;
     refresher.abort();
     reconciler.abort();
+    if let Some(expirer) = expirer {
+        expirer.abort();
+    }
     served
 }
 

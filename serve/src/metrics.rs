@@ -66,6 +66,7 @@ pub struct Metrics {
     pub generation: Gauge<i64, AtomicI64>,
     pub lkg_records: Family<ResultLabel, Counter>,
     pub reconciled: Family<ResultLabel, Counter>,
+    pub expired_results: Counter,
 }
 
 impl Metrics {
@@ -133,6 +134,12 @@ impl Metrics {
              (inserted, replaced, failed: unreadable; error: a pass that failed)",
             reconciled.clone(),
         );
+        let expired_results = Counter::default();
+        registry.register(
+            "harness_expired_results",
+            "Passed and skipped test results expired from the index (--keep-results)",
+            expired_results.clone(),
+        );
         Self {
             registry,
             refreshes,
@@ -147,6 +154,7 @@ impl Metrics {
             generation,
             lkg_records,
             reconciled,
+            expired_results,
         }
     }
 

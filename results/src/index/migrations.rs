@@ -36,6 +36,7 @@ embed!(
     "0008_build_cells.sql",
     "0009_failure_keys.sql",
     "0010_build_verdicts.sql",
+    "0011_results_retention.sql",
 );
 
 /// The migrator of `backend`'s schema.

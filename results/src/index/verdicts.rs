@@ -133,3 +133,11 @@ impl Index {
         Ok(())
     }
 }
+
+#[cfg(test)]
+impl Index {
+    /// Drops every stored verdict, so the next load judges every build again.
+    pub(crate) async fn forget_verdicts(&self) {
+        sqlx::query("DELETE FROM build_verdicts").execute(&self.pool).await.unwrap();
+    }
+}

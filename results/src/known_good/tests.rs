@@ -322,3 +322,79 @@ async fn two_replicas_of_two_policies_judging_while_builds_are_indexed_never_mix
     }
     assert_eq!(held_b.map(|loaded| loaded.verdicts_held()), Some(200));
 }
+
+/// Each build's results as its page shows them: every status by name, and the failed and flaky
+/// ones whole.
+async fn pages(index: &Index, builds: &[BuildRecord]) -> Vec<Vec<(String, record::TestStatus, Option<TestResult>)>> {
+    let mut pages = Vec::new();
+    for record in builds {
+        let results = index.build_results(&record.info.job, &record.info.build).await.unwrap();
+        let page = results
+            .into_iter()
+            .map(|r| {
+                let kept = matches!(r.status, record::TestStatus::Fail | record::TestStatus::Flaky).then(|| r.clone());
+                (r.name, r.status, kept)
+            })
+            .collect();
+        pages.push(page);
+    }
+    pages
+}
+
+/// Expiring every result keeps every build, verdict, failure, status and cited build, and the LKG
+/// answers: read back, and judged again from the packed results under another policy.
+#[tokio::test]
+async fn expired_results_keep_builds_verdicts_failures_and_the_lkg_on_both_databases() {
+    let (_dir, indexes) = both().await;
+    let (conformance, jobs) = (requiring_config(r"\[Conformance\]"), requiring_config(r"\[sig-apps\]"));
+    for index in &indexes {
+        let mut builds = generated_builds(0xe3b0, 60);
+        for (n, record) in builds.iter_mut().enumerate() {
+            for result in &mut record.results {
+                result.duration_seconds = Some(n as f64);
+                if result.status == record::TestStatus::Fail {
+                    result.failure_message = Some(format!("build {n}: timed out waiting for the node"));
+                }
+            }
+            index.index_build(record).await.unwrap();
+        }
+        let before = answers(&load_full(&conformance, &options(), index).await.unwrap().snapshot);
+        let before_jobs = answers(&load_full(&jobs, &options(), index).await.unwrap().snapshot);
+        let failures = || async {
+            let mut failures: Vec<String> =
+                index.failures_since(0, ("", "")).await.unwrap().iter().map(|f| format!("{f:?}")).collect();
+            failures.sort();
+            failures
+        };
+        let (pages_before, failures_before) = (pages(index, &builds).await, failures().await);
+        let results_before = index.counts().await.unwrap();
+
+        let expired = index.expire_results(i64::MAX, 42).await.unwrap();
+        assert_eq!(expired.builds, 60, "{}", index.name());
+        assert!(expired.results > 0, "{}", index.name());
+        let results_after = index.counts().await.unwrap();
+        assert_eq!(results_after.0, results_before.0, "{}: every build kept", index.name());
+        assert_eq!(results_after.1, results_before.1 - expired.results as i64, "{}", index.name());
+        assert_eq!(index.expire_results(i64::MAX, 43).await.unwrap(), Default::default(), "{}: once", index.name());
+
+        assert_eq!(pages(index, &builds).await, pages_before, "{}: every status, every failure", index.name());
+        assert!(failures().await == failures_before, "{}: the failure clusters' input changed", index.name());
+        let read_back = load_full(&conformance, &options(), index).await.unwrap();
+        assert_eq!((answers(&read_back.snapshot), read_back.judged()), (before.clone(), 0), "{}", index.name());
+        index.forget_verdicts().await;
+        let judged_again = load_full(&jobs, &options(), index).await.unwrap();
+        assert_eq!(judged_again.judged(), 60, "{}: judged from the packed results", index.name());
+        assert_eq!(answers(&judged_again.snapshot), before_jobs, "{}", index.name());
+        for (id, _) in judged_again.snapshot.builds.iter() {
+            let (job, build) = id.split_once('/').unwrap();
+            assert!(index.build(job, build).await.unwrap().is_some(), "{}: cited build {id} kept", index.name());
+        }
+
+        // A build indexed again with other content has all its results again.
+        let mut replaced = builds[0].clone();
+        replaced.info.digest.push_str("-again");
+        index.index_build(&replaced).await.unwrap();
+        let page = index.build_results(&replaced.info.job, &replaced.info.build).await.unwrap();
+        assert_eq!(page, replaced.results, "{}", index.name());
+    }
+}
