@@ -85,6 +85,9 @@ pub struct Loaded {
     policies: BTreeMap<String, verdicts::Policy>,
     /// Builds the last load or update judged from their results (the others' verdicts were read).
     judged: usize,
+    /// Each job's generation when its builds were read: an update reads the builds of the jobs
+    /// whose generation moved, not every build.
+    generations: HashMap<String, i64>,
     /// The snapshot lacks what `builds` holds, or its histories are due to be fetched again: the
     /// next update rebuilds it.
     stale: bool,
@@ -127,6 +130,8 @@ impl Loaded {
 /// results judged and the verdict stored.
 pub async fn load_full(config: &ProvidersConfig, options: &LkgOptions, index: &Index) -> Result<Loaded> {
     check_options(config, options)?;
+    // Before the builds: a build indexed in between is read again by the next update, never missed.
+    let generations = index.job_generations().await?;
     let builds = index.lkg_builds().await?;
     let tests = verdicts::Tests::of(index.lkg_tests().await?);
     let policies = verdicts::policies(config, &tests.catalog);
@@ -140,6 +145,7 @@ pub async fn load_full(config: &ProvidersConfig, options: &LkgOptions, index: &I
         tests,
         policies,
         judged: found.judged,
+        generations,
         stale: true,
     };
     rebuild(config, options, index, &mut loaded).await?;
@@ -182,11 +188,11 @@ pub async fn rebuild(config: &ProvidersConfig, options: &LkgOptions, index: &Ind
     Ok(())
 }
 
-/// Takes in what was indexed since `loaded` was: the verdicts of new and replaced builds are read
-/// (or judged from their results and stored; nothing else is read), builds that left the index are
-/// dropped. New builds that start after every
-/// build held, with versions already in their line's histories, are added to a copy of the
-/// engines; anything else (or a stale snapshot) rebuilds the snapshot from the builds held.
+/// Takes in what was indexed since `loaded` was: the builds of the jobs whose generation moved are
+/// listed (no other build is read), the verdicts of their new and replaced builds read (or judged
+/// from their results and stored), and their builds that left the index dropped. New builds that
+/// start after every build held, with versions already in their line's histories, are added to a
+/// copy of the engines; anything else (or a stale snapshot) rebuilds the snapshot from the builds held.
 /// Either way the answer is the one a full load would give (with the histories of the last
 /// rebuild when builds were only added).
 pub async fn load_new(
@@ -195,45 +201,69 @@ pub async fn load_new(
     index: &Index,
     loaded: &mut Loaded,
 ) -> Result<Update> {
-    let builds = index.lkg_builds().await?;
-    let held: HashMap<i64, &str> = loaded.builds.iter().map(|b| (b.row, b.digest.as_str())).collect();
-    let mut read = Vec::new();
+    let generations = index.job_generations().await?;
+    let moved = |job: &String| generations.get(job) != loaded.generations.get(job);
+    let changed: BTreeSet<String> =
+        generations.keys().chain(loaded.generations.keys()).filter(|j| moved(j)).cloned().collect();
+    if changed.is_empty() && !loaded.stale {
+        return Ok(Update::Unchanged);
+    }
+    // The builds of the other jobs are as held.
+    let fresh = index.lkg_builds_of(&changed.iter().cloned().collect::<Vec<_>>()).await?;
+    let held: HashMap<i64, &str> =
+        loaded.builds.iter().filter(|b| changed.contains(&b.job)).map(|b| (b.row, b.digest.as_str())).collect();
+    let mut read = std::collections::HashSet::new();
     let (mut new, mut replaced) = (0, 0);
-    for build in &builds {
+    for build in &fresh {
         match held.get(&build.row) {
             Some(digest) if *digest == build.digest => {}
             Some(_) => {
                 replaced += 1;
-                read.push(build.row);
+                read.insert(build.row);
             }
             None => {
                 new += 1;
-                read.push(build.row);
+                read.insert(build.row);
             }
         }
     }
-    let left = loaded.builds.len() - (builds.len() - new);
-    if read.is_empty() && left == 0 && !loaded.stale {
+    let still: std::collections::HashSet<i64> = fresh.iter().map(|b| b.row).collect();
+    let gone: Vec<i64> = held.keys().copied().filter(|row| !still.contains(row)).collect();
+    if read.is_empty() && gone.is_empty() && !loaded.stale {
+        loaded.generations = generations;
         return Ok(Update::Unchanged);
     }
-    let reading: Vec<&LkgBuild> = builds.iter().filter(|b| read.contains(&b.row)).collect();
-    let reading: Vec<(&LkgBuild, &str)> =
-        reading.into_iter().filter_map(|b| Some((b, provider_of(config, b)?.name.as_str()))).collect();
+    let reading: Vec<(&LkgBuild, &str)> = fresh
+        .iter()
+        .filter(|b| read.contains(&b.row))
+        .filter_map(|b| Some((b, provider_of(config, b)?.name.as_str())))
+        .collect();
     let found = verdicts::verdicts(index, &loaded.policies, &loaded.tests, &reading, true).await?;
     if found.unknown_test {
         return Ok(Update::NeedsFull("a new build ran a test not loaded before".into()));
     }
     let last = loaded.builds.last().map(|b| (b.started_at, b.row));
-    let appended: Vec<LkgBuild> = builds.iter().filter(|b| !held.contains_key(&b.row)).cloned().collect();
-    let only_appended =
-        replaced == 0 && left == 0 && !loaded.stale && appended.iter().all(|b| Some((b.started_at, b.row)) > last);
+    let appended: Vec<LkgBuild> = fresh.iter().filter(|b| !held.contains_key(&b.row)).cloned().collect();
+    let only_appended = replaced == 0
+        && gone.is_empty()
+        && !loaded.stale
+        && appended.iter().all(|b| Some((b.started_at, b.row)) > last);
     // From here on `loaded` holds the index's builds: a failed rebuild leaves it stale, to rebuild
     // at the next update.
-    let current: std::collections::HashSet<i64> = builds.iter().map(|b| b.row).collect();
-    loaded.verdicts.retain(|row, _| current.contains(row));
+    let left = gone.len();
+    for row in gone {
+        loaded.verdicts.remove(&row);
+    }
     loaded.verdicts.extend(found.verdicts);
     loaded.judged = found.judged;
-    loaded.builds = builds;
+    if only_appended {
+        loaded.builds.extend(appended.iter().cloned());
+    } else {
+        loaded.builds.retain(|b| !changed.contains(&b.job));
+        loaded.builds.extend(fresh);
+        loaded.builds.sort_by_key(|b| (b.started_at, b.row));
+    }
+    loaded.generations = generations;
     loaded.stale = true;
     let reason = if !only_appended {
         format!("{new} new, {replaced} replaced and {left} removed build(s), or histories due")
