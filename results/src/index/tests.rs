@@ -735,3 +735,14 @@ async fn failures_since_a_time_and_each_jobs_latest_builds_with_their_pass_rates
         assert_eq!(trends[0].passed, Some(true));
     }
 }
+
+/// Every Postgres session of the index runs without JIT: compiling a short query's plan took longer
+/// than running it (docs/benchmarks.md, "The central service at SIG scale").
+#[tokio::test]
+async fn postgres_sessions_of_the_index_run_without_jit() {
+    let index = Index::open(&fresh_postgres_database().await).await.unwrap();
+    for _ in 0..3 {
+        let row = sqlx::query("SHOW jit").fetch_one(&index.pool).await.unwrap();
+        assert_eq!(row.try_get::<String, _>(0).unwrap(), "off");
+    }
+}
