@@ -233,11 +233,8 @@ pub async fn load_new(
         loaded.generations = generations;
         return Ok(Update::Unchanged);
     }
-    let reading: Vec<(&LkgBuild, &str)> = fresh
-        .iter()
-        .filter(|b| read.contains(&b.row))
-        .filter_map(|b| Some((b, provider_of(config, b)?.name.as_str())))
-        .collect();
+    let mut reading = with_providers(config, &fresh);
+    reading.retain(|(build, _)| read.contains(&build.row));
     let found = verdicts::verdicts(index, &loaded.policies, &loaded.tests, &reading, true).await?;
     if found.unknown_test {
         return Ok(Update::NeedsFull("a new build ran a test not loaded before".into()));
