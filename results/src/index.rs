@@ -540,7 +540,7 @@ impl Index {
     pub async fn test_names(&self, ids: &[i64]) -> Result<Vec<(i64, String, String)>> {
         let mut names = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(1000) {
-            let list = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+            let list = row_list(chunk);
             let sql = format!("SELECT id, suite, name FROM tests WHERE id IN ({list})");
             let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
                 .fetch_all(&self.pool)
@@ -896,12 +896,10 @@ impl Index {
         const ALL: &str = "SELECT build_id, test_id, status FROM test_results ORDER BY id";
         let queries: Vec<String> = match builds {
             None => vec![ALL.to_owned()],
-            // Row ids are the index's own integers: written into the statement, not bound, so one
-            // statement takes a few hundred builds on either database.
             Some(rows) => rows
                 .chunks(RESULT_BUILDS_PER_QUERY)
                 .map(|chunk| {
-                    let ids = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+                    let ids = row_list(chunk);
                     format!(
                         "SELECT build_id, test_id, status FROM test_results WHERE build_id IN ({ids}) ORDER BY build_id, id"
                     )
@@ -1099,6 +1097,12 @@ fn get_bool(r: &AnyRow, column: &str) -> std::result::Result<Option<bool>, sqlx:
         Ok(v) => Ok(v),
         Err(_) => Ok(r.try_get::<Option<i64>, _>(column)?.map(|v| v != 0)),
     }
+}
+
+/// Row ids as an SQL list (`1, 2, 3`). They are the index's own integers, so they are written into
+/// the statement rather than bound: one statement then takes hundreds of them on either database.
+fn row_list(rows: &[i64]) -> String {
+    rows.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// `($1, $2), ($3, $4)` for `rows` rows of `columns` columns.

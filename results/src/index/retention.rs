@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 
 use sqlx::Row;
 
-use super::{Index, NAMED_BUILD, Result, packed_cells};
+use super::{Index, NAMED_BUILD, Result, packed_cells, row_list};
 use crate::record::{TestResult, TestStatus};
 
 /// Builds whose results one transaction of [`Index::expire_results`] expires.
@@ -48,8 +48,7 @@ impl Index {
                 return Ok(expired);
             }
             let ids: Vec<i64> = marked.iter().map(|r| self.decode(|| r.try_get(0))).collect::<Result<_>>()?;
-            // Row ids are the index's own integers: written into the statement, not bound.
-            let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+            let list = row_list(&ids);
             let sql = format!("DELETE FROM test_results WHERE build_id IN ({list}) AND status IN ('pass', 'skip')");
             let deleted = sqlx::query(sqlx::AssertSqlSafe(sql))
                 .execute(&mut *tx)

@@ -6,7 +6,7 @@
 
 use sqlx::Row;
 
-use super::{Backend, Index, Result, get_bool, packed_cells, placeholders};
+use super::{Backend, Index, Result, get_bool, packed_cells, placeholders, row_list};
 use crate::record::TestStatus;
 
 /// A build's verdict under one policy, as stored.
@@ -51,11 +51,10 @@ impl Index {
                               JOIN builds b ON b.id = v.build_id AND b.digest = v.digest WHERE v.policy = $1";
         let statements: Vec<String> = match only {
             None => vec![SELECT.to_owned()],
-            // Row ids are the index's own integers: written into the statement, not bound.
             Some(rows) => rows
                 .chunks(PACKED_BUILDS_PER_QUERY)
                 .map(|chunk| {
-                    let ids = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+                    let ids = row_list(chunk);
                     format!("{SELECT} AND v.build_id IN ({ids})")
                 })
                 .collect(),
@@ -116,8 +115,7 @@ impl Index {
     /// with no packed row (or one that cannot be read) are left out: read their results instead.
     pub async fn packed_results(&self, rows: &[i64], mut visit: impl FnMut(PackedResults)) -> Result<()> {
         for chunk in rows.chunks(PACKED_BUILDS_PER_QUERY) {
-            // Row ids are the index's own integers: written into the statement, not bound.
-            let ids = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+            let ids = row_list(chunk);
             let sql = format!("SELECT build_id, digest, cells FROM build_cells WHERE build_id IN ({ids})");
             let mut stream = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch(&self.pool);
             while let Some(row) =
