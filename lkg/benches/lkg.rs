@@ -187,6 +187,22 @@ fn lkg_benches(c: &mut Criterion) {
         )
     });
 
+    // What `harness serve` does with a new build: readers keep the engine, the build goes into a copy.
+    group.bench_function("copy and add one build (a served update)", |b| {
+        b.iter_batched(
+            || {
+                build += 1;
+                named_run(build, provider, &newest_kubernetes, &provider_commit, build.is_multiple_of(2))
+            },
+            |run| {
+                let mut copy = engine.clone();
+                copy.add_run(&run).unwrap();
+                copy
+            },
+            BatchSize::SmallInput,
+        )
+    });
+
     group.sample_size(10);
     group.bench_function("engine report (every pair of every provider)", |b| b.iter(|| black_box(engine.report())));
     group.finish();

@@ -2,6 +2,7 @@
 //! definitions by scanning every pair. It is the reference the incremental engine must agree with.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::ledger::{Ledger, PairKey, ProviderLedger};
 use crate::report::{self, Selection};
@@ -16,7 +17,7 @@ pub fn compute(
     providers: BTreeMap<String, ProviderSpec>,
     runs: &[Run],
 ) -> Result<Report, LkgError> {
-    let mut ledger = Ledger::new(kubernetes, providers, TestCatalog::new());
+    let mut ledger = Ledger::new(kubernetes, providers, Arc::new(TestCatalog::new()));
     for run in runs {
         ledger.record(run)?;
     }
@@ -30,9 +31,7 @@ pub fn compute_compact(
     catalog: TestCatalog,
     runs: &[CompactRun],
 ) -> Result<Report, LkgError> {
-    let mut ledger = Ledger::new(kubernetes, providers, catalog);
-    // Room for an even share of the runs each, which spares most of the growing.
-    ledger.reserve_each(runs.len() / ledger.providers.len().max(1));
+    let mut ledger = Ledger::new(kubernetes, providers, Arc::new(catalog));
     for run in runs {
         ledger.record_compact(run)?;
     }

@@ -1,8 +1,11 @@
 //! The incremental engine: keeps each pair's verdict and an index of good pairs, so adding one run
 //! costs a few map updates and the LKG and version set are read off the indexes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Bound::{Excluded, Unbounded};
+use std::sync::Arc;
+
+use imbl::{OrdMap, OrdSet};
 
 use crate::ledger::{Ledger, PairKey, ProviderLedger, Recorded};
 use crate::report::{self, Selection};
@@ -22,16 +25,18 @@ pub enum RunAdded {
     Unplaced,
 }
 
-/// LKG state that is updated one run at a time.
+/// LKG state that is updated one run at a time. A clone shares its runs and indexes (persistent
+/// maps) and its histories with the original: copying an engine to add a run to the copy, while
+/// readers keep the original, costs about as much as adding the run.
 #[derive(Debug, Clone)]
 pub struct Engine {
     ledger: Ledger,
     /// Per provider, its good pairs; pairs never stop being good, so this only grows.
-    good_pairs: BTreeMap<String, BTreeSet<PairKey>>,
+    good_pairs: BTreeMap<String, OrdSet<PairKey>>,
     /// Per Kubernetes ordinal, how many version-set providers have a good pair there.
-    good_providers: BTreeMap<usize, usize>,
+    good_providers: OrdMap<usize, usize>,
     /// The Kubernetes ordinals good with every version-set provider.
-    good_with_all: BTreeSet<usize>,
+    good_with_all: OrdSet<usize>,
     version_set_size: usize,
 }
 
@@ -42,13 +47,22 @@ impl Engine {
 
     /// An engine whose compact runs use ids of `catalog` (the required tests are added to it).
     pub fn with_catalog(kubernetes: History, providers: BTreeMap<String, ProviderSpec>, catalog: TestCatalog) -> Self {
-        let good_pairs = providers.keys().map(|name| (name.clone(), BTreeSet::new())).collect();
+        Self::with_shared_catalog(kubernetes, providers, Arc::new(catalog))
+    }
+
+    /// [`Engine::with_catalog`] sharing `catalog` with other engines until one adds a test to it.
+    pub fn with_shared_catalog(
+        kubernetes: History,
+        providers: BTreeMap<String, ProviderSpec>,
+        catalog: Arc<TestCatalog>,
+    ) -> Self {
+        let good_pairs = providers.keys().map(|name| (name.clone(), OrdSet::new())).collect();
         let version_set_size = providers.values().filter(|spec| spec.policy.in_version_set).count();
         Self {
             ledger: Ledger::new(kubernetes, providers, catalog),
             good_pairs,
-            good_providers: BTreeMap::new(),
-            good_with_all: BTreeSet::new(),
+            good_providers: OrdMap::new(),
+            good_with_all: OrdSet::new(),
             version_set_size,
         }
     }
@@ -70,7 +84,7 @@ impl Engine {
 
     /// The id of a test name for compact runs, added to the catalog if new.
     pub fn intern_test(&mut self, name: &str) -> TestId {
-        self.ledger.catalog.intern(name)
+        crate::ledger::intern(&mut self.ledger.catalog, name)
     }
 
     /// Adds one run; a refused run ([`LkgError::InvalidRun`]) leaves the engine unchanged.
@@ -149,7 +163,7 @@ impl Engine {
         if self.version_set_size == 0 {
             return None;
         }
-        let &kubernetes = self.good_with_all.last()?;
+        let &kubernetes = self.good_with_all.get_max()?;
         let chosen = self
             .ledger
             .version_set_providers()
@@ -175,7 +189,7 @@ impl Engine {
         let Some(good) = self.good_pairs.get_mut(provider) else { return };
         let (oldest, newest) = PairKey::bounds_at(key.kubernetes);
         let first_at_commit = good.range(oldest..=newest).next().is_none();
-        if good.insert(key) && first_at_commit && self.ledger.providers[provider].spec.policy.in_version_set {
+        if good.insert(key).is_none() && first_at_commit && self.ledger.providers[provider].spec.policy.in_version_set {
             let good = self.good_providers.entry(key.kubernetes).or_default();
             *good += 1;
             if *good == self.version_set_size {
@@ -185,7 +199,7 @@ impl Engine {
     }
 
     fn lkg_key(&self, provider: &str) -> Option<PairKey> {
-        self.good_pairs.get(provider)?.last().copied()
+        self.good_pairs.get(provider)?.get_max().copied()
     }
 
     fn newest_good_at(&self, provider: &str, kubernetes: usize) -> Option<PairKey> {
@@ -195,7 +209,7 @@ impl Engine {
 
     fn select(&self, name: &str, provider: &ProviderLedger) -> Selection {
         let lkg = self.lkg_key(name);
-        let newest = provider.pairs.last_key_value().map(|(key, _)| *key);
+        let newest = provider.pairs.get_max().map(|(key, _)| *key);
         let first_bad = match (lkg, newest) {
             (Some(lkg), Some(newest)) if provider.verdict(&newest) == Some(Verdict::Bad) => provider
                 .pairs

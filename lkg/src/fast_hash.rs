@@ -2,7 +2,7 @@
 //! ids. Commit ids are SHA-1/SHA-256 digests and build ids come from our own runs, so nobody picks
 //! keys to collide; std's SipHash costs most of a lookup on keys of 40 bytes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
@@ -48,7 +48,6 @@ impl Hasher for FxHasher {
 }
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
-pub(crate) type FastSet<T> = HashSet<T, BuildHasherDefault<FxHasher>>;
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::fast_hash::FastSet;
+use imbl::{OrdMap, OrdSet, Vector};
 
 use crate::verdict::{Judge, PairRecord, Scratch};
 use crate::{
@@ -27,16 +27,18 @@ impl PairKey {
     }
 }
 
-/// One provider: its history and policy, and the record of every pair it was run on.
+/// One provider: its history and policy, and the record of every pair it was run on. Its runs are
+/// in persistent maps, so a copy (taken to add a run while readers keep the original) costs
+/// nothing until a run is added, and then a path of the maps.
 #[derive(Debug, Clone)]
 pub(crate) struct ProviderLedger {
-    pub spec: ProviderSpec,
+    pub spec: Arc<ProviderSpec>,
     judge: Judge,
-    pub pairs: BTreeMap<PairKey, PairRecord>,
+    pub pairs: OrdMap<PairKey, PairRecord>,
     /// Runs naming a revision that is in neither history: reported, never ordered.
-    pub unplaced: Vec<UnplacedRun>,
+    pub unplaced: Vector<UnplacedRun>,
     /// Shared with the pair records' runs: one allocation per build id.
-    builds: FastSet<Arc<str>>,
+    builds: OrdSet<Arc<str>>,
 }
 
 impl ProviderLedger {
@@ -77,9 +79,10 @@ enum Tests<'a> {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Ledger {
-    pub kubernetes: History,
+    pub kubernetes: Arc<History>,
     pub providers: BTreeMap<String, ProviderLedger>,
-    pub catalog: TestCatalog,
+    /// Shared by copies (and by engines built on one catalog) until a run names a new test.
+    pub catalog: Arc<TestCatalog>,
     scratch: Scratch,
     /// The Kubernetes revision the last run named, and its ordinal.
     last_kubernetes: Option<(String, usize)>,
@@ -88,23 +91,23 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    pub fn new(kubernetes: History, providers: BTreeMap<String, ProviderSpec>, mut catalog: TestCatalog) -> Self {
+    pub fn new(kubernetes: History, providers: BTreeMap<String, ProviderSpec>, mut catalog: Arc<TestCatalog>) -> Self {
         let providers = providers
             .into_iter()
             .map(|(name, spec)| {
-                let judge = Judge::new(&spec.policy, &mut catalog);
+                let judge = Judge::new(&spec.policy, |test| intern(&mut catalog, test));
                 let ledger = ProviderLedger {
-                    spec,
+                    spec: Arc::new(spec),
                     judge,
-                    pairs: BTreeMap::new(),
-                    unplaced: Vec::new(),
-                    builds: FastSet::default(),
+                    pairs: OrdMap::new(),
+                    unplaced: Vector::new(),
+                    builds: OrdSet::new(),
                 };
                 (name, ledger)
             })
             .collect();
         Self {
-            kubernetes,
+            kubernetes: Arc::new(kubernetes),
             providers,
             catalog,
             scratch: Scratch::default(),
@@ -148,10 +151,11 @@ impl Ledger {
         let invalid = |reason| LkgError::InvalidRun { build_id: build_id.to_owned(), reason: Box::new(reason) };
         let provider = self.providers.get_mut(provider_name).ok_or_else(|| invalid(unknown_provider(provider_name)))?;
         // Taken now (one hash instead of two), given back if the run is refused below.
-        let build: Arc<str> = Arc::from(build_id);
-        if !provider.builds.insert(build.clone()) {
+        if provider.builds.contains(build_id) {
             return Ok(Recorded::Duplicate);
         }
+        let build: Arc<str> = Arc::from(build_id);
+        provider.builds.insert(build.clone());
         // Runs come in rounds against one Kubernetes commit: the last one found is tried first.
         let kubernetes = match &self.last_kubernetes {
             Some((revision, ordinal)) if revision == kubernetes_version => Ok(*ordinal),
@@ -168,7 +172,7 @@ impl Ledger {
             (Ok(kubernetes), Ok(provider)) => PairKey { kubernetes, provider },
             (kubernetes, provider_ordinal) => {
                 let problems = [kubernetes.err(), provider_ordinal.err()].into_iter().flatten();
-                provider.unplaced.push(UnplacedRun {
+                provider.unplaced.push_back(UnplacedRun {
                     build_id: build_id.to_owned(),
                     kubernetes_version: kubernetes_version.clone(),
                     provider_version: provider_version.clone(),
@@ -183,7 +187,7 @@ impl Ledger {
             Tests::Named(tests) => {
                 self.interned.clear();
                 self.interned.extend(tests.iter().map(|test| {
-                    CompactResult::new(self.catalog.intern(&test.name), TestStatus::of_attempts(&test.attempts))
+                    CompactResult::new(intern(&mut self.catalog, &test.name), TestStatus::of_attempts(&test.attempts))
                 }));
                 provider.judge.judge(&self.interned, self.catalog.len(), &mut self.scratch)
             }
@@ -206,18 +210,12 @@ impl Ledger {
     /// Lists `run` among the provider's unplaced runs, once per build id.
     pub fn add_unplaced(&mut self, provider_name: &str, run: UnplacedRun) -> Result<crate::RunAdded, LkgError> {
         let provider = self.providers.get_mut(provider_name).ok_or_else(|| unknown_provider(provider_name))?;
-        if !provider.builds.insert(Arc::from(run.build_id.as_str())) {
+        if provider.builds.contains(run.build_id.as_str()) {
             return Ok(crate::RunAdded::AlreadyKnown);
         }
-        provider.unplaced.push(run);
+        provider.builds.insert(Arc::from(run.build_id.as_str()));
+        provider.unplaced.push_back(run);
         Ok(crate::RunAdded::Unplaced)
-    }
-
-    /// Room for `runs` more runs of each provider, to spare growing its indexes run by run.
-    pub fn reserve_each(&mut self, runs: usize) {
-        for provider in self.providers.values_mut() {
-            provider.builds.reserve(runs);
-        }
     }
 
     pub fn provider(&self, name: &str) -> Result<&ProviderLedger, LkgError> {
@@ -249,6 +247,14 @@ fn ordinal(history: &History, repo: &str, revision: &str) -> Result<usize, LkgEr
         revision: revision.into(),
         reason: history.why_unknown(revision),
     })
+}
+
+/// The id of `name` in `catalog`; the catalog is copied (if shared) only when the name is new.
+pub(crate) fn intern(catalog: &mut Arc<TestCatalog>, name: &str) -> crate::TestId {
+    match catalog.id(name) {
+        Some(id) => id,
+        None => Arc::make_mut(catalog).intern(name),
+    }
 }
 
 fn unknown_provider(name: &str) -> LkgError {

@@ -106,7 +106,7 @@ pub(crate) fn provider_report(ledger: &Ledger, provider: &ProviderLedger, select
         newest: selection.newest.map(report),
         culprit: culprit_of(ledger, provider, selection),
         pairs: provider.pairs.iter().rev().map(|(key, record)| record_report(ledger, provider, *key, record)).collect(),
-        unplaced: provider.unplaced.clone(),
+        unplaced: provider.unplaced.iter().cloned().collect(),
     }
 }
 

@@ -484,6 +484,31 @@ fn adding_runs_one_by_one_agrees_with_computing_from_scratch() {
 }
 
 #[test]
+fn a_copy_keeps_its_answers_while_runs_are_added_to_the_original_and_the_other_way_round() {
+    let policies = mixed_policies();
+    let runs = mixed_runs();
+    let mut engine = engine(&policies);
+    let mut copies = Vec::new();
+    for (added, run) in runs.iter().enumerate() {
+        copies.push((added, engine.clone(), engine.report()));
+        engine.add_run(run).unwrap();
+    }
+    // Each copy answers as when it was taken, though the maps it shares grew after.
+    for (added, copy, report) in &copies {
+        assert_eq!(&copy.report(), report, "the copy taken before run #{added}");
+    }
+    // Adding to a copy leaves the original alone, and the copy answers as a full computation.
+    let (half, copy, _) = &copies[runs.len() / 2];
+    let mut copy = copy.clone();
+    let before = engine.report();
+    for run in &runs[*half..] {
+        copy.add_run(run).unwrap();
+    }
+    assert_eq!(engine.report(), before);
+    assert_eq!(copy.report(), compute(kubernetes_history(), specs(&policies), &runs).unwrap());
+}
+
+#[test]
 fn the_report_round_trips_through_json() {
     let mut engine = engine(&mixed_policies());
     add_all(&mut engine, &mixed_runs()[..10]);

@@ -43,7 +43,7 @@ impl RunJudge {
     /// The required tests of `policy` are added to `catalog` (as the engine adds them to its own):
     /// ids of tests no run has yet are then the catalog's, not a run's.
     pub fn new(policy: &ProviderPolicy, catalog: &mut TestCatalog) -> Self {
-        Self { judge: Judge::new(policy, catalog), scratch: Scratch::default() }
+        Self { judge: Judge::new(policy, |name| catalog.intern(name)), scratch: Scratch::default() }
     }
 
     /// The verdict on a run's `results`, exactly as [`Engine::add_compact_run`](crate::Engine::add_compact_run)
@@ -91,8 +91,9 @@ impl Scratch {
 }
 
 impl Judge {
-    pub fn new(policy: &ProviderPolicy, catalog: &mut TestCatalog) -> Self {
-        let mut required: Vec<TestId> = policy.required_tests.iter().map(|name| catalog.intern(name)).collect();
+    /// `intern` gives a required test's id, adding it to the catalog if it is new.
+    pub fn new(policy: &ProviderPolicy, mut intern: impl FnMut(&str) -> TestId) -> Self {
+        let mut required: Vec<TestId> = policy.required_tests.iter().map(|name| intern(name)).collect();
         required.sort_unstable();
         required.dedup();
         let mut required_table = vec![0u8; required.last().map_or(0, |id| id.index() + 1)];
@@ -331,7 +332,7 @@ mod tests {
 
     fn judge(policy: &ProviderPolicy, tests: &[(&str, TestStatus)]) -> (bool, Vec<String>) {
         let mut catalog = TestCatalog::new();
-        let judge = Judge::new(policy, &mut catalog);
+        let judge = Judge::new(policy, |name| catalog.intern(name));
         let results: Vec<_> =
             tests.iter().map(|(name, status)| CompactResult::new(catalog.intern(name), *status)).collect();
         let mut scratch = Scratch::default();
@@ -377,7 +378,7 @@ mod tests {
     #[test]
     fn an_id_outside_the_catalog_is_returned() {
         let mut catalog = TestCatalog::new();
-        let judge = Judge::new(&requiring(&["a"]), &mut catalog);
+        let judge = Judge::new(&requiring(&["a"]), |name| catalog.intern(name));
         let sorted = [CompactResult::new(TestId(0), TestStatus::Pass), CompactResult::new(TestId(7), TestStatus::Pass)];
         assert_eq!(judge.judge(&sorted, catalog.len(), &mut Scratch::default()), Err(TestId(7)));
         let unsorted =

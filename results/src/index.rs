@@ -815,7 +815,9 @@ impl Index {
     /// Every finished build, in the order they started (then by row), but those whose result is
     /// `ERROR` (Prow's result for a job that could not test anything: no verdict either way).
     pub async fn lkg_builds(&self) -> Result<Vec<LkgBuild>> {
-        self.lkg_builds_where("", &[]).await
+        let mut builds = Vec::new();
+        self.for_each_lkg_build(|build| builds.push(build)).await?;
+        Ok(builds)
     }
 
     /// [`Index::lkg_builds`] of the jobs named alone.
@@ -823,7 +825,7 @@ impl Index {
         let mut builds = Vec::new();
         for chunk in jobs.chunks(500) {
             let names = (1..=chunk.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(", ");
-            builds.extend(self.lkg_builds_where(&format!("AND j.name IN ({names})"), chunk).await?);
+            self.lkg_builds_where(&format!("AND j.name IN ({names})"), chunk, |build| builds.push(build)).await?;
         }
         builds.sort_by_key(|b| (b.started_at, b.row));
         Ok(builds)
@@ -837,8 +839,14 @@ impl Index {
         Ok(rows.await?.into_iter().collect())
     }
 
+    /// [`Index::lkg_builds`], each build handed to `visit` as it arrives: no row is held, so
+    /// memory stays what `visit` keeps.
+    pub async fn for_each_lkg_build(&self, visit: impl FnMut(LkgBuild)) -> Result<()> {
+        self.lkg_builds_where("", &[], visit).await
+    }
+
     /// `condition` is static text with placeholders for `names`.
-    async fn lkg_builds_where(&self, condition: &str, names: &[String]) -> Result<Vec<LkgBuild>> {
+    async fn lkg_builds_where(&self, condition: &str, names: &[String], mut visit: impl FnMut(LkgBuild)) -> Result<()> {
         let sql = format!(
             "SELECT b.id, j.name, b.build, p.name, b.kubernetes_version, b.provider_version, b.artifacts_url, \
              b.started_at, b.passed, b.job_version, b.repo_commit, b.repos, b.digest FROM builds b \
@@ -850,31 +858,32 @@ impl Index {
         for name in names {
             query = query.bind(name);
         }
-        let rows = query.fetch_all(&self.pool).await.map_err(self.err("list finished builds"))?;
-        rows.iter()
-            .map(|r| {
-                self.decode(|| {
-                    Ok(LkgBuild {
-                        row: r.try_get(0)?,
-                        job: r.try_get(1)?,
-                        build: r.try_get(2)?,
-                        provider: r.try_get(3)?,
-                        kubernetes_version: r.try_get(4)?,
-                        provider_version: r.try_get(5)?,
-                        artifacts_url: r.try_get(6)?,
-                        started_at: r.try_get(7)?,
-                        passed: get_bool(r, "passed")?,
-                        job_version: r.try_get(9)?,
-                        repo_commit: r.try_get(10)?,
-                        repos: r
-                            .try_get::<Option<String>, _>(11)?
-                            .and_then(|json| serde_json::from_str(&json).ok())
-                            .unwrap_or_default(),
-                        digest: r.try_get(12)?,
-                    })
+        let mut rows = query.fetch(&self.pool);
+        while let Some(r) =
+            futures::TryStreamExt::try_next(&mut rows).await.map_err(self.err("list finished builds"))?
+        {
+            visit(self.decode(|| {
+                Ok(LkgBuild {
+                    row: r.try_get(0)?,
+                    job: r.try_get(1)?,
+                    build: r.try_get(2)?,
+                    provider: r.try_get(3)?,
+                    kubernetes_version: r.try_get(4)?,
+                    provider_version: r.try_get(5)?,
+                    artifacts_url: r.try_get(6)?,
+                    started_at: r.try_get(7)?,
+                    passed: get_bool(&r, "passed")?,
+                    job_version: r.try_get(9)?,
+                    repo_commit: r.try_get(10)?,
+                    repos: r
+                        .try_get::<Option<String>, _>(11)?
+                        .and_then(|json| serde_json::from_str(&json).ok())
+                        .unwrap_or_default(),
+                    digest: r.try_get(12)?,
                 })
-            })
-            .collect()
+            })?);
+        }
+        Ok(())
     }
 
     /// Every test: `(row, name)`, by row.

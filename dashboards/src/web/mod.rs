@@ -497,7 +497,7 @@ mod tests {
             engine.add_run(&run).unwrap();
             engine
         };
-        let mut snapshot = lkg::api::Snapshot::single(engine(["k2", "k1"], "k2"), Default::default(), 1);
+        let mut snapshot = lkg::api::Snapshot::single(engine(["k2", "k1"], "k2"), [], 1);
         snapshot.lines.insert("1.36".into(), engine(["r2", "r1"], "r1"));
         snapshot
     }

@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 pub use views::{
-    BisectionView, BuildLink, CheckVerdict, CheckView, CulpritView, DEFAULT_LINE, LkgView, ProviderView, Snapshot,
-    ViewError, bisect_job, check, culprits, lkg, provider,
+    BisectionView, BuildLink, BuildLinks, CheckVerdict, CheckView, CulpritView, DEFAULT_LINE, LkgView, ProviderView,
+    Snapshot, ViewError, bisect_job, check, culprits, lkg, provider,
 };
 
 /// The routes under `/api/v1`, for the OpenAPI document's test.

@@ -20,15 +20,19 @@ pub struct Snapshot {
     /// Line name → its engine.
     pub lines: BTreeMap<String, Engine>,
     /// Build id (as the runs name it) → its artifacts.
-    pub builds: BTreeMap<String, BuildLink>,
+    pub builds: BuildLinks,
     /// When the runs were loaded (unix seconds).
     pub loaded_at: i64,
 }
 
 impl Snapshot {
     /// A snapshot of one line, `master`.
-    pub fn single(engine: Engine, builds: BTreeMap<String, BuildLink>, loaded_at: i64) -> Self {
-        Self { lines: BTreeMap::from([(DEFAULT_LINE.to_owned(), engine)]), builds, loaded_at }
+    pub fn single(engine: Engine, builds: impl IntoIterator<Item = (String, BuildLink)>, loaded_at: i64) -> Self {
+        Self {
+            lines: BTreeMap::from([(DEFAULT_LINE.to_owned(), engine)]),
+            builds: builds.into_iter().collect(),
+            loaded_at,
+        }
     }
 
     /// The lines, newest first: `master`, then `1.37`, `1.36`, … by version.
@@ -67,6 +71,9 @@ fn line_order(line: &str) -> (bool, Vec<u64>) {
         None => (true, Vec::new()),
     }
 }
+
+/// Build id → where its results are, in a persistent map: a snapshot's copy shares it.
+pub type BuildLinks = imbl::OrdMap<String, BuildLink>;
 
 /// Where a build's results are: the evidence behind a verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,8 +154,9 @@ pub fn bisect_job(provider: &str, line: &str) -> String {
 fn bisection(snapshot: &Snapshot, line: &str, provider: &str, culprit: Option<&Culprit>) -> Option<BisectionView> {
     let job = bisect_job(provider, line);
     let prefix = format!("{job}/");
+    let from = (std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Unbounded);
     let mut builds: Vec<(&String, &BuildLink)> =
-        snapshot.builds.iter().filter(|(id, _)| id.starts_with(&prefix)).collect();
+        snapshot.builds.range::<_, str>(from).take_while(|(id, _)| id.starts_with(&prefix)).collect();
     if builds.is_empty() {
         return None;
     }

@@ -6,20 +6,20 @@
 
 mod cache;
 pub mod export;
+mod held;
 mod histories;
 mod verdicts;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use lkg::api::{BuildLink, Snapshot};
+use lkg::api::{BuildLinks, Snapshot};
 use lkg::sources::HistoryCache;
-use lkg::{
-    CompactResult, Engine, JudgedRun, ProviderSpec, RunAdded, RunVerdict, TestCatalog, TestId, TestStatus, UnplacedRun,
-};
+use lkg::{CompactResult, Engine, JudgedRun, ProviderSpec, RunAdded, RunVerdict, TestCatalog, TestId, TestStatus};
 use tracing::{info, warn};
 
+use held::{Digest, Held, OnLine, Place, Strings};
 pub use histories::HistorySpec;
 
 use crate::index::{Index, LkgBuild};
@@ -54,7 +54,9 @@ async fn snapshot_from_results(config: &ProvidersConfig, options: &LkgOptions, i
     let rows: Vec<i64> = builds.iter().map(|b| b.row).collect();
     let (results, _) = read_results(index, None, &rows, &tests.ids).await?;
     let cache: Arc<dyn HistoryCache> = Arc::new(cache::IndexCache(index.clone()));
-    snapshot(config, options, builds, &tests.catalog, &policies, Runs::Results(&results), &cache).await
+    let (builds, links) = held::hold(config, builds, &mut Strings::default());
+    let lines = engines(config, options, &builds, &tests.catalog, &policies, Runs::Results(&results), &cache).await?;
+    Ok(Snapshot { lines, builds: links, loaded_at: crate::unix_now() })
 }
 
 /// Refuses `--provider-history` entries for providers that providers.yaml lacks.
@@ -69,15 +71,18 @@ pub fn check_options(config: &ProvidersConfig, options: &LkgOptions) -> Result<(
     Ok(())
 }
 
-/// A loaded LKG and what it was computed from: every finished build and its verdict (a few bytes a
-/// build, whatever its results), so later loads read from the index only what was indexed since,
-/// and a rebuild (new histories, a build replaced) reads nothing but the histories.
+/// A loaded LKG and what it was computed from: every finished build and its verdict (a few dozen
+/// bytes a build, whatever its results), so later loads read from the index only what was indexed
+/// since, and a rebuild (new histories, a build replaced) reads nothing but the histories.
 #[derive(Debug)]
 pub struct Loaded {
     /// The answers, shared with the server's readers: an update replaces it.
     pub snapshot: Arc<Snapshot>,
     /// Every finished build, in the order runs are added (start time, then row).
-    builds: Vec<LkgBuild>,
+    builds: Vec<Held>,
+    /// Where each build on a line has its artifacts: the answers' map, kept current here.
+    links: BuildLinks,
+    strings: Strings,
     /// Build row → the verdict on its tests under its provider's policy.
     verdicts: HashMap<i64, RunVerdict>,
     tests: verdicts::Tests,
@@ -132,15 +137,20 @@ pub async fn load_full(config: &ProvidersConfig, options: &LkgOptions, index: &I
     check_options(config, options)?;
     // Before the builds: a build indexed in between is read again by the next update, never missed.
     let generations = index.job_generations().await?;
-    let builds = index.lkg_builds().await?;
+    let mut strings = Strings::default();
+    let mut holder = held::Holder::new(config, &mut strings);
+    index.for_each_lkg_build(|build| holder.add(build)).await?;
+    let (builds, links) = holder.finish();
     let tests = verdicts::Tests::of(index.lkg_tests().await?);
     let policies = verdicts::policies(config, &tests.catalog);
     // Builds finished since the builds were read wait for the next load, as do tests committed
     // since (a build naming one is judged without it, as its results were, and not stored).
-    let found = verdicts::verdicts(index, &policies, &tests, &with_providers(config, &builds), false).await?;
+    let found = verdicts::verdicts(index, &policies, &tests, &held::with_providers(&builds), false).await?;
     let mut loaded = Loaded {
         snapshot: Arc::default(),
         builds,
+        links,
+        strings,
         verdicts: found.verdicts,
         tests,
         policies,
@@ -150,11 +160,6 @@ pub async fn load_full(config: &ProvidersConfig, options: &LkgOptions, index: &I
     };
     rebuild(config, options, index, &mut loaded).await?;
     Ok(loaded)
-}
-
-/// Each build with the name of its provider; builds of providers not in the config are left out.
-fn with_providers<'b, 'c>(config: &'c ProvidersConfig, builds: &'b [LkgBuild]) -> Vec<(&'b LkgBuild, &'c str)> {
-    builds.iter().filter_map(|build| Some((build, provider_of(config, build)?.name.as_str()))).collect()
 }
 
 /// The results of the builds `rows` (of every build when `only` is `None`, else of those in it),
@@ -181,9 +186,9 @@ async fn read_results(
 pub async fn rebuild(config: &ProvidersConfig, options: &LkgOptions, index: &Index, loaded: &mut Loaded) -> Result<()> {
     let cache: Arc<dyn HistoryCache> = Arc::new(cache::IndexCache(index.clone()));
     let runs = Runs::Verdicts(&loaded.verdicts);
-    let snapshot =
-        snapshot(config, options, loaded.builds.clone(), &loaded.tests.catalog, &loaded.policies, runs, &cache).await?;
-    loaded.snapshot = Arc::new(snapshot);
+    let (builds, catalog) = (&loaded.builds, &loaded.tests.catalog);
+    let lines = engines(config, options, builds, catalog, &loaded.policies, runs, &cache).await?;
+    loaded.snapshot = Arc::new(Snapshot { lines, builds: loaded.links.clone(), loaded_at: crate::unix_now() });
     loaded.stale = false;
     Ok(())
 }
@@ -192,9 +197,9 @@ pub async fn rebuild(config: &ProvidersConfig, options: &LkgOptions, index: &Ind
 /// listed (no other build is read), the verdicts of their new and replaced builds read (or judged
 /// from their results and stored), and their builds that left the index dropped. New builds that
 /// start after every build held, with versions already in their line's histories, are added to a
-/// copy of the engines; anything else (or a stale snapshot) rebuilds the snapshot from the builds held.
-/// Either way the answer is the one a full load would give (with the histories of the last
-/// rebuild when builds were only added).
+/// copy of the engines (which shares all but the paths it changes); anything else (or a stale
+/// snapshot) rebuilds the snapshot from the builds held. Either way the answer is the one a full
+/// load would give (with the histories of the last rebuild when builds were only added).
 pub async fn load_new(
     config: &ProvidersConfig,
     options: &LkgOptions,
@@ -210,54 +215,54 @@ pub async fn load_new(
     }
     // The builds of the other jobs are as held.
     let fresh = index.lkg_builds_of(&changed.iter().cloned().collect::<Vec<_>>()).await?;
-    let held: HashMap<i64, &str> =
-        loaded.builds.iter().filter(|b| changed.contains(&b.job)).map(|b| (b.row, b.digest.as_str())).collect();
-    let mut read = std::collections::HashSet::new();
-    let (mut new, mut replaced) = (0, 0);
+    let held: HashMap<i64, Digest> =
+        loaded.builds.iter().filter(|b| changed.contains(&*b.job)).map(|b| (b.row, b.digest)).collect();
+    let (mut read, mut replaced) = (HashSet::new(), 0);
     for build in &fresh {
         match held.get(&build.row) {
-            Some(digest) if *digest == build.digest => {}
+            Some(digest) if *digest == Digest::of(&build.digest) => {}
             Some(_) => {
                 replaced += 1;
                 read.insert(build.row);
             }
             None => {
-                new += 1;
                 read.insert(build.row);
             }
         }
     }
-    let still: std::collections::HashSet<i64> = fresh.iter().map(|b| b.row).collect();
-    let gone: Vec<i64> = held.keys().copied().filter(|row| !still.contains(row)).collect();
+    let still: HashSet<i64> = fresh.iter().map(|b| b.row).collect();
+    let gone: HashSet<i64> = held.keys().copied().filter(|row| !still.contains(row)).collect();
     if read.is_empty() && gone.is_empty() && !loaded.stale {
         loaded.generations = generations;
         return Ok(Update::Unchanged);
     }
-    let mut reading = with_providers(config, &fresh);
-    reading.retain(|(build, _)| read.contains(&build.row));
-    let found = verdicts::verdicts(index, &loaded.policies, &loaded.tests, &reading, true).await?;
+    let fresh: Vec<LkgBuild> = fresh.into_iter().filter(|b| read.contains(&b.row)).collect();
+    let (fresh, links) = held::hold(config, fresh, &mut loaded.strings);
+    let found = verdicts::verdicts(index, &loaded.policies, &loaded.tests, &held::with_providers(&fresh), true).await?;
     if found.unknown_test {
         return Ok(Update::NeedsFull("a new build ran a test not loaded before".into()));
     }
     let last = loaded.builds.last().map(|b| (b.started_at, b.row));
-    let appended: Vec<LkgBuild> = fresh.iter().filter(|b| !held.contains_key(&b.row)).cloned().collect();
-    let only_appended = replaced == 0
-        && gone.is_empty()
-        && !loaded.stale
-        && appended.iter().all(|b| Some((b.started_at, b.row)) > last);
+    let only_appended =
+        replaced == 0 && gone.is_empty() && !loaded.stale && fresh.iter().all(|b| Some((b.started_at, b.row)) > last);
     // From here on `loaded` holds the index's builds: a failed rebuild leaves it stale, to rebuild
     // at the next update.
-    let left = gone.len();
-    for row in gone {
-        loaded.verdicts.remove(&row);
+    let (new, left) = (read.len() - replaced, gone.len());
+    for build in loaded.builds.iter().filter(|b| gone.contains(&b.row) || read.contains(&b.row)) {
+        loaded.links.remove(&build.id());
+    }
+    loaded.links.extend(links);
+    for row in &gone {
+        loaded.verdicts.remove(row);
     }
     loaded.verdicts.extend(found.verdicts);
     loaded.judged = found.judged;
-    if only_appended {
-        loaded.builds.extend(appended.iter().cloned());
-    } else {
-        loaded.builds.retain(|b| !changed.contains(&b.job));
-        loaded.builds.extend(fresh);
+    if !only_appended {
+        loaded.builds.retain(|b| !gone.contains(&b.row) && !read.contains(&b.row));
+    }
+    let appended = loaded.builds.len();
+    loaded.builds.extend(fresh);
+    if !only_appended {
         loaded.builds.sort_by_key(|b| (b.started_at, b.row));
     }
     loaded.generations = generations;
@@ -265,7 +270,7 @@ pub async fn load_new(
     let reason = if !only_appended {
         format!("{new} new, {replaced} replaced and {left} removed build(s), or histories due")
     } else {
-        match add_to_copy(config, loaded, appended) {
+        match add_to_copy(loaded, &loaded.builds[appended..]) {
             Ok(added) => {
                 loaded.snapshot = Arc::new(added);
                 loaded.stale = false;
@@ -279,41 +284,44 @@ pub async fn load_new(
 }
 
 /// `loaded`'s snapshot with `appended` added, or why that would not be what a full load gives.
-fn add_to_copy(config: &ProvidersConfig, loaded: &Loaded, appended: Vec<LkgBuild>) -> Result<Snapshot, String> {
-    let (builds, versionless) = attribute(config, appended);
-    if let Some(provider) = versionless.keys().next() {
-        return Err(format!("a new build of {provider} carries no versions"));
-    }
-    for build in &builds {
-        let placed =
-            loaded.snapshot.lines.get(&build.line).is_some_and(|engine| {
-                engine.places(&build.provider, &build.kubernetes_version, &build.provider_version)
-            });
-        if !placed {
-            return Err(format!(
-                "build {}/{} names a version not in the histories of line {}",
-                build.build.job, build.build.build, build.line
-            ));
+/// The copy shares everything the new builds do not change with the snapshot readers hold.
+fn add_to_copy(loaded: &Loaded, appended: &[Held]) -> Result<Snapshot, String> {
+    for build in appended {
+        match &build.place {
+            Place::Line(on) => {
+                let placed =
+                    loaded.snapshot.lines.get(&*on.line).is_some_and(|engine| {
+                        engine.places(&on.provider, &on.kubernetes_version, &on.provider_version)
+                    });
+                if !placed {
+                    return Err(format!(
+                        "build {} names a version not in the histories of line {}",
+                        build.id(),
+                        on.line
+                    ));
+                }
+            }
+            Place::Versionless { provider, .. } => {
+                return Err(format!("a new build of {provider} carries no versions"));
+            }
+            Place::Foreign => {}
         }
     }
     let mut snapshot = (*loaded.snapshot).clone();
-    for line in builds.iter().map(|b| b.line.clone()).collect::<BTreeSet<_>>() {
-        let in_line: Vec<&Attributed> = builds.iter().filter(|b| b.line == line).collect();
-        let engine = snapshot.lines.get_mut(&line).expect("placed above");
-        snapshot.builds.append(&mut add_builds(engine, &in_line, Runs::Verdicts(&loaded.verdicts)));
+    for (line, engine) in snapshot.lines.iter_mut() {
+        let in_line = on_line(appended, line);
+        if !in_line.is_empty() {
+            add_builds(engine, &in_line, Runs::Verdicts(&loaded.verdicts));
+        }
     }
+    snapshot.builds = loaded.links.clone();
     snapshot.loaded_at = crate::unix_now();
     Ok(snapshot)
 }
 
-/// A build as the LKG takes it: its provider and versions settled, its release line chosen.
-#[derive(Debug, Clone)]
-struct Attributed {
-    build: LkgBuild,
-    provider: String,
-    kubernetes_version: String,
-    provider_version: String,
-    line: String,
+/// The builds of `builds` on `line`, each with its provider and versions.
+fn on_line<'b>(builds: &'b [Held], line: &str) -> Vec<(&'b Held, &'b OnLine)> {
+    builds.iter().filter_map(|b| Some((b, b.on_line()?))).filter(|(_, on)| &*on.line == line).collect()
 }
 
 /// How a build's run goes into an engine: by its verdict, or (the reference the verdicts are
@@ -325,20 +333,19 @@ enum Runs<'a> {
     Results(&'a HashMap<i64, Vec<CompactResult>>),
 }
 
-async fn snapshot(
+/// An engine per release line, each with the builds on its line and the histories they name.
+async fn engines(
     config: &ProvidersConfig,
     options: &LkgOptions,
-    builds: Vec<LkgBuild>,
-    catalog: &TestCatalog,
+    builds: &[Held],
+    catalog: &Arc<TestCatalog>,
     policies: &BTreeMap<String, verdicts::Policy>,
     runs: Runs<'_>,
     cache: &Arc<dyn HistoryCache>,
-) -> Result<Snapshot> {
-    let (builds, versionless) = attribute(config, builds);
+) -> Result<BTreeMap<String, Engine>> {
     let mut lines = BTreeMap::new();
-    let mut links = BTreeMap::new();
     for line in line_names(config) {
-        let in_line: Vec<&Attributed> = builds.iter().filter(|b| b.line == line).collect();
+        let in_line = on_line(builds, &line);
         let branch = kubernetes_branch(&line);
         let spec = if line == lkg::api::DEFAULT_LINE {
             options.kubernetes_history.clone()
@@ -346,24 +353,24 @@ async fn snapshot(
             options.kubernetes_history.on_branch(&branch)
         };
         let kubernetes = spec
-            .history("kubernetes", &branch, &revisions(&in_line, |b| &b.kubernetes_version), options, cache)
+            .history("kubernetes", &branch, &revisions(&in_line, |on| &on.kubernetes_version), options, cache)
             .await
             .with_context(|| format!("the Kubernetes history of line {line}"))?;
         let providers = provider_specs(config, options, &line, &in_line, policies, cache).await?;
-        let mut engine = Engine::with_catalog(kubernetes, providers, catalog.clone());
-        links.append(&mut add_builds(&mut engine, &in_line, runs));
+        let mut engine = Engine::with_shared_catalog(kubernetes, providers, catalog.clone());
+        add_builds(&mut engine, &in_line, runs);
         // A build with no Kubernetes version has no line either: the default line names it.
         if line == lkg::api::DEFAULT_LINE {
-            for (provider, unplaced) in &versionless {
-                for run in unplaced {
-                    let _ = engine.add_unplaced(provider, run.clone());
+            for build in builds {
+                if let Place::Versionless { provider, run } = &build.place {
+                    let _ = engine.add_unplaced(provider, (**run).clone());
                 }
             }
         }
         lines.insert(line, engine);
     }
     info!("LKG over {} build(s) of {} provider(s) on {} line(s)", builds.len(), config.providers.len(), lines.len());
-    Ok(Snapshot { lines, builds: links, loaded_at: crate::unix_now() })
+    Ok(lines)
 }
 
 /// Every release line of the providers: `master`, then each `release-1.X` branch's `1.X`.
@@ -376,58 +383,6 @@ fn kubernetes_branch(line: &str) -> String {
     if line == lkg::api::DEFAULT_LINE { line.to_owned() } else { format!("release-{line}") }
 }
 
-/// Each build's provider (its own metadata, else providers.yaml's `prow.jobs` or job-name rule),
-/// versions (the harness's keys, else Prow's fields) and release line. Builds of no known
-/// provider are left out with a warning; builds with no versions to be had are returned per
-/// provider as unplaced runs, so every answer names them.
-fn attribute(config: &ProvidersConfig, builds: Vec<LkgBuild>) -> (Vec<Attributed>, BTreeMap<String, Vec<UnplacedRun>>) {
-    let (mut attributed, mut versionless, mut foreign) =
-        (Vec::new(), BTreeMap::<String, Vec<UnplacedRun>>::new(), BTreeSet::new());
-    for build in builds {
-        let Some(provider) = provider_of(config, &build) else {
-            foreign.insert(build.provider.clone().unwrap_or_else(|| format!("(job {})", build.job)));
-            continue;
-        };
-        let provider_version = build.provider_version.clone().or_else(|| {
-            let repo = provider.prow_repo()?;
-            build.repos.get(&repo).and_then(|value| crate::layout::repo_ref_commit(value)).map(str::to_owned)
-        });
-        let kubernetes_version = build.kubernetes_version.clone();
-        let (Some(kubernetes_version), Some(provider_version)) = (kubernetes_version, provider_version) else {
-            let missing = missing_versions(&build, provider);
-            versionless.entry(provider.name.clone()).or_default().push(UnplacedRun {
-                build_id: format!("{}/{}", build.job, build.build),
-                kubernetes_version: build.kubernetes_version.clone().unwrap_or_default(),
-                provider_version: build.provider_version.clone().unwrap_or_default(),
-                problems: vec![missing],
-            });
-            continue;
-        };
-        let line = line_of(provider, &kubernetes_version);
-        attributed.push(Attributed {
-            provider: provider.name.clone(),
-            kubernetes_version,
-            provider_version,
-            line,
-            build,
-        });
-    }
-    if !foreign.is_empty() {
-        let names = foreign.into_iter().collect::<Vec<_>>().join(", ");
-        warn!("builds of providers not in {} left out: {names}", config.source.display());
-    }
-    for (provider, runs) in &versionless {
-        let mut jobs: BTreeMap<&str, usize> = BTreeMap::new();
-        for run in runs {
-            *jobs.entry(run.build_id.split('/').next().unwrap_or_default()).or_default() += 1;
-        }
-        for (job, count) in jobs {
-            warn!("{count} build(s) of job {job} ({provider}) carry no versions: listed as unplaced");
-        }
-    }
-    (attributed, versionless)
-}
-
 /// A build's provider: the one its metadata names, else the one providers.yaml gives its job;
 /// `None` when that is not in providers.yaml.
 fn provider_of<'c>(config: &'c ProvidersConfig, build: &LkgBuild) -> Option<&'c config::Provider> {
@@ -437,43 +392,13 @@ fn provider_of<'c>(config: &'c ProvidersConfig, build: &LkgBuild) -> Option<&'c 
     }
 }
 
-/// What a build without versions lacks, and where the harness looked.
-fn missing_versions(build: &LkgBuild, provider: &config::Provider) -> String {
-    let mut missing = Vec::new();
-    if build.kubernetes_version.is_none() {
-        missing.push(
-            "no Kubernetes version (finished.json metadata kubernetes-version or job-version, or a kubernetes/kubernetes commit in started.json repos)"
-                .to_owned(),
-        );
-    }
-    if build.provider_version.is_none() {
-        let repo = provider.prow_repo().unwrap_or_else(|| "the provider's repository".into());
-        missing.push(format!(
-            "no provider version (finished.json metadata provider-version, or a {repo} commit in started.json repos; set prow.repo in providers.yaml if its key differs)"
-        ));
-    }
-    format!("carries {}", missing.join(" and "))
-}
-
-/// The line a run belongs to: the provider's `release-1.X` line when its Kubernetes version is a
-/// 1.X (release, pre-release or CI version), else `master`.
-fn line_of(provider: &config::Provider, kubernetes_version: &str) -> String {
-    let minor = histories::parse_version(kubernetes_version).map(|v| format!("{}.{}", v.major, v.minor));
-    provider
-        .release_lines()
-        .into_iter()
-        .map(|(line, _)| line)
-        .find(|line| minor.as_deref() == Some(line.as_str()))
-        .unwrap_or_else(|| lkg::api::DEFAULT_LINE.to_owned())
-}
-
 /// The history (holding the versions its builds on `line` name) and policy of each provider that
 /// keeps `line`.
 async fn provider_specs(
     config: &ProvidersConfig,
     options: &LkgOptions,
     line: &str,
-    builds: &[&Attributed],
+    builds: &[(&Held, &OnLine)],
     policies: &BTreeMap<String, verdicts::Policy>,
     cache: &Arc<dyn HistoryCache>,
 ) -> Result<BTreeMap<String, ProviderSpec>> {
@@ -483,9 +408,10 @@ async fn provider_specs(
         let spec = options.provider_histories.get(&provider.name).unwrap_or(&HistorySpec::Tested);
         // A branch named in --provider-history is the master line's; release lines use their own.
         let spec = if line == lkg::api::DEFAULT_LINE { spec.clone() } else { spec.on_branch(&branch) };
-        let own: Vec<&Attributed> = builds.iter().copied().filter(|b| b.provider == provider.name).collect();
+        let own: Vec<(&Held, &OnLine)> =
+            builds.iter().copied().filter(|(_, on)| *on.provider == *provider.name).collect();
         let history = spec
-            .history(&provider.name, &branch, &revisions(&own, |b| &b.provider_version), options, cache)
+            .history(&provider.name, &branch, &revisions(&own, |on| &on.provider_version), options, cache)
             .await
             .with_context(|| format!("the history of provider {} on line {line}", provider.name))?;
         let policy = policies[&provider.name].policy.clone();
@@ -494,18 +420,15 @@ async fn provider_specs(
     Ok(providers)
 }
 
-/// Adds every build as a run (ids `job/build`), and returns where each one's artifacts are.
-fn add_builds(engine: &mut Engine, builds: &[&Attributed], runs: Runs) -> BTreeMap<String, BuildLink> {
-    let mut links = BTreeMap::new();
+/// Adds every build as a run (ids `job/build`).
+fn add_builds(engine: &mut Engine, builds: &[(&Held, &OnLine)], runs: Runs) {
     let mut unplaced = 0;
-    for attributed in builds {
-        let build = &attributed.build;
-        let id = format!("{}/{}", build.job, build.build);
+    for (build, on) in builds {
         let run = JudgedRun {
-            build_id: id.clone(),
-            provider: attributed.provider.clone(),
-            kubernetes_version: attributed.kubernetes_version.clone(),
-            provider_version: attributed.provider_version.clone(),
+            build_id: build.id(),
+            provider: on.provider.to_string(),
+            kubernetes_version: on.kubernetes_version.to_string(),
+            provider_version: on.provider_version.to_string(),
             // A build none was found for had no results: nothing ran, so nothing makes it good.
             verdict: RunVerdict { good: false, flaky_tests: Vec::new() },
             build_passed: build.passed,
@@ -528,28 +451,20 @@ fn add_builds(engine: &mut Engine, builds: &[&Attributed], runs: Runs) -> BTreeM
         match added {
             Ok(RunAdded::Unplaced) => unplaced += 1,
             Ok(_) => {}
-            Err(error) => warn!("build {id} left out of the LKG: {error}"),
+            Err(error) => warn!("build {} left out of the LKG: {error}", build.id()),
         }
-        let link = BuildLink {
-            artifacts_url: build.artifacts_url.clone(),
-            started_at: build.started_at,
-            kubernetes_version: attributed.kubernetes_version.clone(),
-            provider_version: attributed.provider_version.clone(),
-        };
-        links.insert(id, link);
     }
     if unplaced > 0 {
         warn!("{unplaced} build(s) name a version not in its history: listed as unplaced, left out of the ordering");
     }
-    links
 }
 
 /// Each version the builds name, with when it was first tested.
-fn revisions(builds: &[&Attributed], version: impl Fn(&Attributed) -> &String) -> BTreeMap<String, i64> {
+fn revisions(builds: &[(&Held, &OnLine)], version: impl Fn(&OnLine) -> &Arc<str>) -> BTreeMap<String, i64> {
     let mut first_tested = BTreeMap::new();
-    for build in builds {
-        let at = first_tested.entry(version(build).clone()).or_insert(build.build.started_at);
-        *at = (*at).min(build.build.started_at);
+    for (build, on) in builds {
+        let at = first_tested.entry(version(on).to_string()).or_insert(build.started_at);
+        *at = (*at).min(build.started_at);
     }
     first_tested
 }

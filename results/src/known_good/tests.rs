@@ -66,7 +66,8 @@ fn build(number: u32, started_at: i64, kubernetes: &str, provider_version: &str,
 fn answers(snapshot: &Snapshot) -> serde_json::Value {
     let lines: BTreeMap<&String, Report> =
         snapshot.lines.iter().map(|(line, engine)| (line, engine.report())).collect();
-    serde_json::json!({ "lines": lines, "builds": snapshot.builds })
+    let builds: BTreeMap<&String, &lkg::api::BuildLink> = snapshot.builds.iter().collect();
+    serde_json::json!({ "lines": lines, "builds": builds })
 }
 
 async fn assert_same_as_full(index: &Index, loaded: &Loaded, when: &str) {
@@ -92,11 +93,15 @@ async fn updates_read_only_what_was_indexed_since_and_answer_as_a_full_load_on_b
         let mut loaded = load_full(&config, &options(), index).await.unwrap();
         assert_eq!(update(index, &mut loaded).await, Update::Unchanged);
 
-        // A later build of versions already loaded: added to the engines as they are.
+        // A later build of versions already loaded: added to a copy of the engines; the answers
+        // readers hold are untouched, though the copy shares their maps.
+        let (served, served_answers) = (loaded.snapshot.clone(), answers(&loaded.snapshot));
         index.index_build(&build(4, 400, "v1.37.0", "a", &["[sig-node] pods"])).await.unwrap();
         assert_eq!(update(index, &mut loaded).await, Update::Added { builds: 1 });
         assert_same_as_full(index, &loaded, "a build of known versions added").await;
         assert!(loaded.snapshot.builds.contains_key("ci-local/4"), "{}", index.name());
+        assert_eq!(answers(&served), served_answers, "{}: the answers served before", index.name());
+        assert!(!served.builds.contains_key("ci-local/4"), "{}", index.name());
 
         // A new provider version is not in the `tested` history yet: rebuilt from what is held.
         index.index_build(&build(5, 500, "v1.37.1", "b", &[])).await.unwrap();

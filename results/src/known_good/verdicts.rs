@@ -5,14 +5,16 @@
 //! again under its own digest and never reads the old one's.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use anyhow::Result;
 use lkg::{CompactResult, ProviderPolicy, RunJudge, RunVerdict, TestCatalog, TestId};
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 use tracing::warn;
 
+use super::held::{Digest, Held};
 use super::{lkg_status, read_results, required_tests};
-use crate::index::{Index, LkgBuild, PackedResults, StoredVerdict};
+use crate::index::{Index, PackedResults, StoredVerdict};
 use config::ProvidersConfig;
 
 /// Bumped when judging changes meaning (how a run is judged, not what a policy says): verdicts
@@ -22,7 +24,8 @@ const JUDGING: &str = "lkg run verdict v1";
 /// Every indexed test, each with the same id in the catalog of every engine of a load.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Tests {
-    pub catalog: TestCatalog,
+    /// Shared by the engines of every line.
+    pub catalog: Arc<TestCatalog>,
     /// Test row → id.
     pub ids: HashMap<i64, TestId>,
     /// Id → test row.
@@ -32,15 +35,15 @@ pub(super) struct Tests {
 impl Tests {
     /// `(row, name)` as the index lists them.
     pub fn of(listed: Vec<(i64, String)>) -> Self {
-        let mut tests = Tests::default();
+        let (mut catalog, mut ids, mut rows) = (TestCatalog::new(), HashMap::new(), Vec::new());
         for (row, name) in listed {
-            let id = tests.catalog.intern(&name);
-            tests.ids.insert(row, id);
-            if id.index() == tests.rows.len() {
-                tests.rows.push(row);
+            let id = catalog.intern(&name);
+            ids.insert(row, id);
+            if id.index() == rows.len() {
+                rows.push(row);
             }
         }
-        tests
+        Tests { catalog: Arc::new(catalog), ids, rows }
     }
 }
 
@@ -98,23 +101,24 @@ pub(super) async fn verdicts(
     index: &Index,
     policies: &BTreeMap<String, Policy>,
     tests: &Tests,
-    builds: &[(&LkgBuild, &str)],
+    builds: &[(&Held, &str)],
     only_these: bool,
 ) -> Result<Found> {
     let mut found = Found::default();
-    let mut by_policy: BTreeMap<&str, Vec<&LkgBuild>> = BTreeMap::new();
+    let mut by_policy: BTreeMap<&str, Vec<&Held>> = BTreeMap::new();
     for (build, provider) in builds {
         if let Some(policy) = policies.get(*provider) {
             by_policy.entry(policy.digest.as_str()).or_default().push(build);
         }
     }
-    let mut missing: HashMap<i64, (&LkgBuild, &str)> = HashMap::new();
+    let mut missing: HashMap<i64, (&Held, &str)> = HashMap::new();
     for (policy, builds) in &by_policy {
         let rows: Vec<i64> = builds.iter().map(|b| b.row).collect();
         let stored = index.lkg_verdicts(policy, only_these.then_some(&rows[..])).await?;
         let stored: HashMap<i64, StoredVerdict> = stored.into_iter().map(|v| (v.build, v)).collect();
         for build in builds {
-            match stored.get(&build.row).filter(|v| v.digest == build.digest).and_then(|v| verdict_of(v, tests)) {
+            let current = |v: &&StoredVerdict| Digest::of(&v.digest) == build.digest;
+            match stored.get(&build.row).filter(current).and_then(|v| verdict_of(v, tests)) {
                 Some(verdict) => {
                     found.verdicts.insert(build.row, verdict);
                 }
@@ -128,7 +132,7 @@ pub(super) async fn verdicts(
         return Ok(found);
     }
 
-    let mut judging = tests.catalog.clone();
+    let mut judging = TestCatalog::clone(&tests.catalog);
     let mut judges: BTreeMap<&str, RunJudge> =
         by_policy.keys().map(|digest| (*digest, judge_of(policies, digest, &mut judging))).collect();
     let mut to_store: BTreeMap<&str, Vec<StoredVerdict>> = BTreeMap::new();
@@ -136,7 +140,7 @@ pub(super) async fn verdicts(
     let mut judged = BTreeSet::new();
     let mut visit = |packed: PackedResults| {
         let Some((build, policy)) = missing.get(&packed.build) else { return };
-        if packed.digest != build.digest {
+        if Digest::of(&packed.digest) != build.digest {
             return; // Packed from other content than listed: read the results below.
         }
         let (results, complete) = compact(packed.results.iter().copied(), tests);
