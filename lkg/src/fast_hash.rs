@@ -1,5 +1,5 @@
-//! A fast non-cryptographic hasher (the Fx hash of rustc) for maps keyed by commit ids and build
-//! ids. Commit ids are SHA-1/SHA-256 digests and build ids come from our own runs, so nobody picks
+//! A fast non-cryptographic hasher (the Fx hash of rustc) for maps keyed by commit ids and test
+//! names. Commit ids are SHA-1/SHA-256 digests and test names come from the index, so nobody picks
 //! keys to collide; std's SipHash costs most of a lookup on keys of 40 bytes.
 
 use std::collections::HashMap;

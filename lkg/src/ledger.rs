@@ -150,7 +150,7 @@ impl Ledger {
     ) -> Result<Recorded, LkgError> {
         let invalid = |reason| LkgError::InvalidRun { build_id: build_id.to_owned(), reason: Box::new(reason) };
         let provider = self.providers.get_mut(provider_name).ok_or_else(|| invalid(unknown_provider(provider_name)))?;
-        // Taken now (one hash instead of two), given back if the run is refused below.
+        // Taken now, given back if the run is refused below.
         if provider.builds.contains(build_id) {
             return Ok(Recorded::Duplicate);
         }
