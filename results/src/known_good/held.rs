@@ -32,7 +32,7 @@ pub(super) struct Held {
 impl Held {
     /// The id its run has in the engines and the answers: `job/build`.
     pub fn id(&self) -> String {
-        format!("{}/{}", self.job, self.build)
+        run_id(&self.job, &self.build)
     }
 
     /// Its provider, versions and line, when it is ordered on a line.
@@ -42,6 +42,11 @@ impl Held {
             Place::Versionless { .. } | Place::Foreign => None,
         }
     }
+}
+
+/// A build's run id in the engines and the answers.
+fn run_id(job: &str, build: &str) -> String {
+    format!("{job}/{build}")
 }
 
 /// A build's provider, its versions, and the release line they put it on.
@@ -135,7 +140,7 @@ impl<'a> Holder<'a> {
                     kubernetes_version: on.kubernetes_version.to_string(),
                     provider_version: on.provider_version.to_string(),
                 };
-                self.links.insert(format!("{}/{}", build.job, build.build), link);
+                self.links.insert(run_id(&build.job, &build.build), link);
             }
             Place::Versionless { provider, .. } => {
                 *self.versionless.entry((provider.clone(), build.job.clone())).or_default() += 1;
@@ -205,7 +210,7 @@ fn place(config: &ProvidersConfig, build: &LkgBuild, strings: &mut Strings) -> P
         _ => Place::Versionless {
             provider: strings.get(&provider.name),
             run: Box::new(UnplacedRun {
-                build_id: format!("{}/{}", build.job, build.build),
+                build_id: run_id(&build.job, &build.build),
                 kubernetes_version: build.kubernetes_version.clone().unwrap_or_default(),
                 provider_version: build.provider_version.clone().unwrap_or_default(),
                 problems: vec![missing_versions(build, provider)],

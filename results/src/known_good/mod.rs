@@ -215,12 +215,12 @@ pub async fn load_new(
     }
     // The builds of the other jobs are as held.
     let fresh = index.lkg_builds_of(&changed.iter().cloned().collect::<Vec<_>>()).await?;
-    let held: HashMap<i64, Digest> =
-        loaded.builds.iter().filter(|b| changed.contains(&*b.job)).map(|b| (b.row, b.digest)).collect();
+    let held: HashMap<i64, &Held> =
+        loaded.builds.iter().filter(|b| changed.contains(&*b.job)).map(|b| (b.row, b)).collect();
     let (mut read, mut replaced) = (HashSet::new(), 0);
     for build in &fresh {
         match held.get(&build.row) {
-            Some(digest) if *digest == Digest::of(&build.digest) => {}
+            Some(held) if held.digest == Digest::of(&build.digest) => {}
             Some(_) => {
                 replaced += 1;
                 read.insert(build.row);
@@ -245,11 +245,13 @@ pub async fn load_new(
     let last = loaded.builds.last().map(|b| (b.started_at, b.row));
     let only_appended =
         replaced == 0 && gone.is_empty() && !loaded.stale && fresh.iter().all(|b| Some((b.started_at, b.row)) > last);
+    let dropped: Vec<String> =
+        held.values().filter(|b| gone.contains(&b.row) || read.contains(&b.row)).map(|b| b.id()).collect();
     // From here on `loaded` holds the index's builds: a failed rebuild leaves it stale, to rebuild
     // at the next update.
     let (new, left) = (read.len() - replaced, gone.len());
-    for build in loaded.builds.iter().filter(|b| gone.contains(&b.row) || read.contains(&b.row)) {
-        loaded.links.remove(&build.id());
+    for id in &dropped {
+        loaded.links.remove(id);
     }
     loaded.links.extend(links);
     for row in &gone {
