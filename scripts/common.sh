@@ -54,6 +54,25 @@ require_node_packages() {
     || die "could not install ${missing[*]}: install them (apt-get install ${missing[*]}) and re-run"
 }
 
+# The `openstack` provider's cloud (`harness cluster up --cloud openstack`) runs Debian's MariaDB
+# (every OpenStack service's database) and RabbitMQ (Nova's message bus) as processes of the
+# cluster: installed if missing; `harness toolchain install --all` checks for them.
+openstack_packages=(mariadb-server rabbitmq-server)
+require_openstack_packages() {
+  local missing=()
+  for package in "${openstack_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return
+  say "installing what the openstack cloud needs from Debian's packages: ${missing[*]}"
+  local sudo=()
+  [[ "$(id -u)" == 0 ]] || sudo=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2 \
+    || { "${sudo[@]}" apt-get update >&2 && "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2; } \
+    || die "could not install ${missing[*]}: install them (apt-get install ${missing[*]}) and re-run"
+}
+
 # CI starts from a fresh clone each time: keep cargo's outputs in the user cache dir so a warm
 # machine does not rebuild every dependency. Developers keep ./target unless they set it.
 use_cached_target_dir() {

@@ -5,6 +5,7 @@
 mod clusters;
 mod common;
 mod deploy_manifests;
+mod openstack_cloud;
 mod prow_config;
 mod publishing;
 mod real_images;

@@ -503,18 +503,21 @@ pub enum LocalCloud {
     Moto,
     /// govmomi's vcsim (the vCenter API), for the `vsphere` provider (cloud-provider-vsphere's CCM).
     Vcsim,
+    /// OpenStack's own services with their fake back ends, for the `openstack` provider
+    /// (cloud-provider-openstack's CCM).
+    Openstack,
 }
 
 impl LocalCloud {
-    pub const ALL: [LocalCloud; 3] = [LocalCloud::Local, LocalCloud::Moto, LocalCloud::Vcsim];
+    pub const ALL: [LocalCloud; 4] = [LocalCloud::Local, LocalCloud::Moto, LocalCloud::Vcsim, LocalCloud::Openstack];
 
     /// The nodes a `local` deployer with this cloud has when `node_kind` is not given: real ones
     /// with the local cloud; kwok's with moto, whose EC2 instances the nodes are named and
     /// addressed after (no real node can be); real ones with vcsim, whose CCM drops the loopback
-    /// addresses kwok's nodes have.
+    /// addresses kwok's nodes have; real ones with OpenStack, as the other clouds of real CCMs.
     pub fn default_node_kind(self) -> crate::nodes::NodeKind {
         match self {
-            LocalCloud::Local | LocalCloud::Vcsim => crate::nodes::NodeKind::Real,
+            LocalCloud::Local | LocalCloud::Vcsim | LocalCloud::Openstack => crate::nodes::NodeKind::Real,
             LocalCloud::Moto => crate::nodes::NodeKind::Kwok,
         }
     }
@@ -523,7 +526,7 @@ impl LocalCloud {
     pub fn node_kinds(self) -> &'static [crate::nodes::NodeKind] {
         use crate::nodes::NodeKind;
         match self {
-            LocalCloud::Local => &[NodeKind::Real, NodeKind::Kwok],
+            LocalCloud::Local | LocalCloud::Openstack => &[NodeKind::Real, NodeKind::Kwok],
             LocalCloud::Moto => &[NodeKind::Kwok],
             LocalCloud::Vcsim => &[NodeKind::Real],
         }
@@ -534,6 +537,7 @@ impl LocalCloud {
             LocalCloud::Local => "local",
             LocalCloud::Moto => "moto",
             LocalCloud::Vcsim => "vcsim",
+            LocalCloud::Openstack => "openstack",
         }
     }
 }

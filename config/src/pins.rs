@@ -104,12 +104,16 @@ pub const AWS_CCM_BINARY: &str = "aws-cloud-controller-manager";
 /// `tools/vsphere/`.
 pub const VSPHERE_CCM_BINARY: &str = "vsphere-cloud-controller-manager";
 
+/// cloud-provider-openstack's CCM, built from the Go module proxy at the release pinned in
+/// `tools/openstack/`.
+pub const OPENSTACK_CCM_BINARY: &str = "openstack-cloud-controller-manager";
+
 /// The CCMs built with each Kubernetes toolchain (in its bin dir).
 pub const TOOLCHAIN_CCMS: &[&str] = &[UPSTREAM_CCM_BINARY];
 
 /// What a provider's `ccm.build` of `kind: toolchain` may name: the toolchain's own CCMs, and the
 /// providers' CCMs the toolchain builds from the Go module proxy.
-pub const BUILDABLE_CCMS: &[&str] = &[UPSTREAM_CCM_BINARY, AWS_CCM_BINARY, VSPHERE_CCM_BINARY];
+pub const BUILDABLE_CCMS: &[&str] = &[UPSTREAM_CCM_BINARY, AWS_CCM_BINARY, VSPHERE_CCM_BINARY, OPENSTACK_CCM_BINARY];
 
 /// The version a module requires of `path`, read from its go.mod (`require path vX` or `path vX`).
 pub fn required_version(module: &GoModule, path: &str) -> Option<&'static str> {

@@ -312,6 +312,8 @@ fn job_names_are_per_provider_job_and_release_line() {
             "ci-cloud-provider-aws-k8s-1.36",
             "ci-cloud-provider-vsphere-k8s-1.37",
             "ci-cloud-provider-vsphere-k8s-1.36",
+            "ci-cloud-provider-openstack-k8s-1.37",
+            "ci-cloud-provider-openstack-k8s-1.36",
             "ci-cloud-provider-local-k8s-1.37",
             "ci-cloud-provider-local-certified-conformance-k8s-1.37",
             "ci-cloud-provider-local-k8s-1.36",
@@ -346,14 +348,15 @@ fn testgrid_input_has_a_job_per_cell_under_the_bucket() {
     let config = ProvidersConfig::bundled();
     let input = testgrid_input(&config);
     assert_eq!(input.dashboard_group.as_deref(), Some("sig-cloud-provider-harness"));
-    let [aws, vsphere, provider, upstream] = &input.providers[..] else { panic!("{input:?}") };
+    let [aws, vsphere, openstack, provider, upstream] = &input.providers[..] else { panic!("{input:?}") };
     assert_eq!((aws.dashboard.as_str(), aws.num_failures_to_alert), ("cloud-provider-aws", 3));
     assert_eq!(vsphere.dashboard, "cloud-provider-vsphere");
+    assert_eq!(openstack.dashboard, "cloud-provider-openstack");
     assert_eq!(upstream.dashboard, "cloud-provider-local-upstream");
     assert_eq!((provider.dashboard.as_str(), provider.num_failures_to_alert), ("cloud-provider-local", 3));
     assert_eq!(provider.jobs[0].gcs_prefix, "kubernetes-ci-logs/logs/ci-cloud-provider-local-k8s-1.37");
     let generated = crate::testgrid::generate(&input).unwrap();
-    assert_eq!(generated.test_groups.len(), 10);
+    assert_eq!(generated.test_groups.len(), 12);
     // The certification jobs, and only they, on the provider's conformance dashboard.
     let tabs = |name: &str| -> Vec<String> {
         let dashboard = generated.dashboards.iter().find(|d| d.name == name).unwrap_or_else(|| panic!("{name}"));

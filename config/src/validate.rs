@@ -681,6 +681,8 @@ impl Checker<'_> {
                     (LocalCloud::Vcsim, _) => vsphere.as_ref().map_or(crate::nodes::MAX_REAL_NODES, |v| v.max_nodes()),
                     (_, crate::nodes::NodeKind::Real) => crate::nodes::MAX_REAL_NODES,
                     (LocalCloud::Local, _) => crate::nodes::MAX_KWOK_NODES,
+                    // A server per node, each booted through Nova's scheduler: as many as real nodes.
+                    (LocalCloud::Openstack, _) => crate::nodes::MAX_REAL_NODES,
                     (LocalCloud::Moto, _) => crate::nodes::MAX_MOTO_NODES,
                 };
                 match &vsphere {

@@ -242,6 +242,11 @@ pub enum CloudKind {
     /// the nodes keep their uninitialized taint until cloud-provider-vsphere's CCM runs with the
     /// cluster's vsphere.conf, as `harness run --provider vsphere` does).
     Vcsim,
+    /// OpenStack's own services from PyPI (Keystone, Glance, Placement, Nova with its fake
+    /// hypervisor, Neutron), the `openstack` provider's cloud: a server per node, named after it,
+    /// holding its address (no CCM is started; the cluster's `openstack-cloud.conf` is
+    /// cloud-provider-openstack's `--cloud-config`).
+    Openstack,
 }
 
 #[derive(Debug, Subcommand)]
@@ -460,7 +465,7 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
             }
             if all {
                 // What the built-in `aws` and `vsphere` providers run: their CCMs for each
-                // Kubernetes minor, moto, and vcsim with govc.
+                // Kubernetes minor, moto, and vcsim with govc; and the `openstack` cloud's services.
                 for ccm in toolchain::PROVIDER_CCMS {
                     let mut built = std::collections::BTreeSet::new();
                     for release in toolchain::releases() {
@@ -477,6 +482,13 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
                 let work = tokio::task::spawn_blocking(move || toolchain::vsphere::install_govmomi(force));
                 let govmomi = until_interrupted(work).await???;
                 println!("vcsim and govc {}: {}", toolchain::vsphere::govmomi_version(), govmomi.vcsim.display());
+                let work = tokio::task::spawn_blocking(move || toolchain::openstack::install(force));
+                let openstack = until_interrupted(work).await???;
+                println!(
+                    "OpenStack services (nova {}): {}",
+                    toolchain::openstack::pinned_version("nova").unwrap_or("?"),
+                    openstack.venv_bin.display()
+                );
             }
         }
         ToolchainCommand::List => {
@@ -530,8 +542,16 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
                 }
                 _ => None,
             };
+            let openstack = match cloud {
+                Some(CloudKind::Openstack) => {
+                    let programs =
+                        tokio::task::spawn_blocking(|| local_cluster::toolchain::openstack::install(false)).await??;
+                    Some(local_cluster::openstack::OpenstackOptions { programs })
+                }
+                _ => None,
+            };
             let cloud = match (cloud, ccm_binary) {
-                (None | Some(CloudKind::Vcsim), _) => None,
+                (None | Some(CloudKind::Vcsim | CloudKind::Openstack), _) => None,
                 (Some(CloudKind::Local), Some(ccm_binary)) => Some(local_cluster::cloud::CloudOptions::new(ccm_binary)),
                 (Some(CloudKind::Local), None) => {
                     let step = cli_support::progress::step("building the reference CCM");
@@ -549,6 +569,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
                 cloud,
                 aws: None,
                 vsphere,
+                openstack,
                 node_kind,
                 conformance_image,
             };

@@ -20,6 +20,7 @@ mod launch;
 pub mod machines;
 mod node_sets;
 pub mod nodes;
+pub mod openstack;
 pub mod pki;
 pub mod probe;
 pub mod process;
@@ -87,6 +88,8 @@ pub enum ClusterError {
     Cloud(String),
     #[error("aws cloud (moto): {0}")]
     Aws(String),
+    #[error("openstack cloud: {0}")]
+    Openstack(String),
     #[error("vsphere cloud (vcsim): {0}")]
     Vsphere(String),
     #[error(
@@ -123,6 +126,8 @@ pub fn state_root() -> PathBuf {
 const CLOUD_CONFIG: &str = "cloud-config.yaml";
 /// The AWS CCM's `--cloud-config` (gcfg, INI-like), with `--cloud moto`.
 const AWS_CLOUD_CONFIG: &str = "aws-cloud.conf";
+/// The OpenStack CCM's `--cloud-config` (INI), with `--cloud openstack`.
+const OPENSTACK_CLOUD_CONFIG: &str = "openstack-cloud.conf";
 /// The vSphere CCM's `--cloud-config` (its YAML form), with `cloud: vcsim`.
 const VSPHERE_CLOUD_CONFIG: &str = "vsphere.conf";
 
@@ -158,6 +163,9 @@ pub struct ClusterState {
     /// The vSphere cloud (vcsim), with `cloud: vcsim`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vsphere: Option<vsphere::VsphereState>,
+    /// The OpenStack cloud, with `--cloud openstack`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openstack: Option<openstack::OpenstackState>,
     pub processes: Vec<ProcessRecord>,
     /// Processes of real nodes whose machine is shut down ([`machines`]), to start again as they were.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -180,6 +188,7 @@ impl ClusterState {
             ccm_port: None,
             aws: None,
             vsphere: None,
+            openstack: None,
             processes: Vec::new(),
             stopped: Vec::new(),
             created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
@@ -219,6 +228,9 @@ pub struct UpOptions {
     /// `cloud: vcsim`: the `vsphere` provider's cloud, vcsim, runs with the cluster (its CCM is the
     /// caller's to start); the nodes are real.
     pub vsphere: Option<vsphere::VsphereOptions>,
+    /// `--cloud openstack`: the `openstack` provider's cloud, OpenStack's own services, runs with
+    /// the cluster (its CCM is the caller's to start).
+    pub openstack: Option<openstack::OpenstackOptions>,
     /// What the nodes are: simulated by kwok, or real kubelets with containerd ([`real`]).
     pub node_kind: NodeKind,
     /// Also build upstream's conformance image and import it into the (real) nodes, for tools that
@@ -245,6 +257,7 @@ impl UpOptions {
             cloud: None,
             aws: None,
             vsphere: None,
+            openstack: None,
             node_kind: NodeKind::Kwok,
             conformance_image: false,
         }
@@ -266,10 +279,11 @@ impl LocalCluster {
 
     /// The CCM's `--cloud-config` for the cluster's cloud (clusters with a cloud).
     pub fn cloud_config(&self) -> PathBuf {
-        let file = match (&self.state.aws, &self.state.vsphere) {
-            (Some(_), _) => AWS_CLOUD_CONFIG,
-            (_, Some(_)) => VSPHERE_CLOUD_CONFIG,
-            (None, None) => CLOUD_CONFIG,
+        let file = match (&self.state.aws, &self.state.vsphere, &self.state.openstack) {
+            (Some(_), _, _) => AWS_CLOUD_CONFIG,
+            (_, Some(_), _) => VSPHERE_CLOUD_CONFIG,
+            (_, _, Some(_)) => OPENSTACK_CLOUD_CONFIG,
+            (None, None, None) => CLOUD_CONFIG,
         };
         self.dir.join(file)
     }
@@ -283,14 +297,21 @@ impl LocalCluster {
     /// `state.ccm_port`, and waits until it has initialised every node. Its log is
     /// `logs/<binary name>.log`.
     pub async fn start_ccm(&mut self, binary: &Path, args: &[String]) -> Result<()> {
+        if self.state.openstack.is_some()
+            && let Some(config) = cloud_config_arg(args)
+        {
+            openstack::preflight::check_cloud_config(Path::new(config)).await?;
+        }
         let step = progress::step("starting the CCM and waiting for it to initialise every node");
         let component = binary.file_name().map_or("ccm".into(), |n| n.to_string_lossy().into_owned());
-        let env = match &self.state.aws {
-            Some(_) => process::Environment {
+        let env = match (&self.state.aws, &self.state.openstack) {
+            (Some(_), _) => process::Environment {
                 set: aws::ccm_env(),
                 removed: aws::CCM_ENV_REMOVED.iter().map(|v| (*v).to_owned()).collect(),
             },
-            None => process::Environment::default(),
+            // cloud-provider-openstack reads its config over `OS_*` variables: none of the user's.
+            (None, Some(_)) => process::Environment { set: vec![], removed: openstack::inherited_os_variables() },
+            (None, None) => process::Environment::default(),
         };
         self.start_with_env(binary, &component, args.to_vec(), &env)?;
         // On the local cloud, the reference CCM's plain HTTP; providers' CCMs on their own clouds
@@ -358,6 +379,15 @@ impl LocalCluster {
     }
 }
 
+/// The file a CCM's `--cloud-config` names (`--cloud-config=F` or `--cloud-config F`).
+fn cloud_config_arg(args: &[String]) -> Option<&str> {
+    args.iter().enumerate().find_map(|(i, arg)| match arg.strip_prefix("--cloud-config") {
+        Some(rest) if rest.starts_with('=') => Some(&rest[1..]),
+        Some("") => args.get(i + 1).map(String::as_str),
+        _ => None,
+    })
+}
+
 fn validate_name(name: &str) -> Result<()> {
     let ok = (1..=40).contains(&name.len())
         && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -403,6 +433,11 @@ async fn up_with(options: UpOptions, mut nodes: impl NodeSet) -> Result<LocalClu
         cluster.state.ccm_port = Some(ports.ccm);
         cluster.save()?;
     }
+    if let Some(openstack) = &options.openstack {
+        openstack.start(&mut cluster, &openstack_nodes(&options, &nodes)).await?;
+        cluster.state.ccm_port = Some(ports.ccm);
+        cluster.save()?;
+    }
     let joining =
         Joining { options: &options, toolchain: &toolchain, pki: &pki, api_port: ports.api_server, client: &client };
     nodes.start(&joining, &mut cluster).await?;
@@ -420,6 +455,17 @@ async fn up_with(options: UpOptions, mut nodes: impl NodeSet) -> Result<LocalClu
     // only when `up` started the CCM.
     nodes.start_addons(&cluster, reference_ccm.is_some()).await?;
     Ok(cluster.finish())
+}
+
+/// The name and IPv4 address of each node of `options`, as the cloud's servers get them.
+fn openstack_nodes(options: &UpOptions, nodes: &impl NodeSet) -> Vec<openstack::NodeAddress> {
+    (0..options.nodes)
+        .map(|index| {
+            let instance = nodes.cloud_instance(&options.name, index);
+            let ip = instance.addresses.iter().find_map(|a| a.address.parse::<Ipv4Addr>().ok());
+            openstack::NodeAddress { name: instance.name, ip: ip.expect("every node has an IPv4 address") }
+        })
+        .collect()
 }
 
 fn check_options(options: &UpOptions) -> Result<()> {
@@ -955,6 +1001,14 @@ pub fn kubeconfig_path(name: &str) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cloud_config_a_ccm_is_given_is_found_in_either_form() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(cloud_config_arg(&args(&["--v=2", "--cloud-config=/c/os.conf"])), Some("/c/os.conf"));
+        assert_eq!(cloud_config_arg(&args(&["--cloud-config", "/c/os.conf", "--v=2"])), Some("/c/os.conf"));
+        assert_eq!(cloud_config_arg(&args(&["--cloud-config-x=1", "--cloud-provider=openstack"])), None);
+    }
 
     #[tokio::test]
     async fn the_conformance_image_on_kwok_nodes_is_refused_before_anything_starts() {

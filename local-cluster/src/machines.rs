@@ -1,5 +1,6 @@
 //! The machines of a local cluster with a cloud: each is an instance of the local cloud (of moto
-//! with `cloud: moto`, a VM of vcsim with `cloud: vcsim`) and its node. Shutting a machine down or terminating it stops both, as on a real cloud (where
+//! with `cloud: moto`, a VM of vcsim with `cloud: vcsim`, a Nova server with `cloud: openstack`)
+//! and its node. Shutting a machine down or terminating it stops both, as on a real cloud (where
 //! the kubelet dies with its VM); starting it brings both back. These are the `local` provider's
 //! cloud-e2e hooks (`harness cluster instance ...`).
 //!
@@ -19,8 +20,8 @@ use serde_json::json;
 
 use super::process::{self, ProcessRecord};
 use super::{
-    ClusterError, ClusterState, Result, aws, client_for, cloud, cluster_dir, load_state, nodes, real, save_state,
-    vsphere,
+    ClusterError, ClusterState, Result, aws, client_for, cloud, cluster_dir, load_state, nodes, openstack, real,
+    save_state, vsphere,
 };
 use local_cloud::api::LoadBalancer;
 use local_cloud::client::LocalCloud;
@@ -70,6 +71,15 @@ pub struct InstanceState {
 pub async fn act(cluster: &str, node: &str, action: MachineAction) -> Result<InstanceState> {
     let state = load_state(cluster)?;
     let instance = match (&state.aws, &state.vsphere) {
+        _ if let Some(openstack) = &state.openstack => {
+            let server_action = match action {
+                MachineAction::Shutdown => openstack::servers::ServerAction::Stop,
+                MachineAction::Start => openstack::servers::ServerAction::Start,
+                MachineAction::Terminate => openstack::servers::ServerAction::Delete,
+            };
+            let now = openstack::servers::act(openstack, node, server_action).await?;
+            InstanceState { id: openstack.server(node)?.to_owned(), state: now }
+        }
         (_, Some(vcsim)) => {
             let vm_action = match action {
                 MachineAction::Shutdown => vsphere::VmAction::PowerOff,

@@ -134,7 +134,7 @@ pub(crate) struct RealNodes {
 impl NodeSet for RealNodes {
     fn preflight(&self, options: &UpOptions) -> Result<()> {
         real::preflight(options.nodes)?;
-        if options.cloud.is_none() && options.vsphere.is_none() {
+        if options.cloud.is_none() && options.vsphere.is_none() && options.openstack.is_none() {
             return Err(ClusterError::RealNodes(
                 "real nodes register as external-cloud-provider kubelets and need a CCM to initialise them: add --cloud local".into(),
             ));
@@ -277,9 +277,10 @@ impl RealNodes {
             proxy_cert: &certs.proxy.0,
             proxy_key: &certs.proxy.1,
             api_port: joining.api_port,
-            // The vSphere CCM is single-stack unless an alpha switch is on: a node IP it does not
-            // report would fail the node's initialisation.
-            dual_stack: joining.options.vsphere.is_none(),
+            // The vSphere CCM is single-stack unless an alpha switch is on, and OpenStack's servers
+            // here have IPv4 ports only: a node IP the CCM does not report would fail the node's
+            // initialisation.
+            dual_stack: joining.options.vsphere.is_none() && joining.options.openstack.is_none(),
             system_uuid: real::system_uuid(&joining.options.name, name),
         }
     }

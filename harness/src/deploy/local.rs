@@ -13,7 +13,9 @@ use async_trait::async_trait;
 use super::{DeployError, Deployer, ProcessHost};
 use config::VsphereTags;
 use config::template::{Placeholder, Vars};
+use local_cluster::openstack::OpenstackOptions;
 use local_cluster::toolchain::Release;
+use local_cluster::toolchain::openstack::Programs as OpenstackPrograms;
 use local_cluster::toolchain::vsphere::Govmomi;
 use local_cluster::vsphere::VsphereOptions;
 use local_cluster::{AwsOptions, LocalCluster, NodeKind, UpOptions, cloud::CloudOptions, nodes, real};
@@ -55,6 +57,16 @@ impl LocalDeployer {
         options.nodes = nodes;
         options.node_kind = NodeKind::Real;
         options.vsphere = Some(VsphereOptions { govmomi, tags });
+        LocalDeployer { options, cluster: None, owns_name: false }
+    }
+
+    /// A cluster `name` of `nodes` nodes on `release` with the `openstack` provider's cloud:
+    /// OpenStack's own services, a Nova server per node.
+    pub fn with_openstack(name: &str, nodes: u32, release: Release, programs: OpenstackPrograms) -> Self {
+        let mut options = UpOptions::new(name, release);
+        options.nodes = nodes;
+        options.node_kind = NodeKind::Real;
+        options.openstack = Some(OpenstackOptions { programs });
         LocalDeployer { options, cluster: None, owns_name: false }
     }
 

@@ -76,6 +76,13 @@ pub fn from_config(deployer: &DeployerConfig, run: &RunSetting<'_>) -> Result<Bo
             let tags = vsphere.clone().unwrap_or_else(config::VsphereTags::default_tags);
             Ok(Box::new(local::LocalDeployer::with_vsphere(run.cluster_name, *nodes, release, govmomi, tags)))
         }
+        DeployerConfig::Local { nodes, cloud: LocalCloud::Openstack, node_kind, .. } => {
+            let release = local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string()))?;
+            let programs = local_cluster::toolchain::openstack::install(false)?;
+            let deployer = local::LocalDeployer::with_openstack(run.cluster_name, *nodes, release, programs)
+                .with_node_kind(*node_kind);
+            Ok(Box::new(deployer))
+        }
         DeployerConfig::Local { nodes, cloud: LocalCloud::Local, node_kind, .. } => {
             let release = local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string()))?;
             let reference = match run.built_ccm {

@@ -8,5 +8,6 @@ mod bisect;
 mod cli;
 mod cli_results;
 mod ingest;
+mod openstack;
 mod run;
 mod vsphere;

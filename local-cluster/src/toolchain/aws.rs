@@ -11,13 +11,12 @@
 //! (moto: a virtualenv cannot move), so a cache entry is whole or rebuilt.
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use super::pins::GoModule;
 use super::provider_ccm::ProviderCcm;
-use super::{Result, ToolchainError, cache_root, io_err, search_path};
-use cli_support::progress;
+use super::virtualenv::Virtualenv;
+use super::{Result, ToolchainError, cache_root, io_err};
 
 macro_rules! aws_module {
     ($dir:literal) => {
@@ -59,102 +58,45 @@ pub fn moto_version() -> &'static str {
         .expect("tools/aws/moto-requirements.txt pins moto[server]")
 }
 
+/// moto's virtualenv, cached under moto's own version (`<cache>/moto/<version>/`).
+const MOTO: Virtualenv = Virtualenv {
+    name: "moto",
+    purpose: "the aws provider's cloud",
+    requirements: MOTO_REQUIREMENTS,
+    local_packages: &[],
+};
+
 fn moto_dir() -> PathBuf {
     cache_root().join("moto").join(moto_version())
 }
 
-/// Written last by [`install_moto`]: the virtualenv is complete.
-const MOTO_COMPLETE: &str = "installed.txt";
-
 /// The installed moto server: [`MOTO_SERVER`], an executable whose interpreter is the virtualenv's
 /// python (rewritten when this harness carries another version of it).
 pub fn installed_moto() -> Result<PathBuf> {
-    let dir = moto_dir();
-    let python = dir.join("venv").join("bin").join("python3");
-    if dir.join(MOTO_COMPLETE).is_file() && python.is_file() {
-        let server = dir.join(MOTO_SERVER_FILE);
-        let text = format!("#!{}\n{MOTO_SERVER}", python.display());
-        if fs::read_to_string(&server).ok().as_deref() != Some(text.as_str()) {
-            fs::write(&server, &text).map_err(io_err("writing", &server))?;
-            use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(&server, fs::Permissions::from_mode(0o755))
-                .map_err(io_err("making executable", &server))?;
-        }
-        Ok(server)
-    } else {
-        Err(ToolchainError::ProviderNotInstalled {
-            what: format!("moto {} (the aws provider's cloud)", moto_version()),
-            hint: "run `harness toolchain install --all`".into(),
-        })
+    let bin = MOTO.installed_as(moto_version()).map_err(|_| ToolchainError::ProviderNotInstalled {
+        what: format!("moto {} (the aws provider's cloud)", moto_version()),
+        hint: "run `harness toolchain install --all`".into(),
+    })?;
+    let server = moto_dir().join(MOTO_SERVER_FILE);
+    let text = format!("#!{}\n{MOTO_SERVER}", bin.join("python3").display());
+    if fs::read_to_string(&server).ok().as_deref() != Some(text.as_str()) {
+        fs::write(&server, &text).map_err(io_err("writing", &server))?;
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&server, fs::Permissions::from_mode(0o755))
+            .map_err(io_err("making executable", &server))?;
     }
+    Ok(server)
 }
 
 /// Installs moto into a virtualenv unless it is there (or `force`); returns `moto_server`.
 pub fn install_moto(force: bool) -> Result<PathBuf> {
-    if !force && let Ok(server) = installed_moto() {
-        return Ok(server);
-    }
-    let dir = moto_dir();
-    let parent = dir.parent().expect("moto's dir has a parent").to_path_buf();
-    fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
-    let lock_path = parent.join(format!("{}.lock", moto_version()));
-    let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
-    lock.lock().map_err(io_err("locking", &lock_path))?;
-    if !force && let Ok(server) = installed_moto() {
-        return Ok(server);
-    }
-    let python = find_python()?;
-    let step = progress::step(format!("installing moto {} into a virtualenv (pip)", moto_version()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
-    let requirements = dir.join("requirements.txt");
-    fs::write(&requirements, MOTO_REQUIREMENTS).map_err(io_err("writing", &requirements))?;
-    let venv = dir.join("venv");
-    let log = dir.join("install.log");
-    run_logged(Command::new(&python).args(["-m", "venv"]).arg(&venv), &log, "python3 -m venv", || {
-        "python3 -m venv failed: install Python's venv module (Debian: apt-get install python3-venv)".into()
-    })?;
-    let pip = venv.join("bin").join("pip");
-    let mut install = Command::new(&pip);
-    install.args(["install", "--no-input", "--disable-pip-version-check", "-r"]).arg(&requirements);
-    run_logged(&mut install, &log, "pip install moto", || {
-        "pip could not install moto's pinned packages (is PyPI, or the index in PIP_INDEX_URL, reachable?)".into()
-    })?;
-    let complete = dir.join(MOTO_COMPLETE);
-    fs::write(&complete, format!("moto {}\n", moto_version())).map_err(io_err("writing", &complete))?;
-    step.done();
+    MOTO.install_as(moto_version(), force)?;
     installed_moto()
-}
-
-fn find_python() -> Result<PathBuf> {
-    match std::env::var_os("PYTHON") {
-        Some(python) => Ok(PathBuf::from(python)),
-        None => search_path("python3")
-            .ok_or_else(|| ToolchainError::PythonMissing { detail: "`python3` is not on PATH".into() }),
-    }
-}
-
-/// Runs `command` with its output appended to `log`; a failure is an error with `hint` and the log.
-fn run_logged(command: &mut Command, log: &Path, what: &str, hint: impl FnOnce() -> String) -> Result<()> {
-    let out = fs::OpenOptions::new().create(true).append(true).open(log).map_err(io_err("opening", log))?;
-    let err = out.try_clone().map_err(io_err("opening", log))?;
-    let status = command
-        .stdout(out)
-        .stderr(err)
-        .status()
-        .map_err(|e| ToolchainError::PythonMissing { detail: format!("running {what}: {e}") })?;
-    if status.success() {
-        return Ok(());
-    }
-    Err(ToolchainError::BuildFailed {
-        what: format!("{what} ({})", hint()),
-        status: status.to_string(),
-        log: log.into(),
-    })
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::virtualenv::unpinned;
     use super::*;
 
     #[test]
@@ -173,9 +115,7 @@ mod tests {
     #[test]
     fn moto_is_pinned_with_everything_it_pulls_in() {
         assert_eq!(moto_version(), "5.2.5");
-        for line in MOTO_REQUIREMENTS.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
-            assert!(line.contains("=="), "unpinned requirement {line}");
-        }
+        assert_eq!(unpinned(MOTO_REQUIREMENTS), Vec::<&str>::new());
         assert!(MOTO_REQUIREMENTS.lines().any(|l| l.starts_with("Flask==")), "moto's server needs Flask");
     }
 

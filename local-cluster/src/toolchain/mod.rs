@@ -16,7 +16,9 @@
 //! `.partial` directory with their manifest records) and builds only the missing ones.
 
 pub mod aws;
+pub mod openstack;
 pub mod provider_ccm;
+pub mod virtualenv;
 pub mod vsphere;
 pub use config::pins;
 pub mod proxy_pins;
@@ -93,7 +95,7 @@ pub fn install_ccm(release: &Release, bin: &str) -> Result<PathBuf> {
 }
 
 /// The providers' CCMs the toolchain builds from their own modules.
-pub const PROVIDER_CCMS: [&provider_ccm::ProviderCcm; 2] = [&aws::CCM, &vsphere::CCM];
+pub const PROVIDER_CCMS: [&provider_ccm::ProviderCcm; 3] = [&aws::CCM, &vsphere::CCM, &openstack::CCM];
 
 fn provider_ccm(bin: &str) -> Option<&'static provider_ccm::ProviderCcm> {
     PROVIDER_CCMS.into_iter().find(|ccm| ccm.binary == bin)
