@@ -32,10 +32,6 @@ require_python_venv() {
 # root anyway).
 node_packages=(runc containernetworking-plugins make bzip2 gcc libc6-dev iproute2 iptables util-linux)
 require_node_packages() {
-  local missing=()
-  for package in "${node_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
-  done
   # The Debian-based node images (nginx, glibc-dns-testing) are made of packages `apt-get download`
   # fetches (never installed): that needs the package lists.
   if ! apt-cache show nginx bind9-dnsutils >/dev/null 2>&1; then
@@ -44,8 +40,19 @@ require_node_packages() {
     [[ "$(id -u)" == 0 ]] || sudo=(sudo)
     "${sudo[@]}" apt-get update >&2 || die "apt-get update failed: the node images need Debian's package lists"
   fi
+  install_debian_packages "what real nodes need" "${node_packages[@]}"
+}
+
+# Installs those of the Debian packages given after WHAT that are not installed yet (as root, or
+# with sudo), saying they are WHAT.
+install_debian_packages() {
+  local what="$1" missing=()
+  shift
+  for package in "$@"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+  done
   [[ ${#missing[@]} -eq 0 ]] && return
-  say "installing what real nodes need from Debian's packages: ${missing[*]}"
+  say "installing $what from Debian's packages: ${missing[*]}"
   local sudo=()
   [[ "$(id -u)" == 0 ]] || sudo=(sudo)
   export DEBIAN_FRONTEND=noninteractive
@@ -59,18 +66,7 @@ require_node_packages() {
 # cluster: installed if missing; `harness toolchain install --all` checks for them.
 openstack_packages=(mariadb-server rabbitmq-server)
 require_openstack_packages() {
-  local missing=()
-  for package in "${openstack_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
-  done
-  [[ ${#missing[@]} -eq 0 ]] && return
-  say "installing what the openstack cloud needs from Debian's packages: ${missing[*]}"
-  local sudo=()
-  [[ "$(id -u)" == 0 ]] || sudo=(sudo)
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2 \
-    || { "${sudo[@]}" apt-get update >&2 && "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2; } \
-    || die "could not install ${missing[*]}: install them (apt-get install ${missing[*]}) and re-run"
+  install_debian_packages "what the openstack cloud needs" "${openstack_packages[@]}"
 }
 
 # CI starts from a fresh clone each time: keep cargo's outputs in the user cache dir so a warm

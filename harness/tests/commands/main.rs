@@ -9,5 +9,6 @@ mod cli;
 mod cli_results;
 mod ingest;
 mod openstack;
+mod provider_run;
 mod run;
 mod vsphere;

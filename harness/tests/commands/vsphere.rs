@@ -13,54 +13,22 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::aws::{checked_providers_yaml, harness_run, verdicts};
+use super::provider_run::CheckedRun;
 use local_cluster::vsphere;
 
 fn run(version: &str) {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    let config = checked_providers_yaml(root, "vsphere", "cloud-e2e, conformance-quick");
-    // cloud-e2e alone between the dumps (conformance-quick: see the module's comment).
-    let text = std::fs::read_to_string(&config).unwrap();
-    let text =
-        text.replace("nodes-before, cloud-e2e, conformance-quick, nodes-after", "nodes-before, cloud-e2e, nodes-after");
-    std::fs::write(&config, text).unwrap();
-    let artifacts = root.join("_artifacts");
-    let (success, text) = harness_run(root, &config, "vsphere-checked", version, "vs-e2e");
-
-    let (passed, skipped, failed) = verdicts(&artifacts.join("artifacts/junit_cloud-e2e.xml"), &text);
-    assert!(failed.is_empty(), "{failed:#?}\n{text}");
-    assert!(success, "{text}");
-    for wanted in [
-        "Nodes should get a providerID from the CCM",
-        "Nodes should carry the zone and region labels from the cloud",
-        "Nodes should report the cloud's addresses, the provided node IP first",
-        "Nodes should carry the instance-type labels from the cloud",
-        "Node whose instance is shut down should get the shutdown taint and lose it once the instance is started again",
-        "Node whose instance is terminated should be deleted by the CCM",
-    ] {
-        assert!(passed.iter().any(|name| name.contains(wanted)), "{wanted} did not pass: {passed:#?}");
-    }
+    let run = CheckedRun::cloud_e2e("vsphere", version, "vs-e2e");
     // Load balancers and routes are NSX-T's: skipped, with the reason in the report.
-    let report = std::fs::read_to_string(artifacts.join("artifacts/junit_cloud-e2e.xml")).unwrap();
-    for feature in ["[Feature:LoadBalancer]", "[Feature:Routes]", "[Feature:LoadBalancerDataPath]"] {
-        assert!(skipped.iter().any(|name| name.contains(feature)), "{feature} not skipped: {skipped:#?}");
-    }
-    assert!(report.contains("which vcsim does not simulate"), "the skips say why");
+    run.assert_skipped(&["[Feature:LoadBalancer]", "[Feature:Routes]", "[Feature:LoadBalancerDataPath]"]);
+    assert!(run.report.contains("which vcsim does not simulate"), "the skips say why");
 
     // The nodes as the CCM left them, against vcsim's VMs.
-    let read = |name: &str| -> serde_json::Value {
-        serde_json::from_slice(&std::fs::read(artifacts.join("artifacts").join(name)).unwrap()).unwrap()
-    };
-    let cluster = read("cluster-before.json");
+    let cluster = run.read("cluster-before.json");
     let vms: BTreeMap<String, String> = serde_json::from_value(cluster["vsphere"]["vms"].clone()).unwrap();
     let zones: BTreeMap<String, String> = serde_json::from_value(cluster["vsphere"]["zones"].clone()).unwrap();
     assert_eq!(vms.len(), 3, "{cluster}");
-    let nodes = read("nodes-before.json");
-    let nodes = nodes["items"].as_array().unwrap();
-    assert_eq!(nodes.len(), 3);
     let mut seen_zones = std::collections::BTreeSet::new();
-    for (index, node) in nodes.iter().enumerate() {
+    for (index, node) in run.nodes_before_and_after(3).iter().enumerate() {
         let name = node["metadata"]["name"].as_str().unwrap();
         let uuid = &vms[name];
         assert_eq!(node["spec"]["providerID"], format!("vsphere://{uuid}"), "{name}");
@@ -70,28 +38,14 @@ fn run(version: &str) {
         assert_eq!(labels["topology.kubernetes.io/zone"], zones[name].as_str(), "{name}");
         assert_eq!(labels["topology.kubernetes.io/region"], "region-1", "{name}");
         seen_zones.insert(zones[name].clone());
-        let addresses: Vec<(String, String)> = node["status"]["addresses"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| (a["type"].as_str().unwrap().to_owned(), a["address"].as_str().unwrap().to_owned()))
-            .collect();
+        let addresses = CheckedRun::addresses(node);
         let ip = local_cluster::real::node_ip(index as u32).to_string();
         for wanted in [("InternalIP", ip.as_str()), ("ExternalIP", ip.as_str()), ("Hostname", name)] {
             assert!(addresses.contains(&(wanted.0.to_owned(), wanted.1.to_owned())), "{name}: {addresses:?}");
         }
     }
     assert_eq!(seen_zones.len(), 3, "a node per zone");
-    // The destroyed VM's node is gone; the others stay.
-    let after = read("nodes-after.json");
-    assert_eq!(after["items"].as_array().unwrap().len(), 2, "{after}");
-
-    let finished: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(artifacts.join("finished.json")).unwrap()).unwrap();
-    assert_eq!(finished["metadata"]["provider-version"], "v1.36.0", "{finished}");
-    assert_eq!(finished["metadata"]["kubernetes-version"], version);
-    let left = local_cluster::process::find_by_marker(&root.join("state"));
-    assert!(left.is_empty(), "processes left running: {left:?}");
+    run.assert_finished("v1.36.0", version);
 }
 
 #[test]
