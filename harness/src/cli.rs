@@ -310,6 +310,12 @@ pub enum ClusterCommand {
         #[command(flatten)]
         name: NameArg,
     },
+    /// Print the routes a cluster's cloud holds for its pod CIDRs as JSON: the local cloud's, or
+    /// the OpenStack router's (`destination`, `nexthop`).
+    Routes {
+        #[command(flatten)]
+        name: NameArg,
+    },
     /// Dial a load balancer's ingress IP of a cluster with real nodes from a client on the cloud's
     /// network (a namespace of its own on the hub) and print what came back; exit non-zero with
     /// the reason when nothing did (the `local` provider's `probe_load_balancer` hook).
@@ -611,6 +617,10 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
         ClusterCommand::LoadBalancers { name } => {
             let balancers = local_cluster::machines::load_balancers(&name.name).await?;
             println!("{}", serde_json::to_string_pretty(&balancers)?);
+        }
+        ClusterCommand::Routes { name } => {
+            let routes = local_cluster::machines::routes(&name.name).await?;
+            println!("{}", serde_json::to_string_pretty(&routes)?);
         }
         ClusterCommand::LbProbe { name, dial, source } => {
             let dial = dial.dial();

@@ -278,6 +278,25 @@ pub async fn load_balancers(cluster: &str) -> Result<Vec<serde_json::Value>> {
     Ok(balancers.iter().map(|lb| serde_json::to_value(lb).expect("a load balancer serialises")).collect())
 }
 
+/// The routes the cloud of cluster `cluster` holds for its nodes' pod CIDRs: the OpenStack
+/// router's (`destination`, `nexthop`), or the local cloud's.
+pub async fn routes(cluster: &str) -> Result<Vec<serde_json::Value>> {
+    let state = load_state(cluster)?;
+    if let Some(openstack) = &state.openstack {
+        return openstack::servers::router_routes(openstack).await;
+    }
+    if state.aws.is_some() || state.vsphere.is_some() {
+        return Err(ClusterError::Cloud(format!(
+            "cluster '{cluster}': its cloud's routes are not read by the harness (moto's route tables, NSX-T's for vcsim)"
+        )));
+    }
+    let routes = cloud_of(&state)?
+        .routes("listing routes", cluster)
+        .await
+        .map_err(|e| ClusterError::Cloud(format!("listing routes: {e}")))?;
+    Ok(routes.iter().map(|route| serde_json::to_value(route).expect("a route serialises")).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

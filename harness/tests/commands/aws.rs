@@ -12,7 +12,8 @@ use junit::{self, ReadOptions, Status};
 
 /// The bundled providers.yaml with `<provider>-checked`: the bundled `provider` entry as it is, but
 /// with exec suites before and after its suites (`suites` as its entry lists them) that save
-/// `kubectl get nodes -o json` and the cluster's state into the build's artifacts.
+/// `kubectl get nodes -o json`, the cluster's state and, where the harness reads them, its cloud's
+/// routes (`harness cluster routes`) into the build's artifacts.
 pub(crate) fn checked_providers_yaml(dir: &Path, provider: &str, suites: &str) -> PathBuf {
     let bundled = config::BUNDLED;
     let start = bundled.find(&format!("  - name: {provider}\n")).expect("the bundled file has the provider");
@@ -28,7 +29,7 @@ pub(crate) fn checked_providers_yaml(dir: &Path, provider: &str, suites: &str) -
         format!(
             r#"  - name: nodes-{when}
     kind: exec
-    command: [sh, -c, 'bin=$("$0" toolchain path --kubernetes "$1") && "$bin/kubectl" --kubeconfig "$KUBECONFIG" get nodes -o json > "$2/nodes-{when}.json" && cp "$HARNESS_STATE_DIR/clusters/$3/cluster.json" "$2/cluster-{when}.json"', "{{harness}}", "{{kubernetes_version}}", "{{artifacts}}", "{{cluster}}"]
+    command: [sh, -c, 'bin=$("$0" toolchain path --kubernetes "$1") && "$bin/kubectl" --kubeconfig "$KUBECONFIG" get nodes -o json > "$2/nodes-{when}.json" && cp "$HARNESS_STATE_DIR/clusters/$3/cluster.json" "$2/cluster-{when}.json" && ("$0" cluster routes --name "$3" > "$2/routes-{when}.json" 2>/dev/null || true)', "{{harness}}", "{{kubernetes_version}}", "{{artifacts}}", "{{cluster}}"]
     timeout: 2m
 "#
         )

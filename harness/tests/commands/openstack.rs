@@ -4,7 +4,8 @@
 //! (`--cloud openstack`), on real nodes. Besides cloud-e2e's own verdicts, exec suites around it
 //! dump the nodes and the cluster's record of its servers, so the test checks the OpenStack shapes
 //! themselves: `openstack:///<server id>` providerIDs, the flavor as instance type, the server's
-//! zone and the region, the port's address, and the deleted server's node gone.
+//! zone and the region, the port's address, the deleted server's node gone, and the router's
+//! routes (through Neutron's API) to each remaining node's pod CIDR.
 
 use std::collections::BTreeMap;
 
@@ -13,8 +14,14 @@ use local_cluster::openstack::{FLAVOR, REGION};
 
 fn run(version: &str) {
     let run = CheckedRun::cloud_e2e("openstack", version, "os-e2e");
-    // Load balancers and routes are later slices: skipped, with the reason in the report.
-    run.assert_skipped(&["[Feature:LoadBalancer]", "[Feature:Routes]"]);
+    // Load balancers are a later slice: skipped, with the reason in the report.
+    run.assert_skipped(&["[Feature:LoadBalancer]"]);
+    assert!(
+        run.passed_test(
+            "[Feature:Routes] Nodes with a pod CIDR should get NetworkUnavailable=False with reason RouteCreated"
+        ),
+        "the routes test passed"
+    );
     assert!(run.report.contains("Octavia is not run yet"), "the skips say why");
 
     // The nodes as the CCM left them, against Nova's servers.
@@ -36,6 +43,28 @@ fn run(version: &str) {
         assert_eq!(addresses.first(), Some(&("InternalIP".to_owned(), ip)), "{name}: {addresses:?}");
     }
     assert_eq!(seen_zones.len(), 3, "a node per zone");
+    // The router's routes, read through Neutron's API once cloud-e2e ended: one per remaining node,
+    // to its pod CIDR through its address (the terminated node's route is gone).
+    let routes = run.read("routes-after.json");
+    let mut routes: Vec<(String, String)> = routes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["destination"].as_str().unwrap().to_owned(), r["nexthop"].as_str().unwrap().to_owned()))
+        .collect();
+    routes.sort();
+    let after = run.read("nodes-after.json");
+    let mut wanted: Vec<(String, String)> = after["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|node| {
+            let ip = CheckedRun::addresses(node).into_iter().find(|(kind, _)| kind == "InternalIP").unwrap().1;
+            (node["spec"]["podCIDR"].as_str().unwrap().to_owned(), ip)
+        })
+        .collect();
+    wanted.sort();
+    assert_eq!(routes, wanted, "the router's routes are the remaining nodes' pod CIDRs");
     run.assert_finished("v1.36.0", version);
 }
 

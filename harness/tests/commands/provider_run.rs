@@ -20,6 +20,7 @@ pub(crate) const NODE_CAPABILITY_TESTS: [&str; 6] = [
 /// A finished run: its directory (removed with it), and what cloud-e2e skipped and reported.
 pub(crate) struct CheckedRun {
     dir: tempfile::TempDir,
+    passed: Vec<String>,
     pub skipped: Vec<String>,
     /// `artifacts/junit_cloud-e2e.xml`.
     pub report: String,
@@ -46,7 +47,7 @@ impl CheckedRun {
             assert!(passed.iter().any(|name| name.contains(wanted)), "{wanted} did not pass: {passed:#?}");
         }
         let report = std::fs::read_to_string(junit).unwrap();
-        CheckedRun { dir, skipped, report }
+        CheckedRun { dir, passed, skipped, report }
     }
 
     fn artifacts(&self) -> PathBuf {
@@ -56,6 +57,11 @@ impl CheckedRun {
     /// A JSON file the exec suites saved (`nodes-before.json`, `cluster-after.json`, ...).
     pub(crate) fn read(&self, name: &str) -> serde_json::Value {
         serde_json::from_slice(&std::fs::read(self.artifacts().join("artifacts").join(name)).unwrap()).unwrap()
+    }
+
+    /// Whether the cloud-e2e test named `name` (in part) passed.
+    pub(crate) fn passed_test(&self, name: &str) -> bool {
+        self.passed.iter().any(|passed| passed.contains(name))
     }
 
     /// Asserts that each of `features` was skipped (the provider declares it unsupported).

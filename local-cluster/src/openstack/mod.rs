@@ -15,10 +15,10 @@
 //! cloud-provider-openstack CCM finds each node's server by that name.
 
 pub mod api;
-pub mod service_config;
 pub mod preflight;
 mod provision;
 pub mod servers;
+pub mod service_config;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -472,14 +472,14 @@ async fn wait_listening(cluster: &LocalCluster, what: &str, port: u16) -> Result
 }
 
 /// The CCM's `--cloud-config` (cloud-provider-openstack's INI form): Keystone and the cluster's
-/// credentials, the region, and the network the nodes' addresses are on. Load balancers are off
-/// (no Octavia runs yet).
+/// credentials, the region, the network the nodes' addresses are on, and the router the route
+/// controller adds a route to per node's pod CIDR. Load balancers are off (no Octavia runs yet).
 pub fn cloud_config(state: &OpenstackState) -> String {
     format!(
         "[Global]\nauth-url = {}\nusername = {USERNAME}\npassword = {}\ntenant-name = {PROJECT}\n\
          domain-name = Default\nregion = {}\n\n[Networking]\ninternal-network-name = {NETWORK}\n\n\
-         [LoadBalancer]\nenabled = false\n",
-        state.auth_url, state.password, state.region
+         [LoadBalancer]\nenabled = false\n\n[Route]\nrouter-id = {}\n",
+        state.auth_url, state.password, state.region, state.router_id
     )
 }
 
@@ -573,6 +573,7 @@ mod tests {
             "tenant-name = harness",
             "region = RegionOne",
             "internal-network-name = nodes",
+            "router-id = r",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }

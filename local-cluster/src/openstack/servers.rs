@@ -1,5 +1,6 @@
 //! A node's server in Nova: stopped, started or deleted through Nova's API, as the cloud-e2e
-//! hooks `shutdown_instance`, `start_instance` and `terminate_instance` ask.
+//! hooks `shutdown_instance`, `start_instance` and `terminate_instance` ask; and the router's
+//! routes, as the route controller left them.
 
 use std::time::{Duration, Instant};
 
@@ -63,4 +64,12 @@ async fn post_action(session: &Session, id: &str, body: serde_json::Value, what:
     let path = format!("/servers/{id}/action");
     session.post(what, "compute", &path, body).await.map_err(cloud_err)?;
     Ok(())
+}
+
+/// The routes of the cluster's router, as Neutron holds them (`destination`, `nexthop`).
+pub async fn router_routes(state: &OpenstackState) -> Result<Vec<serde_json::Value>> {
+    let session = Session::login(&state.credentials(false)).await.map_err(cloud_err)?;
+    let path = format!("/v2.0/routers/{}", state.router_id);
+    let router = session.get("reading the router", "network", &path).await.map_err(cloud_err)?;
+    Ok(router["router"]["routes"].as_array().cloned().unwrap_or_default())
 }
