@@ -103,24 +103,43 @@ fn reap(pid: i32) {
 }
 
 /// Stops every process, last started first (clients of the API server before it, and it before
-/// etcd, so none waits on a dependency already gone): SIGTERM, then SIGKILL after `grace`.
+/// etcd, so none waits on a dependency already gone): SIGTERM, then SIGKILL after `grace`. The
+/// processes of one cloud ([`stop_together`]) are stopped at once.
 pub fn terminate(records: &[ProcessRecord], grace: Duration) {
-    for record in records.iter().rev() {
-        stop(record, grace);
+    for batch in stop_together(records) {
+        stop(&batch, grace);
     }
 }
 
-fn stop(record: &ProcessRecord, grace: Duration) {
-    if !record.is_running() {
-        return;
+/// `records` last started first, in batches stopped at once: the consecutive processes of the
+/// OpenStack cloud (`openstack-*`, a dozen services that each take a second or two to stop) make
+/// one batch, every other process one of its own.
+pub fn stop_together(records: &[ProcessRecord]) -> Vec<Vec<&ProcessRecord>> {
+    let mut batches: Vec<Vec<&ProcessRecord>> = Vec::new();
+    for record in records.iter().rev() {
+        let cloud = record.component.starts_with("openstack-");
+        match batches.last_mut() {
+            Some(batch) if cloud && batch[0].component.starts_with("openstack-") => batch.push(record),
+            _ => batches.push(vec![record]),
+        }
     }
-    signal_group(record.pid, Signal::SIGTERM);
-    if wait_until_gone(record, grace) {
-        return;
+    batches
+}
+
+fn stop(batch: &[&ProcessRecord], grace: Duration) {
+    let running: Vec<&ProcessRecord> = batch.iter().copied().filter(|r| r.is_running()).collect();
+    for record in &running {
+        signal_group(record.pid, Signal::SIGTERM);
     }
-    tracing::warn!("{} (pid {}) ignored SIGTERM for {grace:?}; killing it", record.component, record.pid);
-    signal_group(record.pid, Signal::SIGKILL);
-    wait_until_gone(record, Duration::from_secs(5));
+    let deadline = Instant::now() + grace;
+    for record in running {
+        if wait_until_gone(record, deadline.saturating_duration_since(Instant::now())) {
+            continue;
+        }
+        tracing::warn!("{} (pid {}) ignored SIGTERM for {grace:?}; killing it", record.component, record.pid);
+        signal_group(record.pid, Signal::SIGKILL);
+        wait_until_gone(record, Duration::from_secs(5));
+    }
 }
 
 fn wait_until_gone(record: &ProcessRecord, timeout: Duration) -> bool {
@@ -184,7 +203,48 @@ pub fn sweep(marker: &Path) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_clouds_processes_stop_together_the_others_one_by_one_last_started_first() {
+        let record = |component: &str| super::ProcessRecord {
+            component: component.into(),
+            pid: 0,
+            start_ticks: 0,
+            log: "/dev/null".into(),
+        };
+        let records: Vec<_> = ["etcd", "kube-apiserver", "openstack-mariadb", "openstack-keystone", "kubelet-0", "ccm"]
+            .map(record)
+            .to_vec();
+        let batches: Vec<Vec<&str>> = super::stop_together(&records)
+            .iter()
+            .map(|batch| batch.iter().map(|r| r.component.as_str()).collect())
+            .collect();
+        assert_eq!(
+            batches,
+            [
+                vec!["ccm"],
+                vec!["kubelet-0"],
+                vec!["openstack-keystone", "openstack-mariadb"],
+                vec!["kube-apiserver"],
+                vec!["etcd"]
+            ]
+        );
+    }
+
     use super::*;
+
+    #[test]
+    fn a_batch_stopped_together_leaves_none_of_its_processes_even_one_that_ignores_sigterm() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("cloud.log");
+        let stubborn = ["-c".to_owned(), "trap '' TERM; sleep 300 & wait".to_owned()];
+        let records = vec![
+            spawn("openstack-mariadb", Path::new("/bin/sleep"), &["300".into()], &log).unwrap(),
+            spawn("openstack-keystone", Path::new("/bin/sh"), &stubborn, &log).unwrap(),
+        ];
+        std::thread::sleep(Duration::from_millis(200));
+        terminate(&records, Duration::from_millis(500));
+        assert!(records.iter().all(|r| !r.is_running()), "{records:?}");
+    }
 
     #[test]
     fn terminate_stops_a_running_process_and_is_running_tells_the_truth() {
