@@ -322,6 +322,13 @@ async fn the_local_cloud_carries_load_balancer_traffic_and_routes_on_real_nodes(
         (routes.iter().filter(|r| r.cluster == name).count() == 2).then_some(routes)
     })
     .await;
+    // `harness cluster routes` reads the same two from the cloud.
+    let listed = local_cluster::machines::routes(&name).await.unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    for route in &routes.iter().filter(|r| r.cluster == name).collect::<Vec<_>>() {
+        let route = serde_json::to_value(route).unwrap();
+        assert!(listed.contains(&route), "{route} not in {listed:?}");
+    }
     wait_for("a route to the other node's pod CIDR in each node", Duration::from_secs(30), || async {
         holders.iter().all(|h| pod_routes(*h).len() == 1).then_some(())
     })
