@@ -379,6 +379,27 @@ impl LocalCluster {
     }
 }
 
+/// `N` distinct free ports on 127.0.0.1: every listener is held until all are picked, so no two
+/// components get the same port.
+pub(crate) fn free_ports<const N: usize>() -> Result<[u16; N]> {
+    let listeners: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+        .collect::<std::io::Result<_>>()
+        .map_err(io_err("binding a free port on", Path::new("127.0.0.1")))?;
+    let mut ports = [0u16; N];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+    }
+    Ok(ports)
+}
+
+/// A password made for one cluster's cloud (24 hex digits from the OS's randomness).
+pub(crate) fn new_password() -> String {
+    let mut bytes = [0u8; 12];
+    getrandom::fill(&mut bytes).expect("the OS gives random bytes");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The file a CCM's `--cloud-config` names (`--cloud-config=F` or `--cloud-config F`).
 fn cloud_config_arg(args: &[String]) -> Option<&str> {
     args.iter().enumerate().find_map(|(i, arg)| match arg.strip_prefix("--cloud-config") {
@@ -569,21 +590,16 @@ struct Ports {
 
 impl Ports {
     fn pick(api_server: Option<u16>) -> Result<Self> {
-        // Hold every listener until all are picked so no two components get the same port.
-        let listeners: Vec<TcpListener> = (0..8)
-            .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-            .collect::<std::io::Result<_>>()
-            .map_err(io_err("binding a free port on", Path::new("127.0.0.1")))?;
-        let port = |i: usize| listeners[i].local_addr().map(|a| a.port()).unwrap_or_default();
+        let [etcd_client, etcd_peer, api, controller_manager, scheduler, kwok, ccm, moto] = free_ports()?;
         Ok(Ports {
-            etcd_client: port(0),
-            etcd_peer: port(1),
-            api_server: api_server.unwrap_or_else(|| port(2)),
-            controller_manager: port(3),
-            scheduler: port(4),
-            kwok: port(5),
-            ccm: port(6),
-            moto: port(7),
+            etcd_client,
+            etcd_peer,
+            api_server: api_server.unwrap_or(api),
+            controller_manager,
+            scheduler,
+            kwok,
+            ccm,
+            moto,
         })
     }
 }

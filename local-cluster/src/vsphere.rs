@@ -204,18 +204,12 @@ pub fn host_path(index: u32, hosts: u32) -> String {
 }
 
 /// A password for one cluster's vcsim.
-fn new_password() -> String {
-    let mut bytes = [0u8; 12];
-    getrandom::fill(&mut bytes).expect("the OS gives random bytes");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 impl VsphereOptions {
     /// Starts vcsim as the cluster's process `vcsim`, gives it a VM per node and the tags, writes
     /// the CCM's cloud config and its credentials' Secret.
     pub(crate) async fn start(&self, cluster: &mut LocalCluster, count: u32, client: &kube::Client) -> Result<()> {
         let step = cli_support::progress::step(format!("starting vcsim (the vsphere cloud) with {count} VMs"));
-        let password = new_password();
+        let password = super::new_password();
         // vcsim keeps its datastores in a temporary directory: the cluster's, so `down` removes it
         // even when vcsim is killed before it cleans up.
         let tmp = cluster.dir.join("vcsim-tmp");

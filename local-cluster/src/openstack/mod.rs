@@ -21,7 +21,7 @@ pub mod servers;
 pub mod service_config;
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -99,25 +99,6 @@ pub struct NodeAddress {
     pub ip: Ipv4Addr,
 }
 
-fn new_password() -> String {
-    let mut bytes = [0u8; 12];
-    getrandom::fill(&mut bytes).expect("the OS gives random bytes");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn pick_ports() -> Result<Ports> {
-    // Every listener is held until all are picked, so no two services get the same port.
-    let listeners: Vec<TcpListener> = (0..Ports::COUNT)
-        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-        .collect::<std::io::Result<_>>()
-        .map_err(io_err("binding a free port on", Path::new("127.0.0.1")))?;
-    let mut ports = [0u16; Ports::COUNT];
-    for (port, listener) in ports.iter_mut().zip(&listeners) {
-        *port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-    }
-    Ok(Ports::from_slice(ports))
-}
-
 impl OpenstackOptions {
     /// Starts the services as the cluster's processes `openstack-*`, provisions a server per node
     /// of `nodes`, and writes the CCM's `--cloud-config`.
@@ -127,9 +108,13 @@ impl OpenstackOptions {
             nodes.len()
         ));
         let started = Instant::now();
-        let cloud = Cloud { dir: cluster.dir.join("openstack"), ports: pick_ports()?, programs: self.programs.clone() };
-        let admin_password = new_password();
-        let service_password = new_password();
+        let cloud = Cloud {
+            dir: cluster.dir.join("openstack"),
+            ports: Ports::from_slice(super::free_ports()?),
+            programs: self.programs.clone(),
+        };
+        let admin_password = super::new_password();
+        let service_password = super::new_password();
         let phase = |what: &str| tracing::info!("OpenStack: {what} at {:.1?}", started.elapsed());
         cloud.start_backends(cluster).await?;
         phase("MariaDB and RabbitMQ up");

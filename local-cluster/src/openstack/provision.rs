@@ -146,7 +146,7 @@ pub async fn provision(
     hosts: usize,
 ) -> Result<OpenstackState> {
     let project_id = create_project(admin, PROJECT).await?;
-    let password = super::new_password();
+    let password = crate::new_password();
     create_user(admin, USERNAME, &password, &project_id, &["member"]).await?;
     let flavor = json!({"flavor": {"name": FLAVOR, "ram": 4096, "vcpus": 2, "disk": 40}});
     let flavor = admin.post("creating the flavor", "compute", "/flavors", flavor).await.map_err(cloud_err)?;
