@@ -1,20 +1,22 @@
 //! `--cloud openstack` on real nodes: OpenStack's own services (installed by `harness toolchain
 //! install --all`) come up with the cluster, hold a server per node with the node's name and
-//! address, answer only to the right credentials, and leave no process, port or file behind.
+//! address, answer only to the right credentials, make load balancers through Octavia, and leave no
+//! process, port or file behind.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpListener};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use local_cluster::openstack::api::{Credentials, Session};
 use local_cluster::openstack::{self, OpenstackOptions, OpenstackState};
-use local_cluster::{NodeKind, nodes, real, toolchain};
+use local_cluster::{NodeKind, machines, nodes, real, toolchain};
+use serde_json::json;
 
 use crate::common;
 
 fn listening(state: &OpenstackState) -> Vec<u16> {
     let p = state.ports;
-    [p.mariadb, p.rabbitmq, p.rabbitmq_dist, p.epmd, p.keystone, p.glance, p.placement, p.nova, p.neutron]
+    [p.mariadb, p.rabbitmq, p.rabbitmq_dist, p.epmd, p.keystone, p.glance, p.placement, p.nova, p.neutron, p.octavia]
         .into_iter()
         .filter(|port| TcpListener::bind((Ipv4Addr::LOCALHOST, *port)).is_err())
         .collect()
@@ -69,6 +71,8 @@ async fn the_openstack_cloud_gives_each_real_node_a_server_with_its_address_and_
         "the router is on the nodes' subnet: {ports:#?}"
     );
 
+    load_balancers_go_active_and_are_listed_with_their_members(&user, &state, name).await;
+
     // The CCM's cloud config names the cluster's user and the nodes' network.
     let config = std::fs::read_to_string(cluster.cloud_config()).unwrap();
     assert!(config.contains(&format!("password = {}", state.password)), "{config}");
@@ -95,6 +99,14 @@ async fn the_openstack_cloud_gives_each_real_node_a_server_with_its_address_and_
             good.replace("internal-network-name = nodes", "internal-network-name = no-such-network"),
             "[Networking] internal-network-name = no-such-network: no such network in project harness; its networks are: nodes",
         ),
+        (
+            "no-such-subnet.conf",
+            good.replace(
+                &format!("subnet-id = {}", state.subnet_id),
+                "subnet-id = 5e1f0000-0000-4000-8000-000000000000",
+            ),
+            "[LoadBalancer] subnet-id = 5e1f0000-0000-4000-8000-000000000000: no such subnet",
+        ),
     ] {
         let path = dir.path().join(name);
         std::fs::write(&path, config).unwrap();
@@ -108,7 +120,42 @@ async fn the_openstack_cloud_gives_each_real_node_a_server_with_its_address_and_
         );
     }
 
-    assert!(listening(&state).len() == 9, "every service listens: {:?}", listening(&state));
+    assert!(listening(&state).len() == 10, "every service listens: {:?}", listening(&state));
     common::assert_torn_down(cluster);
     assert_eq!(listening(&state), Vec::<u16>::new(), "ports still listened on after down");
+}
+
+/// As the CCM does for a UDP service with source ranges: one fully populated load balancer, made
+/// ACTIVE by Octavia's worker on its no-op drivers, listed by `harness cluster load-balancers`
+/// with its listener and member, and gone once deleted.
+async fn load_balancers_go_active_and_are_listed_with_their_members(
+    user: &Session,
+    state: &OpenstackState,
+    cluster: &str,
+) {
+    let node = nodes::node_name(cluster, 0);
+    let body = json!({"loadbalancer": {
+        "name": "kube_service_test", "description": "Kubernetes external service ns/svc from cluster test",
+        "vip_subnet_id": state.subnet_id, "provider": "amphora",
+        "listeners": [{"protocol": "UDP", "protocol_port": 53, "allowed_cidrs": ["203.0.113.0/24"],
+            "default_pool": {"name": "pool", "protocol": "UDP", "lb_algorithm": "ROUND_ROBIN",
+                "members": [{"name": node, "address": real::node_ip(0).to_string(), "protocol_port": 30053}]}}]}});
+    let created =
+        user.post("creating a load balancer", "load-balancer", "/v2/lbaas/loadbalancers", body).await.unwrap();
+    let id = created["loadbalancer"]["id"].as_str().unwrap().to_owned();
+    let listed = common::wait_for("the load balancer to go ACTIVE", Duration::from_secs(60), || async {
+        let listing = machines::load_balancers(cluster).await.unwrap();
+        listing.into_iter().find(|lb| lb["id"] == id.as_str() && lb["provisioning_status"] == "ACTIVE")
+    })
+    .await;
+    assert_eq!(listed["backends"], json!([node]), "{listed:#}");
+    assert_eq!(listed["listeners"], json!([{"protocol": "UDP", "port": 53, "allowed_cidrs": ["203.0.113.0/24"]}]));
+    assert_eq!(listed["pools"][0]["members"][0]["address"], real::node_ip(0).to_string(), "{listed:#}");
+    assert!(listed["vip_address"].as_str().is_some_and(|ip| !ip.is_empty()), "{listed:#}");
+    let path = format!("/v2/lbaas/loadbalancers/{id}?cascade=true");
+    user.delete("deleting a load balancer", "load-balancer", &path).await.unwrap();
+    common::wait_for("the load balancer to be gone", Duration::from_secs(60), || async {
+        machines::load_balancers(cluster).await.unwrap().is_empty().then_some(())
+    })
+    .await;
 }

@@ -305,7 +305,7 @@ pub enum ClusterCommand {
         /// The node (= instance) name.
         node: String,
     },
-    /// Print the load balancers of a cluster's local cloud as JSON.
+    /// Print the load balancers of a cluster's cloud as JSON: the local cloud's, moto's or Octavia's (with listeners, pools and members).
     LoadBalancers {
         #[command(flatten)]
         name: NameArg,

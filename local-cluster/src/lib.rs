@@ -355,8 +355,10 @@ impl LocalCluster {
         env: &process::Environment,
     ) -> Result<()> {
         let log = self.dir.join("logs").join(format!("{component}.log"));
+        let mut env = env.clone();
+        env.set.push((process::CLUSTER_DIR_VARIABLE.into(), self.dir.display().to_string()));
         let record =
-            process::spawn_with_env(component, binary, &args, env, &log).map_err(io_err("starting", binary))?;
+            process::spawn_with_env(component, binary, &args, &env, &log).map_err(io_err("starting", binary))?;
         tracing::debug!("started {component} (pid {})", record.pid);
         self.state.processes.push(record);
         // Recorded at once, so `harness cluster down` from another terminal finds it.

@@ -267,6 +267,9 @@ pub async fn load_balancers(cluster: &str) -> Result<Vec<serde_json::Value>> {
     if let Some(aws_cloud) = &state.aws {
         return aws::load_balancers(aws_cloud).await;
     }
+    if let Some(openstack) = &state.openstack {
+        return openstack::load_balancers::list(openstack).await;
+    }
     if state.vsphere.is_some() {
         // The vSphere CCM's load balancers need NSX-T, which vcsim does not simulate: there are none.
         return Ok(Vec::new());

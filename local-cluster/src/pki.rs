@@ -141,9 +141,25 @@ pub fn generate(dir: &Path, service_ip: Ipv4Addr, extra_ips: &[Ipv4Addr], nodes:
 
 /// A fresh self-signed CA named `name`.
 fn self_signed_ca(name: &str) -> Result<CertifiedIssuer<'static, KeyPair>, PkiError> {
+    Ok(CertifiedIssuer::self_signed(ca_params(name)?, KeyPair::generate()?)?)
+}
+
+fn ca_params(name: &str) -> Result<CertificateParams, PkiError> {
     let mut params = CertificateParams::new(Vec::<String>::new())?;
     params.distinguished_name.push(DnType::CommonName, name);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::CrlSign];
-    Ok(CertifiedIssuer::self_signed(params, KeyPair::generate()?)?)
+    Ok(params)
+}
+
+/// Writes a fresh self-signed CA named `name`, its certificate to `cert` and its key (PKCS#8)
+/// to `key`: for a service of the cluster's cloud that signs certificates itself.
+pub fn write_ca(name: &str, cert: &Path, key: &Path) -> Result<(), PkiError> {
+    let key_pair = KeyPair::generate()?;
+    let key_pem = key_pair.serialize_pem();
+    let ca = CertifiedIssuer::self_signed(ca_params(name)?, key_pair)?;
+    for (path, contents) in [(cert, ca.pem()), (key, key_pem)] {
+        fs::write(path, contents).map_err(|source| PkiError::Write { path: path.to_path_buf(), source })?;
+    }
+    Ok(())
 }

@@ -3,8 +3,9 @@
 //! Each component runs in a process group of its own, detached from the terminal's (a Ctrl-C at
 //! `harness cluster up` reaches the harness, which then stops them; it does not kill them behind its
 //! back half way through). A process is identified by its PID *and* its start time from
-//! `/proc/<pid>/stat`, so a recycled PID is never signalled. Every component's command line names
-//! the cluster's state directory, which [`sweep`] uses to find strays a crash left unrecorded.
+//! `/proc/<pid>/stat`, so a recycled PID is never signalled. Every component's command line or
+//! environment ([`CLUSTER_DIR_VARIABLE`]) names the cluster's state directory, which [`sweep`] uses
+//! to find strays a crash (or an unreadable `cluster.json`) left unrecorded.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -160,18 +161,27 @@ fn signal_group(pid: i32, signal: Signal) {
     }
 }
 
+/// The variable every process of a cluster gets, set to the cluster's state directory: found
+/// even in a process that rewrites its command line (gunicorn's `gunicorn: master [...]`) or
+/// never names the directory in it (epmd).
+pub const CLUSTER_DIR_VARIABLE: &str = "HARNESS_CLUSTER_DIR";
+
 /// Processes (other than this one) whose command line mentions `marker`, e.g. a cluster's
-/// state directory (as a whole: see [`mentions`]).
+/// state directory (as a whole: see [`mentions`]), or whose [`CLUSTER_DIR_VARIABLE`] is it.
 pub fn find_by_marker(marker: &Path) -> Vec<i32> {
     let marker = marker.to_string_lossy().into_owned();
+    let variable = format!("{CLUSTER_DIR_VARIABLE}={marker}").into_bytes();
     let me = std::process::id() as i32;
     let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| *pid != me)
         .filter(|pid| {
-            fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|cmdline| mentions(&String::from_utf8_lossy(&cmdline).replace('\0', " "), &marker))
+            let in_cmdline = fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| mentions(&String::from_utf8_lossy(&cmdline).replace('\0', " "), &marker));
+            in_cmdline
+                || fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|environ| environ.split(|b| *b == 0).any(|pair| pair == variable.as_slice()))
         })
         .filter(|pid| stat(*pid).is_some_and(|s| s.state != 'Z'))
         .collect()
@@ -265,6 +275,27 @@ mod tests {
             log: PathBuf::new(),
         };
         assert!(!me.is_running());
+    }
+
+    #[test]
+    fn sweep_finds_processes_by_the_marker_in_their_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("cluster-dir");
+        // `sleep` never names the marker in its command line, as gunicorn's rewritten one does not.
+        let env =
+            Environment { set: vec![(CLUSTER_DIR_VARIABLE.into(), marker.display().to_string())], removed: vec![] };
+        let record =
+            spawn_with_env("sleep", Path::new("/bin/sleep"), &["30".into()], &env, &dir.path().join("log")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while find_by_marker(&marker).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(find_by_marker(&marker), vec![record.pid]);
+        // Only the variable's whole value: another cluster's `cluster-dir-2` is not this one's.
+        assert_eq!(find_by_marker(&dir.path().join("cluster")), Vec::<i32>::new());
+        assert_eq!(sweep(&marker), 1);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!record.is_running());
     }
 
     #[test]

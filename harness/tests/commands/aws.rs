@@ -13,7 +13,8 @@ use junit::{self, ReadOptions, Status};
 /// The bundled providers.yaml with `<provider>-checked`: the bundled `provider` entry as it is, but
 /// with exec suites before and after its suites (`suites` as its entry lists them) that save
 /// `kubectl get nodes -o json`, the cluster's state and, where the harness reads them, its cloud's
-/// routes (`harness cluster routes`) into the build's artifacts.
+/// routes and load balancers (`harness cluster routes`, `harness cluster load-balancers`) into the
+/// build's artifacts.
 pub(crate) fn checked_providers_yaml(dir: &Path, provider: &str, suites: &str) -> PathBuf {
     let bundled = config::BUNDLED;
     let start = bundled.find(&format!("  - name: {provider}\n")).expect("the bundled file has the provider");
@@ -25,11 +26,14 @@ pub(crate) fn checked_providers_yaml(dir: &Path, provider: &str, suites: &str) -
         .replacen(&format!("- name: {provider}\n"), &format!("- name: {provider}-checked\n"), 1)
         .replace(&listed, &format!("suites: [{checked_suites}]\n    required:\n      suites: [{checked_suites}]"));
     assert!(checked.contains("nodes-before"), "the {provider} entry's suites changed:\n{entry}");
+    // The route controller reconciles every 5 s (`--route-reconciliation-period`): the route of a
+    // node the last test deleted goes at its next pass, so routes are read after two.
     let dump = |when: &str| {
+        let settle = if when == "after" { 10 } else { 0 };
         format!(
             r#"  - name: nodes-{when}
     kind: exec
-    command: [sh, -c, 'bin=$("$0" toolchain path --kubernetes "$1") && "$bin/kubectl" --kubeconfig "$KUBECONFIG" get nodes -o json > "$2/nodes-{when}.json" && cp "$HARNESS_STATE_DIR/clusters/$3/cluster.json" "$2/cluster-{when}.json" && ("$0" cluster routes --name "$3" > "$2/routes-{when}.json" 2>/dev/null || true)', "{{harness}}", "{{kubernetes_version}}", "{{artifacts}}", "{{cluster}}"]
+    command: [sh, -c, 'bin=$("$0" toolchain path --kubernetes "$1") && "$bin/kubectl" --kubeconfig "$KUBECONFIG" get nodes -o json > "$2/nodes-{when}.json" && cp "$HARNESS_STATE_DIR/clusters/$3/cluster.json" "$2/cluster-{when}.json" && ("$0" cluster routes --name "$3" >/dev/null 2>&1 && sleep {settle} && "$0" cluster routes --name "$3" > "$2/routes-{when}.json" || true) && ("$0" cluster load-balancers --name "$3" > "$2/load-balancers-{when}.json" 2>/dev/null || true)', "{{harness}}", "{{kubernetes_version}}", "{{artifacts}}", "{{cluster}}"]
     timeout: 2m
 "#
         )

@@ -4,8 +4,10 @@
 //! (`--cloud openstack`), on real nodes. Besides cloud-e2e's own verdicts, exec suites around it
 //! dump the nodes and the cluster's record of its servers, so the test checks the OpenStack shapes
 //! themselves: `openstack:///<server id>` providerIDs, the flavor as instance type, the server's
-//! zone and the region, the port's address, the deleted server's node gone, and the router's
-//! routes (through Neutron's API) to each remaining node's pod CIDR.
+//! zone and the region, the port's address, the deleted server's node gone, the router's routes
+//! (through Neutron's API) to each remaining node's pod CIDR, and no Octavia load balancer left once
+//! the load-balancer tests (which read Octavia's listeners, allowed CIDRs and members) deleted
+//! their services.
 
 use std::collections::BTreeMap;
 
@@ -14,15 +16,25 @@ use local_cluster::openstack::{FLAVOR, REGION};
 
 fn run(version: &str) {
     let run = CheckedRun::cloud_e2e("openstack", version, "os-e2e");
-    // Load balancers are a later slice: skipped, with the reason in the report.
-    run.assert_skipped(&["[Feature:LoadBalancer]"]);
-    assert!(
-        run.passed_test(
-            "[Feature:Routes] Nodes with a pod CIDR should get NetworkUnavailable=False with reason RouteCreated"
-        ),
-        "the routes test passed"
+    for wanted in [
+        "[Feature:Routes] Nodes with a pod CIDR should get NetworkUnavailable=False with reason RouteCreated",
+        "[Feature:LoadBalancer] Service of type LoadBalancer should get an ingress address and a cleanup finalizer",
+        "[Feature:LoadBalancer] Service of type LoadBalancer should have its load balancer deleted",
+        "[Feature:LoadBalancerUDP] Service of type LoadBalancer with a UDP port should get an ingress address",
+        "[Feature:LoadBalancerSourceRanges] Service of type LoadBalancer should apply its loadBalancerSourceRanges",
+        "[Feature:LoadBalancerNodeExclusion] Service of type LoadBalancer should update its backends",
+    ] {
+        assert!(run.passed_test(wanted), "{wanted} did not pass: {:#?}", run.passed);
+    }
+    // No-op amphorae carry no packet: the data-path tests are skipped, saying so.
+    run.assert_skipped(&["[Feature:LoadBalancerDataPath]"]);
+    assert!(run.report.contains("no packet reaches a load balancer's VIP"), "the skips say why");
+    assert_eq!(run.read("load-balancers-before.json"), serde_json::json!([]));
+    assert_eq!(
+        run.read("load-balancers-after.json"),
+        serde_json::json!([]),
+        "Octavia's load balancers went with their services"
     );
-    assert!(run.report.contains("Octavia is not run yet"), "the skips say why");
 
     // The nodes as the CCM left them, against Nova's servers.
     let cluster = run.read("cluster-before.json");

@@ -20,7 +20,7 @@ pub(crate) const NODE_CAPABILITY_TESTS: [&str; 6] = [
 /// A finished run: its directory (removed with it), and what cloud-e2e skipped and reported.
 pub(crate) struct CheckedRun {
     dir: tempfile::TempDir,
-    passed: Vec<String>,
+    pub passed: Vec<String>,
     pub skipped: Vec<String>,
     /// `artifacts/junit_cloud-e2e.xml`.
     pub report: String,

@@ -6,7 +6,10 @@
 //! - Keystone, Glance (images in files), Placement, Nova's API and Neutron's API under gunicorn;
 //! - Nova's conductor and scheduler, and a compute host per zone with the fake hypervisor
 //!   (`fake.FakeDriver`: servers live in its memory); Neutron's ports are bound by the harness's
-//!   ML2 driver (`tools/openstack/harness-ml2`), since no agent runs.
+//!   ML2 driver (`tools/openstack/harness-ml2`), since no agent runs;
+//! - Octavia's API and worker, with the `amphora` provider on the no-op drivers of Octavia's own
+//!   tests: load balancers, listeners, pools and members are real API objects that go ACTIVE, but
+//!   no amphora runs, so no traffic flows through them.
 //!
 //! The harness then gives it what an OpenStack project for a cluster has: a project and user of
 //! the cluster's (the CCM's credentials), a flavor and an image, a network with a subnet holding
@@ -15,6 +18,7 @@
 //! cloud-provider-openstack CCM finds each node's server by that name.
 
 pub mod api;
+pub mod load_balancers;
 pub mod preflight;
 mod provision;
 pub mod servers;
@@ -263,6 +267,7 @@ impl Cloud {
         let nova = self.service_dir("nova")?;
         let neutron = self.service_dir("neutron")?;
         self.write_service_configs(service_password, &glance, &placement, &nova, &neutron)?;
+        let octavia = self.write_octavia_config(service_password)?;
         let nova_conf = nova.join("nova.conf");
         let chains: Vec<Vec<(&str, Command)>> = vec![
             keystone_steps,
@@ -276,10 +281,10 @@ impl Cloud {
                 ("Nova's cell1", manage("nova-manage", &nova_conf, &["cell_v2", "create_cell", "--name", "cell1"])),
                 ("Nova's schema", manage("nova-manage", &nova_conf, &["db", "sync"])),
             ],
-            vec![(
-                "Neutron's schema",
-                manage("neutron-db-manage", &neutron.join("neutron.conf"), &["upgrade", "heads"]),
-            )],
+            vec![
+                ("Neutron's schema", manage("neutron-db-manage", &neutron.join("neutron.conf"), &["upgrade", "heads"])),
+                ("Octavia's schema", manage("octavia-db-manage", &octavia, &["upgrade", "head"])),
+            ],
         ];
         // The chains are independent: run at once, each its steps in order.
         let results = std::thread::scope(|scope| {
@@ -322,12 +327,28 @@ impl Cloud {
         Ok(())
     }
 
-    /// Keystone, Glance, Placement, Nova's API and Neutron's API, each a gunicorn of one worker.
+    /// Octavia's CA (which it signs each amphora's certificate with) and octavia.conf; returns
+    /// the latter's path.
+    fn write_octavia_config(&self, password: &str) -> Result<PathBuf> {
+        let dir = self.service_dir("octavia")?;
+        crate::pki::write_ca("octavia-amphorae", &dir.join("ca.pem"), &dir.join("ca.key"))?;
+        let conf = dir.join("octavia.conf");
+        self.write(&conf, &service_config::octavia(&self.ports, &dir, password))?;
+        Ok(conf)
+    }
+
+    /// Keystone, Glance, Placement, Nova's, Neutron's and Octavia's APIs, each a gunicorn of one
+    /// worker, and Octavia's worker (which takes the API's requests from RabbitMQ).
     fn start_apis(&self, cluster: &mut LocalCluster) -> Result<()> {
-        let [glance, placement, nova, neutron] = ["glance", "placement", "nova", "neutron"].map(|s| self.dir.join(s));
+        let [glance, placement, nova, neutron, octavia] =
+            ["glance", "placement", "nova", "neutron", "octavia"].map(|s| self.dir.join(s));
         let wsgi = self.dir.join("wsgi_app.py");
         self.write(&wsgi, WSGI_APP)?;
         let keystone_conf = self.dir.join("keystone").join("keystone.conf");
+        let octavia_conf = octavia.join("octavia.conf");
+        // Quoted as a shell would, for `shlex.split`.
+        let config_file =
+            |path: &Path| format!("--config-file '{}'", path.display().to_string().replace('\'', r"'\''"));
         let apis = [
             ("keystone", self.ports.keystone, "keystone.wsgi.api", ("OS_KEYSTONE_CONFIG_FILES", keystone_conf)),
             ("glance", self.ports.glance, "glance.wsgi.api", ("OS_GLANCE_CONFIG_DIR", glance)),
@@ -339,12 +360,17 @@ impl Cloud {
                 "neutron.wsgi.api",
                 ("OS_NEUTRON_CONFIG_FILES", neutron.join("neutron.conf")),
             ),
-        ];
-        for (name, port, module, (variable, path)) in apis {
-            let args = gunicorn_args(&self.dir, port, module, variable, &path);
+        ]
+        .map(|(name, port, module, (variable, path))| (name, port, module, (variable, path.display().to_string())));
+        // Octavia reads no variable: its configuration comes as arguments (see `wsgi_app.py`).
+        let octavia_api =
+            ("octavia-api", self.ports.octavia, "octavia.wsgi.api", ("HARNESS_WSGI_ARGS", config_file(&octavia_conf)));
+        for (name, port, module, variable) in apis.into_iter().chain([octavia_api]) {
+            let args = gunicorn_args(&self.dir, port, module, variable);
             cluster.start(&self.programs.venv("gunicorn"), &format!("openstack-{name}"), args)?;
         }
-        Ok(())
+        let args = vec!["--config-file".into(), octavia_conf.display().to_string()];
+        cluster.start(&self.programs.venv("octavia-worker"), "openstack-octavia-worker", args)
     }
 
     /// Nova's conductor and scheduler, and `hosts` compute hosts (one per zone).
@@ -380,8 +406,8 @@ pub fn compute_hosts(count: usize) -> Vec<String> {
 }
 
 /// gunicorn serving `module`'s WSGI application through the harness's wrapper (`wsgi_app.py` in
-/// `dir`), its configuration found through `variable`.
-fn gunicorn_args(dir: &Path, port: u16, module: &str, variable: &str, config: &Path) -> Vec<String> {
+/// `dir`), its configuration found through the environment variable `variable` (name, value).
+fn gunicorn_args(dir: &Path, port: u16, module: &str, variable: (&str, String)) -> Vec<String> {
     vec![
         format!("--bind=127.0.0.1:{port}"),
         "--workers=1".into(),
@@ -391,7 +417,7 @@ fn gunicorn_args(dir: &Path, port: u16, module: &str, variable: &str, config: &P
         "--no-control-socket".into(),
         format!("--chdir={}", dir.display()),
         format!("--env=HARNESS_WSGI_MODULE={module}"),
-        format!("--env={variable}={}", config.display()),
+        format!("--env={}={}", variable.0, variable.1),
         "wsgi_app:application".into(),
     ]
 }
@@ -458,13 +484,15 @@ async fn wait_listening(cluster: &LocalCluster, what: &str, port: u16) -> Result
 
 /// The CCM's `--cloud-config` (cloud-provider-openstack's INI form): Keystone and the cluster's
 /// credentials, the region, the network the nodes' addresses are on, and the router the route
-/// controller adds a route to per node's pod CIDR. Load balancers are off (no Octavia runs yet).
+/// controller adds a route to per node's pod CIDR, and the subnet Octavia's load balancers take
+/// their VIP on and reach their members through. There is no external network: a load balancer's
+/// VIP is its ingress (the CCM then warns that it found no floating network, and goes on).
 pub fn cloud_config(state: &OpenstackState) -> String {
     format!(
         "[Global]\nauth-url = {}\nusername = {USERNAME}\npassword = {}\ntenant-name = {PROJECT}\n\
          domain-name = Default\nregion = {}\n\n[Networking]\ninternal-network-name = {NETWORK}\n\n\
-         [LoadBalancer]\nenabled = false\n\n[Route]\nrouter-id = {}\n",
-        state.auth_url, state.password, state.region, state.router_id
+         [LoadBalancer]\nenabled = true\nlb-provider = amphora\nsubnet-id = {}\n\n[Route]\nrouter-id = {}\n",
+        state.auth_url, state.password, state.region, state.subnet_id, state.router_id
     )
 }
 
@@ -511,8 +539,7 @@ mod tests {
             Path::new("/c/openstack"),
             5000,
             "keystone.wsgi.api",
-            "OS_KEYSTONE_CONFIG_FILES",
-            Path::new("/c/k.conf"),
+            ("OS_KEYSTONE_CONFIG_FILES", "/c/k.conf".into()),
         );
         assert!(args.contains(&"--bind=127.0.0.1:5000".to_owned()), "{args:?}");
         assert!(args.contains(&"--env=HARNESS_WSGI_MODULE=keystone.wsgi.api".to_owned()), "{args:?}");
@@ -524,7 +551,7 @@ mod tests {
 
     #[test]
     fn rabbitmq_keeps_its_files_and_cookie_in_the_clusters_dir() {
-        let ports = Ports::from_slice([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        let ports = Ports::from_slice([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         let env: BTreeMap<String, String> = rabbitmq_env(Path::new("/c/rabbitmq"), &ports).into_iter().collect();
         assert_eq!(env["RABBITMQ_NODE_PORT"], "2");
         assert_eq!(env["ERL_EPMD_PORT"], "4");
@@ -536,9 +563,9 @@ mod tests {
     }
 
     #[test]
-    fn the_cloud_config_names_the_clusters_user_project_region_and_network() {
+    fn the_cloud_config_names_the_clusters_user_project_region_network_router_and_subnet() {
         let state = OpenstackState {
-            ports: Ports::from_slice([1, 2, 3, 4, 5, 6, 7, 8, 9]),
+            ports: Ports::from_slice([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),
             auth_url: "http://127.0.0.1:5/v3".into(),
             region: REGION.into(),
             admin_password: "a".into(),
@@ -559,6 +586,8 @@ mod tests {
             "region = RegionOne",
             "internal-network-name = nodes",
             "router-id = r",
+            "lb-provider = amphora",
+            "subnet-id = s",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }

@@ -1,5 +1,5 @@
 //! What the harness checks of a CCM's `--cloud-config` before it starts the CCM on the OpenStack
-//! cloud: that Keystone takes its credentials, and that every network it names exists. The CCM
+//! cloud: that Keystone takes its credentials, and that every network and subnet it names exists. The CCM
 //! itself would exit on the first (its log's last lines) and, on the second, drop the addresses of
 //! every node and never initialise one: the run would wait out its time-out for nothing.
 
@@ -84,6 +84,31 @@ pub async fn check_cloud_config(path: &Path) -> Result<()> {
                     "[Networking] {key} = {wanted}: no such network in project {}; its networks are: {}",
                     credentials.project,
                     names.join(", ")
+                )));
+            }
+        }
+    }
+    check_load_balancer_ids(&session, &ini, &refuse).await
+}
+
+/// Every subnet and network `[LoadBalancer]` names by id exists. Octavia's no-op network driver
+/// takes any id, so a wrong one would give load balancers on a subnet that is not there.
+async fn check_load_balancer_ids(session: &Session, ini: &Ini, refuse: &impl Fn(String) -> ClusterError) -> Result<()> {
+    for (kind, keys) in
+        [("subnet", ["subnet-id", "member-subnet-id"]), ("network", ["network-id", "floating-network-id"])]
+    {
+        let listing = format!("{kind}s");
+        let found = session
+            .get(&format!("listing {listing}"), "network", &format!("/v2.0/{listing}"))
+            .await
+            .map_err(|e| refuse(e.to_string()))?;
+        let ids: Vec<&str> =
+            found[&listing].as_array().into_iter().flatten().filter_map(|n| n["id"].as_str()).collect();
+        for key in keys {
+            if let Some(wanted) = first(ini, "loadbalancer", key).filter(|id| !ids.contains(id)) {
+                return Err(refuse(format!(
+                    "[LoadBalancer] {key} = {wanted}: no such {kind}; the {listing} are: {}",
+                    ids.join(", ")
                 )));
             }
         }

@@ -84,7 +84,12 @@ pub async fn register_services(session: &Session, ports: &Ports, password: &str)
 /// Waits until every API answers and Nova has `hosts` compute hosts up and mapped to its cell.
 pub async fn wait_for_apis(session: &Session, hosts: usize, alive: impl Fn() -> Result<()>) -> Result<()> {
     let started = Instant::now();
-    let checks = [("image", "/v2/images"), ("network", "/v2.0/networks"), ("placement", "/resource_providers")];
+    let checks = [
+        ("image", "/v2/images"),
+        ("network", "/v2.0/networks"),
+        ("placement", "/resource_providers"),
+        ("load-balancer", "/v2/lbaas/loadbalancers"),
+    ];
     for (kind, path) in checks {
         let what = format!("the {kind} API to answer");
         wait_until(&alive, started, &what, || async {

@@ -19,14 +19,17 @@ pub struct Ports {
     pub placement: u16,
     pub nova: u16,
     pub neutron: u16,
+    /// Octavia's API (0 in the `cluster.json` of a cluster started before Octavia ran).
+    #[serde(default)]
+    pub octavia: u16,
 }
 
 impl Ports {
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
 
     pub fn from_slice(p: [u16; Self::COUNT]) -> Self {
-        let [mariadb, rabbitmq, rabbitmq_dist, epmd, keystone, glance, placement, nova, neutron] = p;
-        Ports { mariadb, rabbitmq, rabbitmq_dist, epmd, keystone, glance, placement, nova, neutron }
+        let [mariadb, rabbitmq, rabbitmq_dist, epmd, keystone, glance, placement, nova, neutron, octavia] = p;
+        Ports { mariadb, rabbitmq, rabbitmq_dist, epmd, keystone, glance, placement, nova, neutron, octavia }
     }
 
     pub fn keystone_url(&self) -> String {
@@ -43,7 +46,8 @@ impl Ports {
 }
 
 /// The databases the services keep in MariaDB.
-pub const DATABASES: &[&str] = &["keystone", "glance", "placement", "nova_api", "nova", "nova_cell0", "neutron"];
+pub const DATABASES: &[&str] =
+    &["keystone", "glance", "placement", "nova_api", "nova", "nova_cell0", "neutron", "octavia"];
 
 /// The region of the catalog's endpoints and the CCM's cloud config.
 pub const REGION: &str = "RegionOne";
@@ -59,11 +63,12 @@ pub struct CatalogEntry {
     pub path: &'static str,
 }
 
-pub const CATALOG: [CatalogEntry; 4] = [
+pub const CATALOG: [CatalogEntry; 5] = [
     CatalogEntry { service: "glance", kind: "image", path: "" },
     CatalogEntry { service: "placement", kind: "placement", path: "" },
     CatalogEntry { service: "nova", kind: "compute", path: "/v2.1" },
     CatalogEntry { service: "neutron", kind: "network", path: "" },
+    CatalogEntry { service: "octavia", kind: "load-balancer", path: "" },
 ];
 
 impl CatalogEntry {
@@ -72,7 +77,8 @@ impl CatalogEntry {
             "glance" => ports.glance,
             "placement" => ports.placement,
             "nova" => ports.nova,
-            _ => ports.neutron,
+            "neutron" => ports.neutron,
+            _ => ports.octavia,
         }
     }
 
@@ -188,12 +194,37 @@ pub fn neutron(ports: &Ports, dir: &Path, password: &str) -> String {
     )
 }
 
+/// octavia.conf, shared by Octavia's API and its worker: the `amphora` provider with the no-op
+/// drivers Octavia's own tests use (no amphora VM is booted, no port is made: every load balancer
+/// goes ACTIVE with the VIP the no-op network driver hands out), and the CA the worker signs each
+/// amphora's certificate with (`dir/ca.pem`, `dir/ca.key`), which it insists on even for no-op
+/// amphorae.
+pub fn octavia(ports: &Ports, dir: &Path, password: &str) -> String {
+    format!(
+        "[DEFAULT]\ntransport_url = {mq}\n\n[api_settings]\nauth_strategy = keystone\n\
+         enabled_provider_drivers = amphora:The Octavia Amphora driver.\ndefault_provider_driver = amphora\n\n\
+         [database]\nconnection = {db}\n\n[controller_worker]\namphora_driver = amphora_noop_driver\n\
+         compute_driver = compute_noop_driver\nnetwork_driver = network_noop_driver\n\
+         image_driver = image_noop_driver\nvolume_driver = volume_noop_driver\nloadbalancer_topology = SINGLE\n\
+         workers = 1\nclient_ca = {ca}\n\n[certificates]\ncert_manager = noop_cert_manager\n\
+         ca_certificate = {ca}\nca_private_key = {key}\n\n[task_flow]\njobboard_enabled = false\n\n\
+         [oslo_concurrency]\nlock_path = {locks}\n\n{auth}\n{service_auth}",
+        mq = ports.transport_url(),
+        db = ports.database("octavia"),
+        ca = dir.join("ca.pem").display(),
+        key = dir.join("ca.key").display(),
+        locks = dir.join("locks").display(),
+        auth = authtoken(ports, "octavia", password),
+        service_auth = keystone_user("service_auth", ports, "octavia", password),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn ports() -> Ports {
-        Ports::from_slice([3306, 5672, 25672, 4369, 5000, 9292, 8778, 8774, 9696])
+        Ports::from_slice([3306, 5672, 25672, 4369, 5000, 9292, 8778, 8774, 9696, 9876])
     }
 
     /// Section → key → value, as oslo.config reads an INI file.
@@ -244,12 +275,36 @@ mod tests {
     }
 
     #[test]
+    fn octavia_runs_the_amphora_provider_on_no_op_drivers_with_its_own_ca() {
+        let conf = parse(&octavia(&ports(), Path::new("/c/octavia"), "pw"));
+        assert_eq!(conf["api_settings"]["default_provider_driver"], "amphora");
+        for (key, driver) in [
+            ("amphora_driver", "amphora_noop_driver"),
+            ("compute_driver", "compute_noop_driver"),
+            ("network_driver", "network_noop_driver"),
+        ] {
+            assert_eq!(conf["controller_worker"][key], driver);
+        }
+        assert_eq!(conf["controller_worker"]["client_ca"], "/c/octavia/ca.pem");
+        assert_eq!(conf["certificates"]["ca_private_key"], "/c/octavia/ca.key");
+        assert_eq!(conf["database"]["connection"], "mysql+pymysql://root@127.0.0.1:3306/octavia");
+        assert_eq!(conf["service_auth"]["username"], "octavia");
+        assert_eq!(conf["keystone_authtoken"]["username"], "octavia");
+    }
+
+    #[test]
     fn every_catalog_entry_is_served_on_its_own_port() {
         let ports = ports();
         let urls: Vec<String> = CATALOG.iter().map(|e| e.url(&ports)).collect();
         assert_eq!(
             urls,
-            ["http://127.0.0.1:9292", "http://127.0.0.1:8778", "http://127.0.0.1:8774/v2.1", "http://127.0.0.1:9696"]
+            [
+                "http://127.0.0.1:9292",
+                "http://127.0.0.1:8778",
+                "http://127.0.0.1:8774/v2.1",
+                "http://127.0.0.1:9696",
+                "http://127.0.0.1:9876"
+            ]
         );
     }
 }
