@@ -7,7 +7,8 @@
 //! `Periodic.{interval}`, `JobBase.{name, cluster, labels, annotations, spec}`,
 //! `UtilityConfig.{decorate, extra_refs, decoration_config}`, `DecorationConfig.timeout`,
 //! `Refs.{org, repo, base_ref, path_alias, workdir}`; `spec` is a Kubernetes `PodSpec`
-//! (`containers[].{image, command, args, env, resources}`). `tests/prow_config.rs` runs Prow's
+//! (`containers[].{image, command, args, env, resources, securityContext}`; privileged where the
+//! cluster has real nodes). `tests/prow_config.rs` runs Prow's
 //! `checkconfig` on the output.
 //!
 //! Each job is decorated (`decorate: true`): Prow's pod utilities clone the harness repository
@@ -36,7 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use super::jobs::JOB_PREFIX;
 use super::validate::format_duration;
-use super::{Cell, ProvidersConfig, cells};
+use super::{Cell, Deployer, ProvidersConfig, cells};
 
 #[cfg(test)]
 mod tests;
@@ -195,6 +196,14 @@ pub struct Container {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
     pub resources: ResourceRequirements,
+    #[serde(rename = "securityContext", default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<SecurityContext>,
+}
+
+/// Kubernetes `SecurityContext`, as far as a job needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecurityContext {
+    pub privileged: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -345,9 +354,17 @@ fn periodic(config: &ProvidersConfig, cell: &Cell<'_>, opts: &ProwOptions, share
                 args: harness_args(cell, opts, timeouts.run),
                 env: opts.env.iter().map(|(name, value)| EnvVar { name: name.clone(), value: value.clone() }).collect(),
                 resources: opts.resources.clone(),
+                security_context: needs_privileges(cell).then_some(SecurityContext { privileged: true }),
             }],
         },
     }
+}
+
+/// Whether the cell's cluster has real nodes: each is a kubelet, containerd and runc in network and
+/// mount namespaces of its own, with cgroups and mounts the harness makes, which an unprivileged
+/// container may not (kind's jobs on Prow are privileged for the same reason).
+fn needs_privileges(cell: &Cell<'_>) -> bool {
+    matches!(cell.provider.deployer, Deployer::Local { node_kind: crate::nodes::NodeKind::Real, .. })
 }
 
 fn annotations(cell: &Cell<'_>, opts: &ProwOptions, shared: &BTreeSet<String>) -> BTreeMap<String, String> {

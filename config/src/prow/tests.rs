@@ -143,7 +143,7 @@ fn bundled_config_gives_one_periodic_per_cell_with_prows_field_names() {
     let containers = job["spec"]["containers"].as_sequence().unwrap();
     assert_eq!(containers.len(), 1);
     let container = &containers[0];
-    assert_eq!(keys(container), ["image", "command", "args", "resources"]);
+    assert_eq!(keys(container), ["image", "command", "args", "resources", "securityContext"]);
     assert_eq!(container["image"], DEFAULT_IMAGE);
     assert_eq!(container["command"], serde_yaml_ng::to_value(["harness"]).unwrap());
     let args: Vec<&str> = container["args"].as_sequence().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
@@ -170,6 +170,18 @@ fn bundled_config_gives_one_periodic_per_cell_with_prows_field_names() {
     assert_eq!(keys(&container["resources"]), ["requests", "limits"]);
     assert_eq!(container["resources"]["requests"]["cpu"], Value::String("4".into()));
     assert_eq!(container["resources"]["limits"]["memory"], "8Gi");
+
+    // Real nodes need a privileged container (namespaces, cgroups, mounts); kwok nodes do not.
+    for (name, privileged) in [
+        ("ci-cloud-provider-local-k8s-1.37", true),
+        ("ci-cloud-provider-vsphere-k8s-1.37", true),
+        ("ci-cloud-provider-openstack-k8s-1.36", true),
+        ("ci-cloud-provider-aws-k8s-1.37", false),
+    ] {
+        let job = periodics.iter().find(|p| p["name"] == name).unwrap();
+        let context = &job["spec"]["containers"][0]["securityContext"];
+        assert_eq!(context["privileged"].as_bool().unwrap_or(false), privileged, "{name}: {context:?}");
+    }
 }
 
 #[test]
