@@ -243,8 +243,8 @@ pub enum CloudKind {
     /// cluster's vsphere.conf, as `harness run --provider vsphere` does).
     Vcsim,
     /// OpenStack's own services from PyPI (Keystone, Glance, Placement, Nova with its fake
-    /// hypervisor, Neutron), the `openstack` provider's cloud: a server per node, named after it,
-    /// holding its address (no CCM is started; the cluster's `openstack-cloud.conf` is
+    /// hypervisor, Neutron, Octavia with its no-op amphorae), the `openstack` provider's cloud: a
+    /// server per node, named after it, holding its address (no CCM is started; the cluster's `openstack-cloud.conf` is
     /// cloud-provider-openstack's `--cloud-config`).
     Openstack,
 }
