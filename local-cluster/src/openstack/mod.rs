@@ -346,30 +346,28 @@ impl Cloud {
         self.write(&wsgi, WSGI_APP)?;
         let keystone_conf = self.dir.join("keystone").join("keystone.conf");
         let octavia_conf = octavia.join("octavia.conf");
-        // Quoted as a shell would, for `shlex.split`.
-        let config_file =
-            |path: &Path| format!("--config-file '{}'", path.display().to_string().replace('\'', r"'\''"));
+        let shown = |path: &Path| path.display().to_string();
+        // Octavia reads no variable: its configuration comes as arguments (see `wsgi_app.py`),
+        // quoted as a shell would for `shlex.split`.
+        let octavia_args = format!("--config-file '{}'", shown(&octavia_conf).replace('\'', r"'\''"));
         let apis = [
-            ("keystone", self.ports.keystone, "keystone.wsgi.api", ("OS_KEYSTONE_CONFIG_FILES", keystone_conf)),
-            ("glance", self.ports.glance, "glance.wsgi.api", ("OS_GLANCE_CONFIG_DIR", glance)),
-            ("placement", self.ports.placement, "placement.wsgi.api", ("OS_PLACEMENT_CONFIG_DIR", placement)),
-            ("nova-api", self.ports.nova, "nova.wsgi.osapi_compute", ("OS_NOVA_CONFIG_DIR", nova)),
+            ("keystone", self.ports.keystone, "keystone.wsgi.api", ("OS_KEYSTONE_CONFIG_FILES", shown(&keystone_conf))),
+            ("glance", self.ports.glance, "glance.wsgi.api", ("OS_GLANCE_CONFIG_DIR", shown(&glance))),
+            ("placement", self.ports.placement, "placement.wsgi.api", ("OS_PLACEMENT_CONFIG_DIR", shown(&placement))),
+            ("nova-api", self.ports.nova, "nova.wsgi.osapi_compute", ("OS_NOVA_CONFIG_DIR", shown(&nova))),
             (
                 "neutron",
                 self.ports.neutron,
                 "neutron.wsgi.api",
-                ("OS_NEUTRON_CONFIG_FILES", neutron.join("neutron.conf")),
+                ("OS_NEUTRON_CONFIG_FILES", shown(&neutron.join("neutron.conf"))),
             ),
-        ]
-        .map(|(name, port, module, (variable, path))| (name, port, module, (variable, path.display().to_string())));
-        // Octavia reads no variable: its configuration comes as arguments (see `wsgi_app.py`).
-        let octavia_api =
-            ("octavia-api", self.ports.octavia, "octavia.wsgi.api", ("HARNESS_WSGI_ARGS", config_file(&octavia_conf)));
-        for (name, port, module, variable) in apis.into_iter().chain([octavia_api]) {
+            ("octavia-api", self.ports.octavia, "octavia.wsgi.api", ("HARNESS_WSGI_ARGS", octavia_args)),
+        ];
+        for (name, port, module, variable) in apis {
             let args = gunicorn_args(&self.dir, port, module, variable);
             cluster.start(&self.programs.venv("gunicorn"), &format!("openstack-{name}"), args)?;
         }
-        let args = vec!["--config-file".into(), octavia_conf.display().to_string()];
+        let args = vec!["--config-file".into(), shown(&octavia_conf)];
         cluster.start(&self.programs.venv("octavia-worker"), "openstack-octavia-worker", args)
     }
 

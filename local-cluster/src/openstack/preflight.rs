@@ -97,6 +97,11 @@ async fn check_load_balancer_ids(session: &Session, ini: &Ini, refuse: &impl Fn(
     for (kind, keys) in
         [("subnet", ["subnet-id", "member-subnet-id"]), ("network", ["network-id", "floating-network-id"])]
     {
+        let named: Vec<(&str, &str)> =
+            keys.iter().filter_map(|key| Some((*key, first(ini, "loadbalancer", key)?))).collect();
+        if named.is_empty() {
+            continue;
+        }
         let listing = format!("{kind}s");
         let found = session
             .get(&format!("listing {listing}"), "network", &format!("/v2.0/{listing}"))
@@ -104,8 +109,8 @@ async fn check_load_balancer_ids(session: &Session, ini: &Ini, refuse: &impl Fn(
             .map_err(|e| refuse(e.to_string()))?;
         let ids: Vec<&str> =
             found[&listing].as_array().into_iter().flatten().filter_map(|n| n["id"].as_str()).collect();
-        for key in keys {
-            if let Some(wanted) = first(ini, "loadbalancer", key).filter(|id| !ids.contains(id)) {
+        for (key, wanted) in named {
+            if !ids.contains(&wanted) {
                 return Err(refuse(format!(
                     "[LoadBalancer] {key} = {wanted}: no such {kind}; the {listing} are: {}",
                     ids.join(", ")
