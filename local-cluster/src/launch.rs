@@ -42,7 +42,7 @@ impl Drop for Launch {
     fn drop(&mut self) {
         let Some(cluster) = self.cluster.take() else { return };
         tracing::info!("stopping the partly started cluster in {}", cluster.dir.display());
-        process::terminate(&cluster.state.processes, Duration::from_secs(3));
+        super::stop_processes(&cluster.dir, &cluster.state, Duration::from_secs(3));
         process::sweep(&cluster.dir);
         real::cleanup(&cluster.dir);
         let _ = fs::remove_dir_all(&cluster.dir);

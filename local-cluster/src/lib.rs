@@ -961,13 +961,30 @@ pub fn down(name: &str) -> Result<bool> {
         return Ok(false);
     }
     match load_state(name) {
-        Ok(state) => process::terminate(&state.processes, STOP_GRACE),
+        Ok(state) => stop_processes(&dir, &state, STOP_GRACE),
         Err(e) => tracing::warn!("{e}; stopping whatever still runs from {}", dir.display()),
     }
     process::sweep(&dir);
     real::cleanup(&dir);
     fs::remove_dir_all(&dir).map_err(io_err("removing", &dir))?;
     Ok(true)
+}
+
+/// Stops `state`'s processes in order, last started first ([`process::terminate`]), and a real
+/// node's pods right after its containerd, as its machine's power-off does: their runc shims
+/// outlive containerd by design, and only the last-resort sweep would find them otherwise.
+pub(crate) fn stop_processes(dir: &Path, state: &ClusterState, grace: Duration) {
+    for batch in process::stop_together(&state.processes) {
+        process::stop(&batch, grace);
+        for record in batch {
+            let Some(node) = record.component.strip_suffix("-containerd") else { continue };
+            let Some(index) = state.nodes.iter().position(|n| n == node) else { continue };
+            // Without the node's namespace holder, which goes next: its mounts go with it.
+            if let Err(e) = real::kill_pods(dir, node, index as u32, None) {
+                tracing::warn!("stopping node {node}'s pods: {e}");
+            }
+        }
+    }
 }
 
 /// A line of `harness cluster list`.

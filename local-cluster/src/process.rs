@@ -5,7 +5,8 @@
 //! back half way through). A process is identified by its PID *and* its start time from
 //! `/proc/<pid>/stat`, so a recycled PID is never signalled. Every component's command line or
 //! environment ([`CLUSTER_DIR_VARIABLE`]) names the cluster's state directory, which [`sweep`] uses
-//! to find strays a crash (or an unreadable `cluster.json`) left unrecorded.
+//! to find strays a crash (or an unreadable `cluster.json`) left unrecorded; [`COMPONENT_VARIABLE`]
+//! names the component whose process started a stray.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -52,7 +53,7 @@ pub fn spawn_with_env(
     for name in &env.removed {
         command.env_remove(name);
     }
-    command.envs(env.set.iter().map(|(k, v)| (k, v)));
+    command.envs(env.set.iter().map(|(k, v)| (k, v))).env(COMPONENT_VARIABLE, component);
     let child = cli_support::signals::with_default_signals(&mut command)
         .args(args)
         .stdin(Stdio::null())
@@ -127,7 +128,9 @@ pub fn stop_together(records: &[ProcessRecord]) -> Vec<Vec<&ProcessRecord>> {
     batches
 }
 
-fn stop(batch: &[&ProcessRecord], grace: Duration) {
+/// Stops the processes of one batch of [`stop_together`] at once: SIGTERM to each one's group, then
+/// SIGKILL to those still running after `grace`.
+pub fn stop(batch: &[&ProcessRecord], grace: Duration) {
     let running: Vec<&ProcessRecord> = batch.iter().copied().filter(|r| r.is_running()).collect();
     for record in &running {
         signal_group(record.pid, Signal::SIGTERM);
@@ -200,15 +203,48 @@ pub fn mentions(text: &str, marker: &str) -> bool {
         })
 }
 
-/// Kills every process whose command line mentions `marker` (strays a crash left unrecorded).
+/// The variable every process the harness starts gets, set to its component (`etcd`,
+/// `<node>-containerd`): inherited by what it starts in turn (a containerd's runc shims), so a
+/// process found by [`sweep`] says whose it is.
+pub const COMPONENT_VARIABLE: &str = "HARNESS_COMPONENT";
+
+/// The last resort, once a cluster's processes were stopped in order: kills every process
+/// [`find_by_marker`] still finds for `marker`. Each one was left behind unexpectedly (a crash, a
+/// state file that lost track of it), so each is a warning naming it; returns how many there were.
 pub fn sweep(marker: &Path) -> usize {
-    let strays = find_by_marker(marker);
-    for pid in &strays {
-        tracing::warn!("stopping stray process {pid} of {}", marker.display());
+    kill_marked(marker, |pid| tracing::warn!("stopping stray process {} of {}", describe(pid), marker.display()))
+}
+
+/// Kills the processes of `marker` that are meant to outlive the ones stopped before them (`what`,
+/// e.g. a node's runc shims, which outlive containerd by design); returns how many there were.
+pub fn kill_expected(marker: &Path, what: &str) -> usize {
+    kill_marked(marker, |pid| tracing::debug!("stopping {what}: {}", describe(pid)))
+}
+
+fn kill_marked(marker: &Path, log: impl Fn(i32)) -> usize {
+    let found = find_by_marker(marker);
+    for pid in &found {
+        log(*pid);
         let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
         reap(*pid);
     }
-    strays.len()
+    found.len()
+}
+
+/// Process `pid` as a log line names it: its program, and the component that started it (from
+/// [`COMPONENT_VARIABLE`]) when it has one.
+pub fn describe(pid: i32) -> String {
+    let program = fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim().to_owned());
+    let program = program.unwrap_or_else(|_| "a process".into());
+    let prefix = format!("{COMPONENT_VARIABLE}=").into_bytes();
+    let component = fs::read(format!("/proc/{pid}/environ")).ok().and_then(|environ| {
+        let value = environ.split(|b| *b == 0).find_map(|pair| pair.strip_prefix(prefix.as_slice()))?;
+        Some(String::from_utf8_lossy(value).into_owned())
+    });
+    match component {
+        Some(component) => format!("{program} (pid {pid}, started by component {component})"),
+        None => format!("{program} (pid {pid})"),
+    }
 }
 
 #[cfg(test)]
@@ -291,6 +327,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(find_by_marker(&marker), vec![record.pid]);
+        assert_eq!(describe(record.pid), format!("sleep (pid {}, started by component sleep)", record.pid));
         // Only the variable's whole value: another cluster's `cluster-dir-2` is not this one's.
         assert_eq!(find_by_marker(&dir.path().join("cluster")), Vec::<i32>::new());
         assert_eq!(sweep(&marker), 1);

@@ -925,7 +925,7 @@ pub fn is_real_node(state: &ClusterState, node: &str) -> bool {
 /// `holder`, its pods' mounts and network namespaces and its `/run` (a fresh tmpfs, as after a
 /// reboot). Bounded: at most about 10 s.
 pub(super) fn kill_pods(cluster_dir: &Path, node: &str, index: u32, holder: Option<i32>) -> Result<()> {
-    process::sweep(&containerd_socket(cluster_dir, index));
+    process::kill_expected(&containerd_socket(cluster_dir, index), &format!("node {node}'s runc shims"));
     let cgroup = node_cgroup(cluster_dir, node);
     let deadline = Instant::now() + Duration::from_secs(10);
     for hierarchy in cgroup_hierarchies() {
@@ -1107,9 +1107,14 @@ fn remove_cgroup_tree(dir: &Path) {
         }
     }
     let deadline = Instant::now() + Duration::from_secs(10);
+    let mut killed = std::collections::BTreeSet::new();
     loop {
         let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
         for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            // Each node's pods were stopped after its containerd: whatever is still here was missed.
+            if killed.insert(pid) {
+                tracing::warn!("stopping stray process {} in cgroup {}", process::describe(pid), dir.display());
+            }
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
         match fs::remove_dir(dir) {

@@ -55,10 +55,13 @@ pub struct CommonArgs {
     pub artifacts: PathBuf,
     #[command(flatten)]
     pub store: super::publish_command::StoreArgs,
-    /// Time for Build, Up, Deploy and Test together; the cluster is brought down after it anyway.
+    /// Time for Build, Up, Deploy and Test together; the cluster is brought down after it anyway
+    /// (kept with --keep-cluster).
     #[arg(long, default_value = "2h", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
-    /// Leave the cluster up after the run, for debugging.
+    /// Leave the cluster up after the run, for debugging or a rerun: the run prints its kubeconfig
+    /// and how to remove it (`harness cluster down --name N` for the local deployer). A run
+    /// interrupted by SIGINT or SIGTERM brings it down all the same.
     #[arg(long)]
     pub keep_cluster: bool,
     /// The provider's source checkout (relative paths of its providers.yaml entry start there).

@@ -369,6 +369,10 @@ impl Deployer for ExistingDeployer {
         Ok(())
     }
 
+    fn keep(&mut self) -> String {
+        "nothing to bring down: the harness never tears an existing cluster down".into()
+    }
+
     async fn is_up(&self) -> Result<bool, DeployError> {
         Ok(check_cluster(&self.kubeconfig, self.timeouts.api).await.is_ok())
     }

@@ -357,6 +357,10 @@ impl Deployer for KindDeployer {
         }
     }
 
+    fn keep(&mut self) -> String {
+        format!("kind delete cluster --name {}", self.cluster)
+    }
+
     async fn is_up(&self) -> Result<bool, DeployError> {
         let kubeconfig = self.kubeconfig_path();
         Ok(kubeconfig.is_file() && existing::check_cluster(&kubeconfig, self.tooling.timeouts.api).await.is_ok())

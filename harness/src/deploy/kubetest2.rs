@@ -272,6 +272,11 @@ impl Kubetest2Deployer {
         command::Invocation { env: self.env(), ..self.tooling.invocation(program, args, &self.repo_dir, log, timeout) }
     }
 
+    /// How to tear the cluster down without the harness.
+    fn down_by_hand(&self) -> String {
+        format!("run `{} --down --run-id={}` with the same args by hand", self.program(), self.run_id())
+    }
+
     fn other(&self, message: String) -> DeployError {
         DeployError::Other { deployer: self.program(), message }
     }
@@ -354,11 +359,7 @@ impl Deployer for Kubetest2Deployer {
             tracing::debug!("{}: `--up` never ran for {}, nothing to tear down", self.program(), self.cluster);
             return Ok(());
         }
-        let hint = format!(
-            "its resources may be left: run `{} --down --run-id={}` with the same args by hand",
-            self.program(),
-            self.run_id()
-        );
+        let hint = format!("its resources may be left: {}", self.down_by_hand());
         let program = self.program();
         self.run("down", false, self.tooling.timeouts.down, &hint, |message| DeployError::Down {
             deployer: program.clone(),
@@ -367,6 +368,10 @@ impl Deployer for Kubetest2Deployer {
         .await?;
         self.kubeconfig = None;
         Ok(())
+    }
+
+    fn keep(&mut self) -> String {
+        self.down_by_hand()
     }
 
     async fn is_up(&self) -> Result<bool, DeployError> {

@@ -168,6 +168,13 @@ impl Deployer for LocalDeployer {
         vars
     }
 
+    fn keep(&mut self) -> String {
+        // Neither `down` nor the drop below touches the cluster now.
+        self.cluster = None;
+        self.owns_name = false;
+        format!("harness cluster down --name {}", self.options.name)
+    }
+
     fn process_host(&mut self) -> Option<&mut dyn ProcessHost> {
         Some(self)
     }
@@ -207,7 +214,8 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), DeployError> {
 }
 
 impl Drop for LocalDeployer {
-    /// A run dropped half way (Ctrl-C, a panic) still leaves nothing running.
+    /// A run dropped half way (a panic, an error that skipped its Down) still leaves nothing
+    /// running, unless it kept the cluster ([`Deployer::keep`]).
     fn drop(&mut self) {
         if let Some(cluster) = self.cluster.take() {
             let _ = cluster.down();

@@ -6,7 +6,8 @@
 //! - `kind` ([`kind`]): shells out to `kind`, with the CCM configured as external;
 //! - `kubetest2` ([`kubetest2`]): passes through to any `kubetest2-<deployer>` on `PATH`.
 //!
-//! `down` must be safe to call at any point: after a failed or interrupted `up`, and twice.
+//! `down` must be safe to call at any point: after a failed or interrupted `up`, and twice. A run
+//! that keeps its cluster (`--keep-cluster`) calls `keep` instead.
 
 use std::path::{Path, PathBuf};
 
@@ -157,6 +158,9 @@ pub trait Deployer: Send {
     /// Values for the placeholders of templated commands: `{cluster}`, `{kubeconfig}`, and for
     /// `local` the ones only it knows (`{cloud_config}`, `{cloud_state_dir}`, ...).
     fn vars(&self) -> Vars;
+    /// Lets the cluster outlive the run (`--keep-cluster`): whatever would stop it when the
+    /// deployer is dropped is disarmed. Returns how to bring it down later, for the run to print.
+    fn keep(&mut self) -> String;
     /// The capability to run a CCM as a process beside the cluster, for deployers that supervise
     /// processes of their own (kubetest2's optional interfaces, in Rust: `None` when it has not).
     fn process_host(&mut self) -> Option<&mut dyn ProcessHost> {

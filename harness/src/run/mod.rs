@@ -258,7 +258,7 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
         // The step under way when the run was cut short failed; the ones after it did not run.
         steps.interrupt(&interrupted_step(&why.to_string(), suite.as_deref()));
     }
-    tear_down(opts, &writer, &mut steps, &mut deployer).await;
+    tear_down(opts, signal, &writer, &mut steps, &mut deployer).await;
 
     writer.write_junit(steps::RUNNER_FILE, &steps.report())?;
     writer.write_build_log(steps.build_log().as_bytes())?;
@@ -410,9 +410,14 @@ fn skip_rest(steps: &mut Steps, names: &[&str], why: &str) {
     }
 }
 
-/// DumpClusterLogs and Down, whatever happened before (unless `--keep-cluster`).
+/// DumpClusterLogs and Down, whatever happened before. `--keep-cluster` keeps the cluster of a
+/// run that got here by itself (passed, failed or timed out), for a look or a rerun; a run
+/// `interrupted` by a signal brings it down all the same: SIGINT or SIGTERM (Ctrl-C, a CI job
+/// aborted) asks for the machine back, and what a suite was doing when cut short is no state to
+/// debug from.
 async fn tear_down(
     opts: &RunOptions,
+    interrupted: Option<StopSignal>,
     writer: &BuildWriter,
     steps: &mut Steps,
     deployer: &mut Option<Box<dyn Deployer>>,
@@ -422,12 +427,21 @@ async fn tear_down(
     };
     let logs = writer.artifacts_dir().join("cluster-logs");
     steps.run("DumpClusterLogs", deployer.dump_logs(&logs)).await;
-    if opts.keep_cluster {
-        let kubeconfig = deployer.kubeconfig().map(|k| k.display().to_string()).unwrap_or_default();
-        steps.note(format!("--keep-cluster: the cluster stays up (kubeconfig {kubeconfig})"));
-        return steps.record("Down", StepResult::Skipped("--keep-cluster".into()), Duration::ZERO);
+    match (opts.keep_cluster, interrupted) {
+        (true, None) => {
+            let kubeconfig = deployer.kubeconfig().map(|k| k.display().to_string()).unwrap_or_default();
+            let down = deployer.keep();
+            steps.note(format!("--keep-cluster: the cluster stays up (kubeconfig {kubeconfig}); to remove it: {down}"));
+            steps.record("Down", StepResult::Skipped("--keep-cluster".into()), Duration::ZERO);
+        }
+        (true, Some(signal)) => {
+            steps.note(format!("--keep-cluster: the run was interrupted by {signal}, so its cluster goes down"));
+            steps.run("Down", deployer.down()).await;
+        }
+        (false, _) => {
+            steps.run("Down", deployer.down()).await;
+        }
     }
-    steps.run("Down", deployer.down()).await;
 }
 
 /// The suite runner for a suite of providers.yaml.

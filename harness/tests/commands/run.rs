@@ -472,6 +472,74 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
     }
 }
 
+/// `--keep-cluster` on real nodes: the run ends, its Down skipped, and the cluster stays up and
+/// usable (listed, its kubeconfig reaches it, a pod runs on it); `harness cluster down` then
+/// removes it with nothing left. Neither command prints a warning.
+#[test]
+fn keep_cluster_leaves_a_working_cluster_that_cluster_down_removes() {
+    use local_cluster::real;
+    if let Some(missing) = real::missing_kernel_feature() {
+        eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
+        return;
+    }
+    let env = Env::new();
+    let host = testing::host::HostSnapshot::take();
+    let cluster = "run-kept";
+    let run = env
+        .harness(&["--provider", "local-real", "--suites", "smoke", "--cluster-name", cluster, "--keep-cluster"])
+        .args(["--build-id", "401"])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", text(&run));
+    assert_no_warnings(&run);
+    let steps = env.runner_steps();
+    assert!(steps.contains(&("Down".to_owned(), Status::Skipped)), "{steps:?}");
+    let log = std::fs::read_to_string(env.artifacts().join("build-log.txt")).unwrap();
+    assert!(log.contains(&format!("to remove it: harness cluster down --name {cluster}")), "{log}");
+
+    let listed = env.command("cluster").arg("list").output().unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(listed.lines().any(|l| l.starts_with(&format!("{cluster}\trunning"))), "{listed}");
+    let kubeconfig = env.command("cluster").args(["kubeconfig", "--name", cluster]).output().unwrap();
+    assert!(kubeconfig.status.success(), "{}", text(&kubeconfig));
+    let kubeconfig = String::from_utf8_lossy(&kubeconfig.stdout).trim().to_owned();
+    let bin = env.command("toolchain").arg("path").output().unwrap();
+    let kubectl = PathBuf::from(String::from_utf8_lossy(&bin.stdout).trim()).join("kubectl");
+    let kubectl = |args: &[&str]| {
+        let output = Command::new(&kubectl).arg("--kubeconfig").arg(&kubeconfig).args(args).output().unwrap();
+        assert!(output.status.success(), "kubectl {args:?}: {}", text(&output));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let nodes = kubectl(&["get", "nodes", "-o", "name"]);
+    assert_eq!(nodes.lines().count(), 3, "{nodes}");
+    let busybox = "--image=registry.k8s.io/e2e-test-images/busybox:1.37.0-2";
+    kubectl(&["run", "kept-probe", busybox, "--restart=Never", "--command", "--", "sh", "-c", "echo still-here"]);
+    kubectl(&["wait", "pod/kept-probe", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=180s"]);
+    assert_eq!(kubectl(&["logs", "kept-probe"]).trim(), "still-here");
+
+    let dir = env.root.join("state/clusters").join(cluster);
+    let state: local_cluster::ClusterState =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    let namespaces = real::namespaces(&state);
+    let down = env.command("cluster").args(["down", "--name", cluster]).output().unwrap();
+    assert!(down.status.success(), "{}", text(&down));
+    assert_no_warnings(&down);
+    assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "processes, mounts, cgroups or sockets left");
+    assert_eq!(real::namespaces_in_use(&namespaces), Vec::<String>::new(), "namespaces left");
+    assert_eq!(host.changes_since(), Vec::<String>::new(), "the machine changed");
+    env.assert_nothing_left();
+    let listed = env.command("cluster").arg("list").output().unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).trim().is_empty(), "{}", text(&listed));
+}
+
+/// A clean run or teardown logs no warning: one would mean something went wrong (a stray process
+/// the orderly stop missed, say).
+fn assert_no_warnings(output: &Output) {
+    let all = text(output);
+    let warnings: Vec<&str> = all.lines().filter(|l| l.contains(" WARN ")).collect();
+    assert!(warnings.is_empty(), "warnings in a clean run: {warnings:#?}");
+}
+
 /// The pid of the process with exactly this command line, once it runs (within 60 s).
 fn wait_for_process(cmdline: &[u8]) -> i32 {
     let started = Instant::now();
@@ -695,6 +763,8 @@ fn cloud_e2e_passes_every_test_against_the_reference_ccm_and_skips_none() {
     let output =
         env.harness(&["--provider", "local-real", "--suites", "cloud-e2e", "--build-id", "201"]).output().unwrap();
     assert!(output.status.success(), "{}", text(&output));
+    // Its Down stopped everything in order: the last-resort sweep found nothing to warn of.
+    assert_no_warnings(&output);
     let (passed, failed, skipped) = cloud_e2e_results(&env);
     assert!(failed.is_empty(), "{failed:#?}");
     // Every capability and hook is declared; only the data-path tests skip, and only on kwok nodes.
