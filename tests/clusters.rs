@@ -14,8 +14,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, PostParams};
 use local_cluster::nodes;
-use local_cluster::toolchain::{self, Release};
 use serde_json::json;
+use toolchain::{self, Release};
 
 async fn bring_up(name: &str, release: Release, node_count: u32) -> TestCluster {
     common::bring_up(common::options(name, release, node_count)).await

@@ -14,7 +14,6 @@ use crate::common;
 
 use config::ProvidersConfig;
 use config::prow::DEFAULT_IMAGE;
-use local_cluster::toolchain;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use local_cluster::openstack::api::{Credentials, Session};
 use local_cluster::openstack::{self, OpenstackOptions, OpenstackState};
-use local_cluster::{NodeKind, machines, nodes, real, toolchain};
+use local_cluster::{NodeKind, machines, nodes, real};
 use serde_json::json;
 
 use crate::common;

@@ -19,10 +19,9 @@ use common::real::{pod, real_cluster_with, run_to_end, running_ip};
 use common::wait_for;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, LogParams, PostParams};
-use local_cluster::toolchain;
-use local_cluster::toolchain::Release;
 use local_cluster::{UpOptions, images, real};
 use serde_json::json;
+use toolchain::Release;
 
 /// The references of the built images of `release`, by `ImageID`.
 fn references(release: &toolchain::Release) -> BTreeMap<&'static str, String> {

@@ -18,7 +18,6 @@ use common::{TestCluster, wait_for};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, LogParams, PostParams};
 use local_cluster::cloud::{self, CloudOptions};
-use local_cluster::toolchain;
 use local_cluster::{NodeKind, nodes, process, real};
 use serde_json::json;
 use testing::host::{global_sysctls, root_iptables, root_links};
@@ -156,7 +155,7 @@ async fn a_killed_cluster_with_real_nodes_is_swept_by_the_next_down() {
     for record in &state.processes {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(record.pid), nix::sys::signal::Signal::SIGKILL);
     }
-    let dir = local_cluster::state_root().join("clusters").join(&state.name);
+    let dir = cli_support::roots::state_root().join("clusters").join(&state.name);
     assert!(!real::leftovers(&dir).is_empty(), "nothing survived the kill: the sweep below would prove nothing");
 
     assert!(local_cluster::down(&state.name).unwrap());
@@ -177,7 +176,7 @@ async fn a_real_machine_really_stops_starts_again_and_is_terminated() {
         return;
     }
     let release = toolchain::default_release();
-    let ccm_binary = tokio::task::spawn_blocking(local_cluster::toolchain::workspace::build_reference_ccm)
+    let ccm_binary = tokio::task::spawn_blocking(toolchain::workspace::build_reference_ccm)
         .await
         .unwrap()
         .expect("building reference-ccm");
@@ -297,8 +296,8 @@ async fn the_local_cloud_carries_load_balancer_traffic_and_routes_on_real_nodes(
     let iptables_before = root_iptables();
     let (ccm_binary, harness_binary) = tokio::task::spawn_blocking(|| {
         (
-            local_cluster::toolchain::workspace::build_reference_ccm().expect("reference-ccm"),
-            local_cluster::toolchain::workspace::build_workspace_binary("harness", "harness"),
+            toolchain::workspace::build_reference_ccm().expect("reference-ccm"),
+            toolchain::workspace::build_workspace_binary("harness", "harness"),
         )
     })
     .await
@@ -429,11 +428,10 @@ fn sigint_half_way_through_cluster_up_on_real_nodes_leaves_nothing() {
         eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
         return;
     }
-    let binary =
-        local_cluster::toolchain::workspace::build_workspace_binary("harness", "harness").expect("building harness");
+    let binary = toolchain::workspace::build_workspace_binary("harness", "harness").expect("building harness");
     let host = HostSnapshot::take();
     let name = "e2e-real-sigint";
-    let dir = local_cluster::state_root().join("clusters").join(name);
+    let dir = cli_support::roots::state_root().join("clusters").join(name);
     type Reached = fn(&ClusterState) -> bool;
     let stages: [(&str, Reached); 2] = [
         ("the kubelets run, the CCM not yet", |s| !s.nodes.is_empty() && s.ccm_url.is_none()),

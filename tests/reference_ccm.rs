@@ -17,11 +17,10 @@ use local_cloud::LocalCloud;
 use local_cloud::api::{CreateRoute, FaultMode, FaultSpec};
 use local_cluster::cloud::{self, CloudOptions};
 use local_cluster::nodes;
-use local_cluster::toolchain;
 use serde_json::json;
 
 async fn up_with_cloud(name: &str, node_count: u32) -> TestCluster {
-    let ccm_binary = tokio::task::spawn_blocking(local_cluster::toolchain::workspace::build_reference_ccm)
+    let ccm_binary = tokio::task::spawn_blocking(toolchain::workspace::build_reference_ccm)
         .await
         .unwrap()
         .expect("building reference-ccm");
@@ -313,8 +312,7 @@ async fn a_second_replica_waits_and_takes_over_when_the_leader_dies() {
     assert!(first_identity.ends_with(&format!("_{}", first.pid)), "{first_identity}");
 
     // A second replica, as a Deployment with two pods would run.
-    let ccm_binary =
-        tokio::task::spawn_blocking(local_cluster::toolchain::workspace::build_reference_ccm).await.unwrap().unwrap();
+    let ccm_binary = tokio::task::spawn_blocking(toolchain::workspace::build_reference_ccm).await.unwrap().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let args = cloud::ccm_args("ccm-ha", &cluster.state.kubeconfig, &cluster.dir.join("cloud-config.yaml"), port);
     let log = cluster.dir.join("logs").join("reference-ccm-2.log");

@@ -9,7 +9,6 @@ use std::path::Path;
 
 use certification::{Inputs, Outcome, conformance_list};
 use harness::suites::certified_conformance::conformance_list as list_of;
-use local_cluster::toolchain;
 
 const DRY_RUN_JUNIT: &str = include_str!("data/junit/e2e.test-v1.37.1-dryrun-conformance-junit_01.xml");
 

@@ -22,7 +22,7 @@ use harness::suites::{SuiteContext, SuiteOutcome, SuiteRunner};
 use junit::{self, Attempt, ReadOptions, Report, Status, Suite, TestCase};
 use local_cluster::cloud::CloudOptions;
 use local_cluster::process;
-use local_cluster::toolchain::{self, Release};
+use toolchain::{self, Release};
 
 fn release() -> Release {
     toolchain::resolve(Some("v1.37.1")).expect("v1.37.1 is pinned")
@@ -197,7 +197,7 @@ fn ran(report: &Report) -> Vec<(String, Status)> {
 async fn ginkgo_suites_run_upstream_e2e_test() {
     // e2e.test waits for every node to be schedulable: the CCM must have initialised them.
     let started = Instant::now();
-    let ccm = tokio::task::spawn_blocking(local_cluster::toolchain::workspace::build_reference_ccm)
+    let ccm = tokio::task::spawn_blocking(toolchain::workspace::build_reference_ccm)
         .await
         .unwrap()
         .expect("building reference-ccm");

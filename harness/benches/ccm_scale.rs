@@ -28,7 +28,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use local_cluster::cloud::{self, CloudOptions};
-use local_cluster::toolchain;
 use local_cluster::{LocalCluster, UpOptions, nodes};
 
 const CLUSTER: &str = "ccm-scale";
@@ -78,7 +77,7 @@ async fn main() {
     let only = args.iter().position(|a| a == "--only").and_then(|at| args.get(at + 1)).cloned();
 
     let release = toolchain::default_release();
-    let reference = local_cluster::toolchain::workspace::build_reference_ccm().expect("building reference-ccm");
+    let reference = toolchain::workspace::build_reference_ccm().expect("building reference-ccm");
     let installed = toolchain::install_with(&release, false, &[toolchain::UPSTREAM_CCM])
         .expect("installing the toolchain (with local-upstream-ccm)");
     let ccms = [

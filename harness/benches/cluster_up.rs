@@ -9,7 +9,6 @@
 
 use std::time::{Duration, Instant};
 
-use local_cluster::toolchain;
 use local_cluster::{NodeKind, UpOptions};
 
 fn vm_kib(pid: i32, field: &str) -> u64 {
@@ -30,7 +29,7 @@ async fn main() {
     let real = args.next().is_some_and(|kind| kind == "real");
     let release = toolchain::default_release();
     toolchain::install_with(&release, false, toolchain::ON_DEMAND).expect("toolchain");
-    let ccm = real.then(|| local_cluster::toolchain::workspace::build_reference_ccm().expect("reference-ccm"));
+    let ccm = real.then(|| toolchain::workspace::build_reference_ccm().expect("reference-ccm"));
 
     let mut times = Vec::new();
     for run in 0..runs {

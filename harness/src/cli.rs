@@ -4,7 +4,6 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use cli_support::signals;
-use local_cluster::toolchain;
 
 mod bisect;
 mod conformance;
@@ -541,17 +540,14 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
             }
             let vsphere = match cloud {
                 Some(CloudKind::Vcsim) => {
-                    let govmomi =
-                        tokio::task::spawn_blocking(|| local_cluster::toolchain::vsphere::install_govmomi(false))
-                            .await??;
+                    let govmomi = tokio::task::spawn_blocking(|| toolchain::vsphere::install_govmomi(false)).await??;
                     Some(local_cluster::vsphere::VsphereOptions { govmomi, tags: config::VsphereTags::default_tags() })
                 }
                 _ => None,
             };
             let openstack = match cloud {
                 Some(CloudKind::Openstack) => {
-                    let programs =
-                        tokio::task::spawn_blocking(|| local_cluster::toolchain::openstack::install(false)).await??;
+                    let programs = tokio::task::spawn_blocking(|| toolchain::openstack::install(false)).await??;
                     Some(local_cluster::openstack::OpenstackOptions { programs })
                 }
                 _ => None,
@@ -561,8 +557,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
                 (Some(CloudKind::Local), Some(ccm_binary)) => Some(local_cluster::cloud::CloudOptions::new(ccm_binary)),
                 (Some(CloudKind::Local), None) => {
                     let step = cli_support::progress::step("building the reference CCM");
-                    let ccm_binary =
-                        tokio::task::spawn_blocking(local_cluster::toolchain::workspace::build_reference_ccm).await??;
+                    let ccm_binary = tokio::task::spawn_blocking(toolchain::workspace::build_reference_ccm).await??;
                     step.done();
                     Some(local_cluster::cloud::CloudOptions::new(ccm_binary))
                 }

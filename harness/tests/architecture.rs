@@ -184,6 +184,27 @@ fn no_module_is_named_like_a_crate_its_code_can_use() {
     assert!(found.is_empty(), "modules named like a crate they shadow (rename the module):\n  {}", found.join("\n  "));
 }
 
+/// The deployers that run no local cluster (`existing`, `kind`, `kubetest2`, and `command`, which
+/// runs their programs) never reach into `local-cluster`: what they share with it (the state
+/// root) lives below both, in `cli-support`.
+#[test]
+fn deployers_that_run_no_local_cluster_do_not_use_local_cluster() {
+    let deploy = workspace_root().join("harness/src/deploy");
+    let mut found = Vec::new();
+    for deployer in ["existing", "kind", "kubetest2", "command"] {
+        let mut files = vec![deploy.join(format!("{deployer}.rs"))];
+        let dir = deploy.join(deployer);
+        files.extend(std::fs::read_dir(&dir).into_iter().flatten().flatten().map(|e| e.path()));
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            for (number, line) in text.lines().enumerate().filter(|(_, l)| l.contains("local_cluster")) {
+                found.push(format!("{}:{}: {}", file.display(), number + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "deployers that run no local cluster use local-cluster:\n  {}", found.join("\n  "));
+}
+
 #[test]
 fn the_check_catches_an_upward_edge_and_a_cycle() {
     let allowed = allowed_graph("```text dependency-graph\na -> b\nb -> c\nc ->\ntesting -> c\n```\n");

@@ -25,7 +25,6 @@ pub mod pki;
 pub mod probe;
 pub mod process;
 pub mod real;
-pub mod toolchain;
 pub mod vsphere;
 
 use std::fs;
@@ -40,6 +39,7 @@ use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
 
 use cli_support::progress;
+use cli_support::roots::state_root;
 use launch::Launch;
 use node_sets::{Joining, KwokNodes, NodeSet, RealNodes};
 use process::ProcessRecord;
@@ -111,15 +111,6 @@ type Result<T> = std::result::Result<T, ClusterError>;
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ClusterError {
     let path = path.to_path_buf();
     move |source| ClusterError::Io { action, path, source }
-}
-
-/// Where clusters keep their state: `$HARNESS_STATE_DIR`, else
-/// `<user state dir>/cloud-provider-harness` (`~/.local/state/cloud-provider-harness`).
-pub fn state_root() -> PathBuf {
-    if let Some(dir) = std::env::var_os("HARNESS_STATE_DIR") {
-        return PathBuf::from(dir);
-    }
-    dirs::state_dir().or_else(dirs::data_local_dir).unwrap_or_else(std::env::temp_dir).join("cloud-provider-harness")
 }
 
 /// The CCM's `--cloud-config`, in the cluster dir.

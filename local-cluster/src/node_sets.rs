@@ -11,11 +11,11 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use local_cloud::api::CreateInstance;
 
-use super::toolchain::Toolchain;
 use super::{
     ClusterError, LocalCluster, Result, SERVICE_IP, UpOptions, aws, cloud, dns, images, nodes, pki, real,
     register_nodes, wait_for_ready_nodes,
 };
+use toolchain::Toolchain;
 
 /// What a kind of node needs from the cluster it joins, once its control plane runs.
 pub(crate) struct Joining<'a> {

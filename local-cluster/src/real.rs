@@ -41,7 +41,7 @@ use sha2::{Digest, Sha256};
 use super::images::Image;
 use super::images::oci::RegistryIndex;
 use super::{ClusterError, ClusterState, LocalCluster, Result, io_err, nodes, process};
-use crate::toolchain::Toolchain;
+use toolchain::Toolchain;
 
 /// The hub's address on the cluster network, which kube-apiserver advertises.
 pub const HUB_IP: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);

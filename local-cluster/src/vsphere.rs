@@ -22,8 +22,8 @@ use kube::api::PostParams;
 use serde::{Deserialize, Serialize};
 
 use super::{ClusterError, LocalCluster, Result, io_err, nodes, real};
-use crate::toolchain::vsphere::Govmomi;
 pub use config::VsphereTags;
+use toolchain::vsphere::Govmomi;
 
 pub const DATACENTER: &str = "DC0";
 const COMPUTE_CLUSTER: &str = "DC0_C0";

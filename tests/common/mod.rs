@@ -14,8 +14,8 @@ pub mod testgrid;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use local_cluster::toolchain::Release;
 use local_cluster::{LocalCluster, UpOptions, process};
+use toolchain::Release;
 
 /// A cluster that is brought down when the test ends, also when an assertion fails.
 pub struct TestCluster(pub Option<LocalCluster>);

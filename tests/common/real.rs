@@ -6,9 +6,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, LogParams, PostParams};
 use local_cluster::cloud::CloudOptions;
-use local_cluster::toolchain::Release;
 use local_cluster::{NodeKind, UpOptions, real};
 use serde_json::json;
+use toolchain::Release;
 
 use super::{TestCluster, wait_for};
 
@@ -29,7 +29,7 @@ pub async fn real_cluster_with(
         eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
         return None;
     }
-    let ccm_binary = tokio::task::spawn_blocking(local_cluster::toolchain::workspace::build_reference_ccm)
+    let ccm_binary = tokio::task::spawn_blocking(toolchain::workspace::build_reference_ccm)
         .await
         .unwrap()
         .expect("building reference-ccm");

@@ -1,7 +1,7 @@
 //! The Kubernetes side of `harness bisect`: the points are the Kubernetes release and pre-release
 //! tags the Go module proxy serves between the two ends, in version order; each is run with the
 //! provider's commit held fixed, on a toolchain pinned and built for it at run time
-//! ([`local_cluster::toolchain::proxy_pins`]).
+//! ([`toolchain::proxy_pins`]).
 //!
 //! Between two commits that are not tags, nothing is bisectable here: the proxy refuses
 //! `k8s.io/kubernetes@<commit>` (and the staging modules are published only at tags), so the
@@ -10,7 +10,7 @@
 use anyhow::{Context, Result, bail};
 
 use config::{CcmBuild, Deployer, Provider, ProvidersConfig, SuiteKind};
-use local_cluster::toolchain::proxy_pins::{self, Tag};
+use toolchain::proxy_pins::{self, Tag};
 
 /// Parses an end of the range, naming the flag and what it takes when it is not a tag.
 pub fn end(flag: &str, text: &str) -> Result<Tag> {

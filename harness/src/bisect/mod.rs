@@ -632,8 +632,8 @@ impl Ctx<'_> {
         }
         let requested = version.to_owned();
         let install = tokio::task::spawn_blocking(move || {
-            let release = local_cluster::toolchain::resolve_or_pin(&requested)?;
-            local_cluster::toolchain::install(&release, false)
+            let release = toolchain::resolve_or_pin(&requested)?;
+            toolchain::install(&release, false)
         })
         .await?;
         let seconds = started.elapsed().as_secs_f64();

@@ -11,7 +11,6 @@ use clap::{Args, Subcommand};
 use certification::verify::{Layout, verify_layout};
 use certification::{Inputs, Minor};
 use harness::suites::certified_conformance::{conformance_list, newest_pinned_minor, verdict_text};
-use local_cluster::toolchain;
 
 #[derive(Debug, Subcommand)]
 pub enum ConformanceCommand {

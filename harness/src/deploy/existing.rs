@@ -290,7 +290,13 @@ impl ExistingDeployer {
     /// which file it tried and how to give another, when there is none or it cannot be read.
     pub fn new(kubeconfig: Option<&Path>) -> Result<Self, DeployError> {
         let cwd = std::env::current_dir().unwrap_or_default();
-        Self::locate(kubeconfig, std::env::var_os("KUBECONFIG"), dirs::home_dir(), &cwd, &local_cluster::state_root())
+        Self::locate(
+            kubeconfig,
+            std::env::var_os("KUBECONFIG"),
+            dirs::home_dir(),
+            &cwd,
+            &cli_support::roots::state_root(),
+        )
     }
 
     fn locate(

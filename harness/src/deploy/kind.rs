@@ -191,7 +191,7 @@ impl KindDeployer {
             artifacts: artifacts.to_path_buf(),
             repo_dir: repo_dir.to_path_buf(),
             tooling: Tooling::new(
-                local_cluster::state_root().join("kind").join(cluster),
+                cli_support::roots::state_root().join("kind").join(cluster),
                 Self::DEFAULT_TIMEOUTS,
                 Vars::from([(Placeholder::KubernetesVersion, kubernetes_version.to_string())]),
             ),

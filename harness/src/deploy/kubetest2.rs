@@ -154,7 +154,7 @@ impl Kubetest2Deployer {
             repo_dir: repo_dir.to_path_buf(),
             default_run_id: fresh_run_id(cluster),
             tooling: Tooling::new(
-                local_cluster::state_root().join("kubetest2").join(cluster),
+                cli_support::roots::state_root().join("kubetest2").join(cluster),
                 Self::DEFAULT_TIMEOUTS,
                 vars,
             ),

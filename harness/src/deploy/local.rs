@@ -14,11 +14,11 @@ use super::{DeployError, Deployer, ProcessHost};
 use config::VsphereTags;
 use config::template::{Placeholder, Vars};
 use local_cluster::openstack::OpenstackOptions;
-use local_cluster::toolchain::Release;
-use local_cluster::toolchain::openstack::Programs as OpenstackPrograms;
-use local_cluster::toolchain::vsphere::Govmomi;
 use local_cluster::vsphere::VsphereOptions;
 use local_cluster::{AwsOptions, LocalCluster, NodeKind, UpOptions, cloud::CloudOptions, nodes, real};
+use toolchain::Release;
+use toolchain::openstack::Programs as OpenstackPrograms;
+use toolchain::vsphere::Govmomi;
 
 const NAME: &str = "local";
 
@@ -229,7 +229,7 @@ mod tests {
 
     #[tokio::test]
     async fn runs_a_ccm_process_once_its_cluster_is_up() {
-        let release = local_cluster::toolchain::resolve(None).unwrap();
+        let release = toolchain::resolve(None).unwrap();
         let mut deployer = LocalDeployer::new("process-host", 1, release, PathBuf::from("/nonexistent/reference-ccm"));
         let host = deployer.process_host().expect("the local deployer runs a CCM as one of its processes");
         let error = host.start_ccm_process(Path::new("/bin/true"), &[]).await.unwrap_err();

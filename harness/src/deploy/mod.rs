@@ -40,7 +40,7 @@ pub enum DeployError {
     Local { step: &'static str, source: local_cluster::ClusterError },
     /// The Kubernetes toolchain, the reference CCM or moto could not be installed or built.
     #[error(transparent)]
-    Toolchain(#[from] local_cluster::toolchain::ToolchainError),
+    Toolchain(#[from] toolchain::ToolchainError),
     /// A CCM deployed as a process (`ccm.deploy.kind: process`) with a deployer that runs none.
     #[error(
         "{deployer} cannot run the CCM as a process beside the cluster: only the local deployer can; set the provider's ccm.deploy.kind to manifest or command in providers.yaml"
@@ -67,28 +67,28 @@ pub struct RunSetting<'a> {
 pub fn from_config(deployer: &DeployerConfig, run: &RunSetting<'_>) -> Result<Box<dyn Deployer>, DeployError> {
     match deployer {
         DeployerConfig::Local { nodes, cloud: LocalCloud::Moto, .. } => {
-            let release = local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string()))?;
-            let moto_server = local_cluster::toolchain::aws::install_moto(false)?;
+            let release = toolchain::resolve(Some(&run.kubernetes.to_string()))?;
+            let moto_server = toolchain::aws::install_moto(false)?;
             Ok(Box::new(local::LocalDeployer::with_aws(run.cluster_name, *nodes, release, moto_server)))
         }
         DeployerConfig::Local { nodes, cloud: LocalCloud::Vcsim, vsphere, .. } => {
-            let release = local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string()))?;
-            let govmomi = local_cluster::toolchain::vsphere::install_govmomi(false)?;
+            let release = toolchain::resolve(Some(&run.kubernetes.to_string()))?;
+            let govmomi = toolchain::vsphere::install_govmomi(false)?;
             let tags = vsphere.clone().unwrap_or_else(config::VsphereTags::default_tags);
             Ok(Box::new(local::LocalDeployer::with_vsphere(run.cluster_name, *nodes, release, govmomi, tags)))
         }
         DeployerConfig::Local { nodes, cloud: LocalCloud::Openstack, node_kind, .. } => {
-            let release = local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string()))?;
-            let programs = local_cluster::toolchain::openstack::install(false)?;
+            let release = toolchain::resolve(Some(&run.kubernetes.to_string()))?;
+            let programs = toolchain::openstack::install(false)?;
             let deployer = local::LocalDeployer::with_openstack(run.cluster_name, *nodes, release, programs)
                 .with_node_kind(*node_kind);
             Ok(Box::new(deployer))
         }
         DeployerConfig::Local { nodes, cloud: LocalCloud::Local, node_kind, .. } => {
-            let release = local_cluster::toolchain::resolve(Some(&run.kubernetes.to_string()))?;
+            let release = toolchain::resolve(Some(&run.kubernetes.to_string()))?;
             let reference = match run.built_ccm {
                 Some(binary) if binary.file_name().is_some_and(|n| n == "reference-ccm") => binary.to_path_buf(),
-                _ => local_cluster::toolchain::workspace::build_reference_ccm()?,
+                _ => toolchain::workspace::build_reference_ccm()?,
             };
             let deployer =
                 local::LocalDeployer::new(run.cluster_name, *nodes, release, reference).with_node_kind(*node_kind);

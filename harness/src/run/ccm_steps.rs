@@ -32,8 +32,8 @@ pub(super) async fn build(
             let (package, bin) = (package.clone(), bin.clone());
             let workspace = opts.cargo_workspace.clone();
             let build = tokio::task::spawn_blocking(move || match workspace {
-                Some(workspace) => local_cluster::toolchain::workspace::build_binary_in(&workspace, &package, &bin),
-                None => local_cluster::toolchain::workspace::build_workspace_binary(&package, &bin),
+                Some(workspace) => toolchain::workspace::build_binary_in(&workspace, &package, &bin),
+                None => toolchain::workspace::build_workspace_binary(&package, &bin),
             });
             let binary = tokio::time::timeout(*timeout, build)
                 .await
@@ -45,9 +45,9 @@ pub(super) async fn build(
         }
         CcmBuild::Toolchain { bin, timeout } => {
             let version = vars.get(&config::template::Placeholder::KubernetesVersion).map(String::as_str);
-            let release = local_cluster::toolchain::resolve(version).map_err(|e| e.to_string())?;
+            let release = toolchain::resolve(version).map_err(|e| e.to_string())?;
             let bin = bin.clone();
-            let install = tokio::task::spawn_blocking(move || local_cluster::toolchain::install_ccm(&release, &bin));
+            let install = tokio::task::spawn_blocking(move || toolchain::install_ccm(&release, &bin));
             let binary = tokio::time::timeout(*timeout, install)
                 .await
                 .map_err(|_| {

@@ -64,7 +64,7 @@ pub enum RunError {
     #[error(transparent)]
     Index(#[from] results::index::IndexError),
     #[error(transparent)]
-    Toolchain(#[from] local_cluster::toolchain::ToolchainError),
+    Toolchain(#[from] toolchain::ToolchainError),
     #[error(
         "provider {provider} has no `certification:` block in providers.yaml, and suite certified-conformance writes \
          the submission of the product it names: add one (docs/providers.md), or run other --suites"
@@ -199,14 +199,14 @@ fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, 
 /// when the workspace is not a git checkout.
 fn default_provider_version(provider: &Provider, kubernetes: &KubernetesVersion) -> String {
     if let config::CcmBuild::Toolchain { bin, .. } = &provider.ccm.build
-        && let Ok(release) = local_cluster::toolchain::resolve(Some(&kubernetes.to_string()))
-        && let Some(version) = local_cluster::toolchain::provider_ccm_version(&release, bin)
+        && let Ok(release) = toolchain::resolve(Some(&kubernetes.to_string()))
+        && let Some(version) = toolchain::provider_ccm_version(&release, bin)
     {
         return version.to_owned();
     }
     let bundled = match &provider.ccm.build {
         config::CcmBuild::Cargo { .. } => true,
-        config::CcmBuild::Toolchain { bin, .. } => local_cluster::toolchain::TOOLCHAIN_CCMS.contains(&bin.as_str()),
+        config::CcmBuild::Toolchain { bin, .. } => toolchain::TOOLCHAIN_CCMS.contains(&bin.as_str()),
         config::CcmBuild::Command { .. } => false,
     };
     bundled.then(workspace_commit).flatten().unwrap_or_else(|| "unknown".into())

@@ -4,7 +4,6 @@
 
 use config::template::{self, Vars};
 use config::{CcmBuild, Deployer, Provider, ProvidersConfig};
-use local_cluster::toolchain;
 
 use super::Plan;
 use crate::suites::certified_conformance::{About, CertifiedConformanceSuite, newest_pinned_minor};

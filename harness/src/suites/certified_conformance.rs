@@ -191,7 +191,7 @@ impl CertifiedConformanceSuite {
 
 /// The current stable Kubernetes minor as this harness knows it: the newest release it pins.
 pub fn newest_pinned_minor() -> Minor {
-    local_cluster::toolchain::default_release().version.parse().expect("the pinned releases are vMAJOR.MINOR.PATCH")
+    toolchain::default_release().version.parse().expect("the pinned releases are vMAJOR.MINOR.PATCH")
 }
 
 /// The release's conformance list, as its `e2e.test` prints it.

@@ -39,7 +39,7 @@ use nix::sys::signal::Signal;
 use super::exec::{self, Invocation, JunitSnapshot, absolute};
 use super::{SuiteContext, SuiteError, SuiteOutcome, SuiteRunner};
 use config::template::{self, TemplateError, Vars};
-use local_cluster::toolchain::{self, Toolchain};
+use toolchain::{self, Toolchain};
 
 /// The `--provider` values `e2e.test` knows (v1.36, v1.37: `e2e.test --provider=x` names them when
 /// `x` is not one). `local` and `skeleton` are the no-cloud provider; the others turn on that

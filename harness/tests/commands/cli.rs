@@ -12,7 +12,6 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use local_cluster::process::find_by_marker;
-use local_cluster::toolchain;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 

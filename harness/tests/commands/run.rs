@@ -791,7 +791,7 @@ fn cloud_e2e_passes_every_test_against_upstreams_controllers_on_the_local_cloud(
     let finished = env.finished();
     assert_eq!(finished["metadata"]["provider"], "local-upstream");
     // The CCM that ran is upstream's, stamped with the run's Kubernetes release.
-    let default = local_cluster::toolchain::default_release().version;
+    let default = toolchain::default_release().version;
     assert_eq!(finished["metadata"]["kubernetes-version"], default);
     assert_eq!(finished["metadata"]["ccm-version"], format!("Kubernetes {default}"));
     // Upstream's controller manager started its four controllers (its log, dumped with the cluster's).

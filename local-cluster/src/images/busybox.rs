@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{ImageError, Result, io_err, is_static_elf};
-use crate::toolchain;
 
 const IMAGE: &str = "busybox";
 
@@ -24,7 +23,7 @@ const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 /// The static busybox of the version upstream's busybox image is based on, built unless cached.
 pub fn binary(kubernetes_source: &Path, work: &Path) -> Result<PathBuf> {
     let version = base_version(kubernetes_source)?;
-    let root = toolchain::cache_root().join("build").join("busybox");
+    let root = cli_support::roots::cache_root().join("build").join("busybox");
     let dir = root.join(&version);
     let cached = dir.join("busybox");
     let is_built = || fs::read(&cached).is_ok_and(|b| is_static_elf(&b));
@@ -121,7 +120,7 @@ fn debian_mirrors() -> Vec<String> {
 
 /// `busybox_<version>.orig.tar.*` of Debian's source package of `version`, downloaded into `work`.
 fn upstream_tarball(version: &str, work: &Path) -> Result<PathBuf> {
-    let apt_dir = toolchain::cache_root().join("debs").join("apt-sources");
+    let apt_dir = cli_support::roots::cache_root().join("debs").join("apt-sources");
     for dir in [apt_dir.join("lists/partial"), apt_dir.join("cache/archives/partial")] {
         fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
     }

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::{Image, ImageError, PATH_ENV, Result, busybox, busybox_layer, io_err, oci, take_turn};
-use crate::toolchain::{self, Release, Toolchain};
+use toolchain::{Release, Toolchain};
 
 /// The image's `ImageID`, as [`Image::id`] names it (upstream's manifest.go does not list it).
 pub const ID: &str = "Conformance";

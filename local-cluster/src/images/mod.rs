@@ -34,7 +34,7 @@ use serde_json::json;
 
 pub use oci::write_archive;
 
-use crate::toolchain::{self, Release, Toolchain};
+use toolchain::{Release, Toolchain};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -239,7 +239,7 @@ pub fn references(manifest_go: &str) -> BTreeMap<String, String> {
 pub fn dir(release: &Release) -> PathBuf {
     // Under the recipes' format: harnesses of other formats on the machine (an older checkout's
     // CI run beside this one) build and read caches of their own, never each other's.
-    toolchain::cache_root().join("images").join(format!("format-{FORMAT}")).join(release.version)
+    cli_support::roots::cache_root().join("images").join(format!("format-{FORMAT}")).join(release.version)
 }
 
 /// The index the cluster's registry serves `release`'s images by.
@@ -490,7 +490,7 @@ fn source_part(part: Part, source: &Path, work: &Path) -> Option<Result<Vec<u8>>
 
 fn debian_layer(image: &str, packages: &[&str], extra: &debian::Extra, work: &Path) -> Result<Vec<u8>> {
     let wanted = debian::closure(image, packages)?;
-    let debs = debian::download(image, &toolchain::cache_root().join("debs"), &wanted)?;
+    let debs = debian::download(image, &cli_support::roots::cache_root().join("debs"), &wanted)?;
     debian::layer(image, &debs, work, extra)
 }
 

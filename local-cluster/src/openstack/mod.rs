@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::{ClusterError, LocalCluster, Result, io_err, process};
-use crate::toolchain::openstack::{Programs, WSGI_APP};
 pub use service_config::{Ports, REGION};
+use toolchain::openstack::{Programs, WSGI_APP};
 
 /// The compute hosts, one per zone; a cluster of fewer nodes runs as many as it has nodes.
 pub const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];

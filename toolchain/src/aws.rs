@@ -22,8 +22,8 @@ macro_rules! aws_module {
     ($dir:literal) => {
         GoModule {
             dir: concat!("aws-", $dir),
-            go_mod: include_str!(concat!("../../../tools/aws/", $dir, "/go.mod")),
-            go_sum: include_str!(concat!("../../../tools/aws/", $dir, "/go.sum")),
+            go_mod: include_str!(concat!("../../tools/aws/", $dir, "/go.mod")),
+            go_sum: include_str!(concat!("../../tools/aws/", $dir, "/go.sum")),
             files: &[],
         }
     };
@@ -43,11 +43,11 @@ pub const CCM: ProviderCcm = ProviderCcm {
 };
 
 /// moto and everything it pulls in, pinned.
-pub const MOTO_REQUIREMENTS: &str = include_str!("../../../tools/aws/moto-requirements.txt");
+pub const MOTO_REQUIREMENTS: &str = include_str!("../../tools/aws/moto-requirements.txt");
 
 /// moto's server with the AWS default health check of a new classic ELB (a gap of moto's the CCM
 /// cannot do without): run by the virtualenv's python.
-const MOTO_SERVER: &str = include_str!("../../../tools/aws/moto_server.py");
+const MOTO_SERVER: &str = include_str!("../../tools/aws/moto_server.py");
 const MOTO_SERVER_FILE: &str = "moto_server.py";
 
 /// moto's pinned version.

@@ -27,8 +27,8 @@ pub const CCM: ProviderCcm = ProviderCcm {
     binary: config::pins::VSPHERE_CCM_BINARY,
     pins: &[GoModule {
         dir: "vsphere-v1.36",
-        go_mod: include_str!("../../../tools/vsphere/v1.36/go.mod"),
-        go_sum: include_str!("../../../tools/vsphere/v1.36/go.sum"),
+        go_mod: include_str!("../../tools/vsphere/v1.36/go.mod"),
+        go_sum: include_str!("../../tools/vsphere/v1.36/go.sum"),
         files: &[],
     }],
     // v1.37.0 is not released yet: v1.36.0 runs with Kubernetes 1.37 too.
@@ -41,8 +41,8 @@ pub const CCM: ProviderCcm = ProviderCcm {
 /// govmomi's vcsim and govc, pinned.
 pub const GOVMOMI: GoModule = GoModule {
     dir: "vsphere-govmomi",
-    go_mod: include_str!("../../../tools/vsphere/govmomi/go.mod"),
-    go_sum: include_str!("../../../tools/vsphere/govmomi/go.sum"),
+    go_mod: include_str!("../../tools/vsphere/govmomi/go.mod"),
+    go_sum: include_str!("../../tools/vsphere/govmomi/go.sum"),
     files: &[],
 };
 
@@ -94,7 +94,7 @@ pub fn install_govmomi(force: bool) -> Result<Govmomi> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::toolchain::{Release, releases};
+    use crate::{Release, releases};
 
     #[test]
     fn every_pinned_kubernetes_minor_runs_a_ccm_release_at_most_one_minor_older() {

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use cli_support::progress;
+use cli_support::roots::cache_root;
 use pins::GoModule;
 
 /// The binaries every toolchain holds: what the default run (real nodes, the reference CCM) needs.
@@ -181,14 +182,6 @@ type Result<T> = std::result::Result<T, ToolchainError>;
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ToolchainError {
     let path = path.to_path_buf();
     move |source| ToolchainError::Io { action, path, source }
-}
-
-/// The harness's cache root: `$HARNESS_CACHE_DIR`, else `<user cache dir>/cloud-provider-harness`.
-pub fn cache_root() -> PathBuf {
-    if let Some(dir) = std::env::var_os("HARNESS_CACHE_DIR") {
-        return PathBuf::from(dir);
-    }
-    dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("cloud-provider-harness")
 }
 
 /// A pinned Kubernetes release.

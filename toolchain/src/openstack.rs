@@ -27,8 +27,8 @@ pub const CCM: ProviderCcm = ProviderCcm {
     binary: config::pins::OPENSTACK_CCM_BINARY,
     pins: &[GoModule {
         dir: "openstack-v1.36",
-        go_mod: include_str!("../../../tools/openstack/v1.36/go.mod"),
-        go_sum: include_str!("../../../tools/openstack/v1.36/go.sum"),
+        go_mod: include_str!("../../tools/openstack/v1.36/go.mod"),
+        go_sum: include_str!("../../tools/openstack/v1.36/go.sum"),
         files: &[],
     }],
     // No v1.37 release yet: v1.36.0 runs with Kubernetes 1.37 too, one minor behind.
@@ -41,16 +41,16 @@ pub const CCM: ProviderCcm = ProviderCcm {
 };
 
 /// The services and everything they pull in, pinned.
-pub const REQUIREMENTS: &str = include_str!("../../../tools/openstack/requirements.txt");
+pub const REQUIREMENTS: &str = include_str!("../../tools/openstack/requirements.txt");
 
 /// The WSGI entry point every API service runs under gunicorn ([`Programs::wsgi_app`]).
-pub const WSGI_APP: &str = include_str!("../../../tools/openstack/wsgi_app.py");
+pub const WSGI_APP: &str = include_str!("../../tools/openstack/wsgi_app.py");
 
 const ML2_DRIVER: LocalPackage = LocalPackage {
     dir: "harness-ml2",
     files: &[
-        ("pyproject.toml", include_str!("../../../tools/openstack/harness-ml2/pyproject.toml")),
-        ("harness_ml2/__init__.py", include_str!("../../../tools/openstack/harness-ml2/harness_ml2/__init__.py")),
+        ("pyproject.toml", include_str!("../../tools/openstack/harness-ml2/pyproject.toml")),
+        ("harness_ml2/__init__.py", include_str!("../../tools/openstack/harness-ml2/harness_ml2/__init__.py")),
     ],
 };
 

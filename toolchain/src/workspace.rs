@@ -22,7 +22,7 @@ pub const BUILT_TOGETHER: [&str; 2] = ["harness", "reference-ccm"];
 /// Builds binary `bin` of package `package` of this workspace with cargo (the harness's own build
 /// profile, its dependencies' features as [`BUILT_TOGETHER`] unify them) and returns its path.
 pub fn build_workspace_binary(package: &str, bin: &str) -> Result<PathBuf> {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("local-cluster/ lives in the workspace");
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("toolchain/ lives in the workspace");
     let mut packages: Vec<&str> = BUILT_TOGETHER.to_vec();
     if !packages.contains(&package) {
         packages.push(package);
