@@ -152,3 +152,39 @@ async fn every_pinned_minor_comes_up_reporting_its_own_version() {
         assert_torn_down(cluster);
     }
 }
+
+/// The local deployer's safety net: a run dropped half way (a panic, an error past its Down) still
+/// stops its cluster when the deployer is dropped; once the run has kept it
+/// (`Deployer::keep`, `--keep-cluster`), dropping the deployer leaves it running.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_deployer_stops_its_cluster_when_dropped_unless_kept() {
+    use harness::deploy::Deployer;
+    use harness::deploy::local::LocalDeployer;
+    let release = toolchain::default_release();
+    let cloud = tokio::task::spawn_blocking(toolchain::workspace::build_reference_ccm).await.unwrap().unwrap();
+    let up = |name: &str| {
+        let mut deployer =
+            LocalDeployer::new(name, 1, release, cloud.clone()).with_node_kind(local_cluster::NodeKind::Kwok);
+        async move {
+            deployer.up().await.unwrap_or_else(|e| panic!("{e}"));
+            deployer
+        }
+    };
+    let running =
+        |name: &str| local_cluster::load_state(name).is_ok_and(|state| state.processes.iter().all(|p| p.is_running()));
+
+    let dropped = up("e2e-drop-net").await;
+    let dir = cli_support::roots::state_root().join("clusters/e2e-drop-net");
+    assert!(running("e2e-drop-net"));
+    drop(dropped);
+    assert!(!dir.exists(), "the dropped deployer left {}", dir.display());
+    assert_eq!(local_cluster::process::find_by_marker(&dir), Vec::<i32>::new(), "processes left");
+
+    let mut kept = up("e2e-drop-kept").await;
+    assert_eq!(kept.keep(), "harness cluster down --name e2e-drop-kept");
+    drop(kept);
+    let still_running = running("e2e-drop-kept");
+    let removed = local_cluster::down("e2e-drop-kept");
+    assert!(still_running, "a kept cluster went down with its deployer");
+    assert!(removed.unwrap(), "the kept cluster was there for `down`");
+}
