@@ -414,9 +414,34 @@ fn validate_name(name: &str) -> Result<()> {
 /// a panic, or the caller dropping this future (Ctrl-C) — stops every process it started and
 /// removes the state ([`launch`]).
 pub async fn up(options: UpOptions) -> Result<LocalCluster> {
-    match options.node_kind {
-        NodeKind::Kwok => up_with(options, KwokNodes).await,
-        NodeKind::Real => up_with(options, RealNodes::default()).await,
+    let mut attempt = 1;
+    loop {
+        let started = match options.node_kind {
+            NodeKind::Kwok => up_with(options.clone(), KwokNodes).await,
+            NodeKind::Real => up_with(options.clone(), RealNodes::default()).await,
+        };
+        match started {
+            Err(e) if attempt < PORT_ATTEMPTS && e.lost_a_port_race() => {
+                tracing::info!(
+                    "cluster '{}': a port picked for it was taken before its component bound it; starting again on new ports",
+                    options.name
+                );
+                attempt += 1;
+            }
+            started => return started,
+        }
+    }
+}
+
+/// How many times `up` starts a cluster when a component finds the port it was given taken: the
+/// ports are free when picked ([`free_ports`]), but until the component binds one, any other
+/// process on the machine may take it (another cluster's, an outgoing connection's).
+const PORT_ATTEMPTS: u32 = 3;
+
+impl ClusterError {
+    /// A component exited because another process bound its port first.
+    fn lost_a_port_race(&self) -> bool {
+        matches!(self, ClusterError::ComponentExited { tail, .. } if tail.contains("address already in use"))
     }
 }
 
@@ -1034,6 +1059,21 @@ mod tests {
         assert_eq!(cloud_config_arg(&args(&["--v=2", "--cloud-config=/c/os.conf"])), Some("/c/os.conf"));
         assert_eq!(cloud_config_arg(&args(&["--cloud-config", "/c/os.conf", "--v=2"])), Some("/c/os.conf"));
         assert_eq!(cloud_config_arg(&args(&["--cloud-config-x=1", "--cloud-provider=openstack"])), None);
+    }
+
+    #[test]
+    fn only_a_component_that_found_its_port_taken_lost_a_port_race() {
+        let exited = |tail: &str| ClusterError::ComponentExited {
+            cluster: "c".into(),
+            component: "etcd".into(),
+            log: "etcd.log".into(),
+            tail: tail.into(),
+        };
+        let etcd = r#"{"level":"fatal","msg":"discovery failed","error":"listen tcp 127.0.0.1:35921: bind: address already in use"}"#;
+        assert!(exited(etcd).lost_a_port_race());
+        assert!(!exited("panic: invalid flag --bogus").lost_a_port_race());
+        // A port the user chose is refused before anything starts, not retried.
+        assert!(!ClusterError::PortInUse(6443).lost_a_port_race());
     }
 
     #[tokio::test]
