@@ -1,5 +1,5 @@
 //! Local clusters: a real Kubernetes control plane as processes on loopback, with real or kwok
-//! nodes and a local cloud, built from the toolchain this crate installs ([`toolchain`]). The
+//! nodes and a local cloud, built from the toolchain the `toolchain` crate installs. The
 //! `local` deployer (the `harness` crate's `deploy::local`) and `harness cluster` drive it.
 //!
 //! etcd, kube-apiserver, kube-controller-manager (`--cloud-provider=external`), kube-scheduler and,

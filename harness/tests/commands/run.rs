@@ -408,8 +408,7 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
     }
     wait_for_process(&sleep_cmdline);
     let dir = env.root.join("state/clusters").join(cluster);
-    let state: local_cluster::ClusterState =
-        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    let state = cluster_state(&dir);
     let namespaces = real::namespaces(&state);
     assert_eq!(
         namespaces.names.len(),
@@ -436,8 +435,7 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
     let node = format!("{cluster}-worker-1");
     let shutdown = env.command("cluster").args(["instance", "--name", cluster, "shutdown", &node]).output().unwrap();
     assert!(shutdown.status.success(), "{}", text(&shutdown));
-    let state: local_cluster::ClusterState =
-        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    let state = cluster_state(&dir);
     let stopped: Vec<&str> = state.stopped.iter().map(|s| s.record.component.as_str()).collect();
     assert_eq!(stopped.len(), 3, "{node}'s containerd, kubelet and kube-proxy are stopped: {stopped:?}");
     assert!(state.stopped.iter().all(|s| !s.record.is_running()), "{stopped:?} still run");
@@ -451,9 +449,7 @@ fn sigint_during_a_real_run_leaves_nothing_of_its_real_nodes() {
     let steps = env.runner_steps();
     assert!(steps.contains(&("Down".to_owned(), Status::Passed)), "{steps:?}");
 
-    assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "processes, mounts, cgroups or sockets left");
-    assert_eq!(real::namespaces_in_use(&namespaces), Vec::<String>::new(), "namespaces left");
-    assert_eq!(host.changes_since(), Vec::<String>::new(), "the machine changed");
+    assert_real_nodes_gone(&dir, &namespaces, &host);
     env.assert_nothing_left();
     assert!(!process_running(&sleep_cmdline), "the suite's process outlived the run");
 
@@ -518,18 +514,33 @@ fn keep_cluster_leaves_a_working_cluster_that_cluster_down_removes() {
     assert_eq!(kubectl(&["logs", "kept-probe"]).trim(), "still-here");
 
     let dir = env.root.join("state/clusters").join(cluster);
-    let state: local_cluster::ClusterState =
-        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    let state = cluster_state(&dir);
     let namespaces = real::namespaces(&state);
     let down = env.command("cluster").args(["down", "--name", cluster]).output().unwrap();
     assert!(down.status.success(), "{}", text(&down));
     assert_no_warnings(&down);
-    assert_eq!(real::leftovers(&dir), Vec::<String>::new(), "processes, mounts, cgroups or sockets left");
-    assert_eq!(real::namespaces_in_use(&namespaces), Vec::<String>::new(), "namespaces left");
-    assert_eq!(host.changes_since(), Vec::<String>::new(), "the machine changed");
+    assert_real_nodes_gone(&dir, &namespaces, &host);
     env.assert_nothing_left();
     let listed = env.command("cluster").arg("list").output().unwrap();
     assert!(String::from_utf8_lossy(&listed.stdout).trim().is_empty(), "{}", text(&listed));
+}
+
+/// The `cluster.json` of the cluster in `dir`.
+fn cluster_state(dir: &Path) -> local_cluster::ClusterState {
+    serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap()
+}
+
+/// Nothing of the real nodes of the cluster in `dir` is left (no process, mount, cgroup, socket
+/// dir or namespace of `namespaces`), and the machine is as `host` saw it.
+fn assert_real_nodes_gone(
+    dir: &Path,
+    namespaces: &local_cluster::real::Namespaces,
+    host: &testing::host::HostSnapshot,
+) {
+    use local_cluster::real;
+    assert_eq!(real::leftovers(dir), Vec::<String>::new(), "processes, mounts, cgroups or sockets left");
+    assert_eq!(real::namespaces_in_use(namespaces), Vec::<String>::new(), "namespaces left");
+    assert_eq!(host.changes_since(), Vec::<String>::new(), "the machine changed");
 }
 
 /// A clean run or teardown logs no warning: one would mean something went wrong (a stray process
