@@ -163,8 +163,11 @@ async fn the_local_deployer_stops_its_cluster_when_dropped_unless_kept() {
     let release = toolchain::default_release();
     let cloud = tokio::task::spawn_blocking(toolchain::workspace::build_reference_ccm).await.unwrap().unwrap();
     let up = |name: &str| {
-        let mut deployer =
-            LocalDeployer::new(name, 1, release, cloud.clone()).with_node_kind(local_cluster::NodeKind::Kwok);
+        let mut options = local_cluster::UpOptions::new(name, release);
+        (options.nodes, options.node_kind) = (1, local_cluster::NodeKind::Kwok);
+        let setup = local_cluster::clouds::local::LocalSetup { reference_ccm: cloud.clone(), start_ccm: false };
+        options.cloud = Some(std::sync::Arc::new(setup));
+        let mut deployer = LocalDeployer::new(options);
         async move {
             deployer.up().await.unwrap_or_else(|e| panic!("{e}"));
             deployer

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
-use local_cluster::openstack::api::{Credentials, Session};
-use local_cluster::openstack::{self, OpenstackOptions, OpenstackState};
+use local_cluster::clouds::openstack::api::{Credentials, Session};
+use local_cluster::clouds::openstack::{self, OpenstackSetup, OpenstackState};
 use local_cluster::{NodeKind, machines, nodes, real};
 use serde_json::json;
 
@@ -28,11 +28,11 @@ async fn the_openstack_cloud_gives_each_real_node_a_server_with_its_address_and_
     let name = "os-cloud";
     let mut options = common::options(name, toolchain::default_release(), 2);
     options.node_kind = NodeKind::Real;
-    options.openstack = Some(OpenstackOptions { programs });
+    options.cloud = Some(std::sync::Arc::new(OpenstackSetup { programs }));
     let started = Instant::now();
     let cluster = common::bring_up(options).await;
     println!("cluster with OpenStack up in {:.1?}", started.elapsed());
-    let state = cluster.state.openstack.clone().expect("the cluster records its OpenStack");
+    let state = cluster.state.cloud_as::<OpenstackState>().cloned().expect("the cluster records its OpenStack");
 
     // As the CCM will: the cluster's own user, in its project.
     let user = Session::login(&state.credentials(false)).await.unwrap();

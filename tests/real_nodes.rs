@@ -17,7 +17,7 @@ use common::real::{pod, real_cluster};
 use common::{TestCluster, wait_for};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, LogParams, PostParams};
-use local_cluster::cloud::{self, CloudOptions};
+use local_cluster::clouds::local::{LocalSetup, LocalState};
 use local_cluster::{NodeKind, nodes, process, real};
 use serde_json::json;
 use testing::host::{global_sysctls, root_iptables, root_links};
@@ -182,7 +182,7 @@ async fn a_real_machine_really_stops_starts_again_and_is_terminated() {
         .expect("building reference-ccm");
     let mut options = common::options("e2e-real-machine", release, 2);
     options.node_kind = NodeKind::Real;
-    options.cloud = Some(CloudOptions::new(ccm_binary));
+    options.cloud = Some(std::sync::Arc::new(LocalSetup::new(ccm_binary)));
     let cluster: TestCluster = common::bring_up(options).await;
     let client = cluster.client().await.unwrap();
     let node = cluster.state.nodes[1].clone();
@@ -305,7 +305,7 @@ async fn the_local_cloud_carries_load_balancer_traffic_and_routes_on_real_nodes(
     let harness_binary = harness_binary.expect("building harness");
     let mut options = common::options("e2e-real-dp", release, 2);
     options.node_kind = NodeKind::Real;
-    options.cloud = Some(CloudOptions::new(ccm_binary.clone()));
+    options.cloud = Some(std::sync::Arc::new(LocalSetup::new(ccm_binary.clone())));
     let mut cluster: TestCluster = common::bring_up(options).await;
     let name = cluster.state.name.clone();
     assert!(cluster.state.processes.iter().any(|p| p.component == "data-plane" && p.is_running()));
@@ -315,7 +315,7 @@ async fn the_local_cloud_carries_load_balancer_traffic_and_routes_on_real_nodes(
 
     // The route controller's routes, programmed by the data plane: each node routes to the other's
     // pod CIDR (and never to its own).
-    let cloud = cloud::client(cluster.state.cloud_url.as_deref().unwrap()).unwrap();
+    let cloud = cluster.state.cloud_as::<LocalState>().expect("the local cloud").client().unwrap();
     let routes = wait_for("the CCM's two routes in the cloud", Duration::from_secs(60), || async {
         let routes = cloud.list_all_routes().await.ok()?;
         (routes.iter().filter(|r| r.cluster == name).count() == 2).then_some(routes)

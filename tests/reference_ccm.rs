@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use local_cloud::LocalCloud;
 use local_cloud::api::{CreateRoute, FaultMode, FaultSpec};
-use local_cluster::cloud::{self, CloudOptions};
+use local_cluster::clouds::local::{self as cloud, LocalSetup, LocalState};
 use local_cluster::nodes;
 use serde_json::json;
 
@@ -25,12 +25,12 @@ async fn up_with_cloud(name: &str, node_count: u32) -> TestCluster {
         .unwrap()
         .expect("building reference-ccm");
     let mut options = options(name, toolchain::default_release(), node_count);
-    options.cloud = Some(CloudOptions::new(ccm_binary));
+    options.cloud = Some(std::sync::Arc::new(LocalSetup::new(ccm_binary)));
     bring_up(options).await
 }
 
 fn cloud_of(cluster: &TestCluster) -> LocalCloud {
-    cloud::client(cluster.state.cloud_url.as_deref().expect("cloud url")).unwrap()
+    cluster.state.cloud_as::<LocalState>().expect("the local cloud").client().unwrap()
 }
 
 fn labels(node: &Node) -> std::collections::BTreeMap<String, String> {
@@ -193,7 +193,7 @@ async fn load_balancers_follow_services_and_the_node_set() {
 
     // A new node (and its instance) joins the backends.
     let new_node = nodes::node_name("ccm-lb", 2);
-    cloud.create_instance(&cloud::instance_for("ccm-lb", 2)).await.unwrap();
+    cloud.create_instance(&cloud::instance_for(&local_cluster::nodes::machine("ccm-lb", 2))).await.unwrap();
     nodes_api
         .create(&PostParams::default(), &nodes::manifest("ccm-lb", 2, toolchain::default_release().version))
         .await
@@ -342,7 +342,7 @@ async fn a_second_replica_waits_and_takes_over_when_the_leader_dies() {
 
     // And it reconciles: a new node gets initialised.
     let cloud = cloud_of(&cluster);
-    cloud.create_instance(&cloud::instance_for("ccm-ha", 1)).await.unwrap();
+    cloud.create_instance(&cloud::instance_for(&local_cluster::nodes::machine("ccm-ha", 1))).await.unwrap();
     let nodes_api: Api<Node> = Api::all(client);
     nodes_api
         .create(&PostParams::default(), &nodes::manifest("ccm-ha", 1, toolchain::default_release().version))

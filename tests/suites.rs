@@ -20,7 +20,7 @@ use harness::suites::exec::ExecSuite;
 use harness::suites::ginkgo::GinkgoSuite;
 use harness::suites::{SuiteContext, SuiteOutcome, SuiteRunner};
 use junit::{self, Attempt, ReadOptions, Report, Status, Suite, TestCase};
-use local_cluster::cloud::CloudOptions;
+use local_cluster::clouds::local::LocalSetup;
 use local_cluster::process;
 use toolchain::{self, Release};
 
@@ -203,7 +203,7 @@ async fn ginkgo_suites_run_upstream_e2e_test() {
         .expect("building reference-ccm");
     eprintln!("reference-ccm built: {:?}", started.elapsed());
     let mut up = options("suites-ginkgo", release(), 2);
-    up.cloud = Some(CloudOptions::new(ccm));
+    up.cloud = Some(std::sync::Arc::new(LocalSetup::new(ccm)));
     let started = Instant::now();
     let cluster = bring_up(up).await;
     eprintln!("cluster up: {:?}", started.elapsed());

@@ -12,6 +12,7 @@
 //! for them), the kinds of local nodes and how many fit ([`nodes`]), and the CI configuration
 //! generated from the file ([`prow`] jobs, [`testgrid`] test groups and dashboards).
 
+pub mod clouds;
 pub mod jobs;
 pub mod locate;
 pub mod nodes;
@@ -493,55 +494,6 @@ impl CcmDeploy {
     }
 }
 
-/// The cloud the `local` deployer runs beside its cluster.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum LocalCloud {
-    /// The local simulated cloud of the reference CCM.
-    #[default]
-    Local,
-    /// moto's EC2/ELB APIs, for the `aws` provider (cloud-provider-aws's CCM).
-    Moto,
-    /// govmomi's vcsim (the vCenter API), for the `vsphere` provider (cloud-provider-vsphere's CCM).
-    Vcsim,
-    /// OpenStack's own services with their fake back ends, for the `openstack` provider
-    /// (cloud-provider-openstack's CCM).
-    Openstack,
-}
-
-impl LocalCloud {
-    pub const ALL: [LocalCloud; 4] = [LocalCloud::Local, LocalCloud::Moto, LocalCloud::Vcsim, LocalCloud::Openstack];
-
-    /// The nodes a `local` deployer with this cloud has when `node_kind` is not given: real ones
-    /// with the local cloud; kwok's with moto, whose EC2 instances the nodes are named and
-    /// addressed after (no real node can be); real ones with vcsim, whose CCM drops the loopback
-    /// addresses kwok's nodes have; real ones with OpenStack, as the other clouds of real CCMs.
-    pub fn default_node_kind(self) -> crate::nodes::NodeKind {
-        match self {
-            LocalCloud::Local | LocalCloud::Vcsim | LocalCloud::Openstack => crate::nodes::NodeKind::Real,
-            LocalCloud::Moto => crate::nodes::NodeKind::Kwok,
-        }
-    }
-
-    /// The node kinds a cluster on this cloud can have.
-    pub fn node_kinds(self) -> &'static [crate::nodes::NodeKind] {
-        use crate::nodes::NodeKind;
-        match self {
-            LocalCloud::Local | LocalCloud::Openstack => &[NodeKind::Real, NodeKind::Kwok],
-            LocalCloud::Moto => &[NodeKind::Kwok],
-            LocalCloud::Vcsim => &[NodeKind::Real],
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LocalCloud::Local => "local",
-            LocalCloud::Moto => "moto",
-            LocalCloud::Vcsim => "vcsim",
-            LocalCloud::Openstack => "openstack",
-        }
-    }
-}
-
 /// The vSphere tags of a `cloud: vcsim` inventory: a host per zone, each tagged with its zone, and
 /// the datacenter tagged with the region; the CCM's `[Labels]` read them (categories `k8s-zone`
 /// and `k8s-region`). No zones: the CCM is configured without zone labels.
@@ -576,7 +528,13 @@ impl VsphereTags {
 pub enum Deployer {
     /// The embedded cluster: control plane processes and nodes (real kubelets, or kwok's simulated
     /// ones), with a cloud of its own.
-    Local { nodes: u32, cloud: LocalCloud, node_kind: crate::nodes::NodeKind, vsphere: Option<VsphereTags> },
+    Local {
+        nodes: u32,
+        cloud: &'static clouds::CloudFacts,
+        node_kind: crate::nodes::NodeKind,
+        /// The zone and region tags of a cloud with a tagged inventory (vcsim's hosts).
+        tags: Option<VsphereTags>,
+    },
     /// A cluster that is already there; `None` means `$KUBECONFIG`, else `~/.kube/config`.
     Existing { kubeconfig: Option<PathBuf> },
     /// `kind create cluster` with the external cloud provider; a kind config and/or a node image.

@@ -72,9 +72,9 @@ fn the_repository_providers_yaml_is_valid_and_describes_the_local_reference_prov
         local.deployer,
         Deployer::Local {
             nodes: 3,
-            cloud: crate::LocalCloud::Local,
+            cloud: crate::clouds::named("local").unwrap(),
             node_kind: crate::nodes::NodeKind::Real,
-            vsphere: None
+            tags: None
         }
     );
     assert_eq!(local.suites, ["cloud-e2e", "conformance-quick"]);
@@ -98,9 +98,9 @@ fn the_aws_provider_runs_the_toolchains_ccm_against_moto_with_honest_capabilitie
         aws.deployer,
         Deployer::Local {
             nodes: 3,
-            cloud: crate::LocalCloud::Moto,
+            cloud: crate::clouds::named("moto").unwrap(),
             node_kind: crate::nodes::NodeKind::Kwok,
-            vsphere: None
+            tags: None
         }
     );
     // What classic ELBs, moto and an IPv4 VPC do not give (docs/providers.md says why).
@@ -119,10 +119,10 @@ fn the_vsphere_provider_runs_its_ccm_on_vcsims_real_nodes_and_says_why_it_lacks_
     assert!(matches!(&vsphere.ccm.build, CcmBuild::Toolchain { bin, .. } if bin == "vsphere-cloud-controller-manager"));
     let CcmDeploy::Process { args, .. } = &vsphere.ccm.deploy else { panic!("{:?}", vsphere.ccm.deploy) };
     assert!(args.contains(&"--cloud-provider=vsphere".to_owned()), "{args:?}");
-    let Deployer::Local { cloud, node_kind, vsphere: Some(tags), .. } = &vsphere.deployer else {
+    let Deployer::Local { cloud, node_kind, tags: Some(tags), .. } = &vsphere.deployer else {
         panic!("{:?}", vsphere.deployer)
     };
-    assert_eq!((*cloud, *node_kind), (crate::LocalCloud::Vcsim, crate::nodes::NodeKind::Real));
+    assert_eq!((cloud.name, *node_kind), ("vcsim", crate::nodes::NodeKind::Real));
     assert_eq!(tags.zones.len(), 3);
     let declared: Vec<Capability> = vsphere.capabilities.iter().copied().collect();
     assert_eq!(

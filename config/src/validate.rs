@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::clouds::{self, CloudFacts};
 use super::locate::{Location, YamlPath};
 use super::raw::{
     RawBuild, RawCertification, RawDeploy, RawDeployer, RawFile, RawHook, RawProvider, RawSuite, RawTestGrid,
@@ -15,8 +16,8 @@ use super::raw::{
 use super::template::{self, Placeholder, TemplateError};
 use super::{
     BUILTIN_SUITES, BuildOutput, Capability, Ccm, CcmBuild, CcmDeploy, CommandSpec, Deployer, DeployerKind, Hook,
-    Hooks, JobSpec, KubernetesVersion, LocalCloud, Provider, ProviderTestGrid, ProvidersConfig, Required, Suite,
-    SuiteKind, TestGridSettings, TestMatcher, VsphereTags, jobs,
+    Hooks, JobSpec, KubernetesVersion, Provider, ProviderTestGrid, ProvidersConfig, Required, Suite, SuiteKind,
+    TestGridSettings, TestMatcher, VsphereTags, jobs,
 };
 
 pub const DEFAULT_NODES: u32 = 3;
@@ -111,20 +112,12 @@ pub enum Problem {
          e.g. [..., instance, terminate, \"{{node}}\"]"
     )]
     HookWithoutNode(&'static str),
-    #[error(
-        "real nodes register as the local cloud's instances, and cloud `{0}` has none for them; \
-         use `node_kind: kwok` with it, or `cloud: local`"
-    )]
-    RealNodesNeedLocalCloud(&'static str),
-    #[error(
-        "the vSphere CCM drops loopback addresses, the only ones kwok's nodes have, so cloud `vcsim` \
-         runs real nodes: use `node_kind: real` with it"
-    )]
-    KwokNodesOnVcsim,
+    #[error("cloud `{cloud}` has no {kind} nodes: {why}; use `node_kind: {other}` with it, or another cloud")]
+    NodeKindNotOnCloud { cloud: &'static str, kind: &'static str, why: &'static str, other: &'static str },
     #[error("capability `{0}` is both declared in `capabilities` and listed as unsupported; keep one")]
     DeclaredAndUnsupported(String),
-    #[error("`{0}` describes the vSphere inventory of `cloud: vcsim`; drop it, or set `cloud: vcsim`")]
-    OnlyWithVcsim(&'static str),
+    #[error("`{key}` describes the tagged inventory of {clouds}; drop it, or set `cloud: {first}`")]
+    OnlyWithTaggedInventory { key: &'static str, clouds: String, first: &'static str },
     #[error(
         "a region tag needs zone tags: the vSphere CCM reads zone and region labels together; \
          give `zones`, or drop `region`"
@@ -467,7 +460,7 @@ impl Checker<'_> {
         let hooks = self.hooks(raw.hooks, &at.key("hooks"), Context::provider(deployer_kind, binary_build));
         let capabilities = self.capabilities(raw.capabilities, &at.key("capabilities"), &hooks);
         let unsupported = self.unsupported(raw.unsupported, &at.key("unsupported"), &capabilities);
-        if let Some(Deployer::Local { vsphere: Some(tags), .. }) = &deployer
+        if let Some(Deployer::Local { tags: Some(tags), .. }) = &deployer
             && tags.zones.is_empty()
             && capabilities.contains(&Capability::Zones)
         {
@@ -660,32 +653,20 @@ impl Checker<'_> {
             "local" => {
                 self.only(at, &what("local"), &options, &["nodes", "cloud", "node_kind", "zones", "region"]);
                 let cloud = match raw.cloud.as_deref() {
-                    None => LocalCloud::default(),
-                    Some(name) => match LocalCloud::ALL.into_iter().find(|c| c.as_str() == name) {
-                        Some(cloud) => cloud,
-                        None => {
-                            self.unknown_value(
-                                &at.key("cloud"),
-                                "local cloud",
-                                name,
-                                &LocalCloud::ALL.map(LocalCloud::as_str),
-                            );
-                            LocalCloud::default()
-                        }
-                    },
+                    None => clouds::default_cloud(),
+                    Some(name) => clouds::named(name).unwrap_or_else(|| {
+                        self.unknown_value(&at.key("cloud"), "local cloud", name, &clouds::names());
+                        clouds::default_cloud()
+                    }),
                 };
                 let nodes = raw.nodes.unwrap_or(DEFAULT_NODES);
                 let node_kind = self.node_kind(raw.node_kind.as_deref(), cloud, at);
-                let vsphere = self.vsphere_tags(raw.zones, raw.region, cloud, at);
-                let max = match (cloud, node_kind) {
-                    (LocalCloud::Vcsim, _) => vsphere.as_ref().map_or(crate::nodes::MAX_REAL_NODES, |v| v.max_nodes()),
-                    (_, crate::nodes::NodeKind::Real) => crate::nodes::MAX_REAL_NODES,
-                    (LocalCloud::Local, _) => crate::nodes::MAX_KWOK_NODES,
-                    // A server per node, each booted through Nova's scheduler: as many as real nodes.
-                    (LocalCloud::Openstack, _) => crate::nodes::MAX_REAL_NODES,
-                    (LocalCloud::Moto, _) => crate::nodes::MAX_MOTO_NODES,
+                let tags = self.vsphere_tags(raw.zones, raw.region, cloud, at);
+                let max = match &tags {
+                    Some(tags) => tags.max_nodes().min(cloud.max_nodes(node_kind)),
+                    None => cloud.max_nodes(node_kind),
                 };
-                match &vsphere {
+                match &tags {
                     Some(tags) if nodes > max => {
                         let problem = Problem::InventoryTooSmall {
                             nodes,
@@ -700,7 +681,7 @@ impl Checker<'_> {
                     }
                     _ => {}
                 }
-                Deployer::Local { nodes, cloud, node_kind, vsphere }
+                Deployer::Local { nodes, cloud, node_kind, tags }
             }
             "existing" => {
                 self.only(at, &what("existing"), &options, &["kubeconfig"]);
@@ -1034,7 +1015,7 @@ impl Checker<'_> {
 
     /// The `local` deployer's `node_kind`: `real` or `kwok`, the cloud's default when not given.
     /// Real nodes need the local cloud (their CCM initialises them from its instances).
-    fn node_kind(&mut self, value: Option<&str>, cloud: LocalCloud, at: &YamlPath) -> crate::nodes::NodeKind {
+    fn node_kind(&mut self, value: Option<&str>, cloud: &CloudFacts, at: &YamlPath) -> crate::nodes::NodeKind {
         use crate::nodes::NodeKind;
         let Some(value) = value else { return cloud.default_node_kind() };
         let kinds = [("real", NodeKind::Real), ("kwok", NodeKind::Kwok)];
@@ -1042,10 +1023,13 @@ impl Checker<'_> {
             self.unknown_value(&at.key("node_kind"), "node kind", value, &kinds.map(|(name, _)| name));
             return cloud.default_node_kind();
         };
-        if !cloud.node_kinds().contains(kind) {
-            let problem = match cloud {
-                LocalCloud::Vcsim => Problem::KwokNodesOnVcsim,
-                _ => Problem::RealNodesNeedLocalCloud(cloud.as_str()),
+        if !cloud.has_node_kind(*kind) {
+            let name = |kind: NodeKind| kinds.iter().find(|(_, k)| *k == kind).map_or("", |(name, _)| *name);
+            let problem = Problem::NodeKindNotOnCloud {
+                cloud: cloud.name,
+                kind: name(*kind),
+                why: cloud.why_not_other_node_kinds,
+                other: name(cloud.default_node_kind()),
             };
             self.report(&at.key("node_kind"), problem);
         }
@@ -1087,13 +1071,16 @@ impl Checker<'_> {
         &mut self,
         zones: Option<Vec<String>>,
         region: Option<String>,
-        cloud: LocalCloud,
+        cloud: &CloudFacts,
         at: &YamlPath,
     ) -> Option<VsphereTags> {
-        if cloud != LocalCloud::Vcsim {
+        if !cloud.tagged_inventory {
+            let tagged: Vec<&str> = clouds::CLOUDS.iter().filter(|c| c.tagged_inventory).map(|c| c.name).collect();
             for (key, given) in [("zones", zones.is_some()), ("region", region.is_some())] {
                 if given {
-                    self.report(&at.key(key), Problem::OnlyWithVcsim(key));
+                    let clouds = tagged.iter().map(|c| format!("`cloud: {c}`")).collect::<Vec<_>>().join(", ");
+                    let first = tagged.first().copied().unwrap_or_default();
+                    self.report(&at.key(key), Problem::OnlyWithTaggedInventory { key, clouds, first });
                 }
             }
             return None;

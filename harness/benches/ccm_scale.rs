@@ -27,7 +27,7 @@ use config::{CcmDeploy, ProvidersConfig};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use local_cluster::cloud::{self, CloudOptions};
+use local_cluster::clouds::local::{self as cloud, LocalSetup, LocalState};
 use local_cluster::{LocalCluster, UpOptions, nodes};
 
 const CLUSTER: &str = "ccm-scale";
@@ -100,7 +100,7 @@ async fn main() {
 
     let mut options = UpOptions::new(CLUSTER, release);
     options.nodes = 1;
-    options.cloud = Some(CloudOptions { ccm_binary: reference, start_ccm: false });
+    options.cloud = Some(std::sync::Arc::new(LocalSetup { reference_ccm: reference, start_ccm: false }));
     local_cluster::down(CLUSTER).expect("clearing a leftover cluster");
     let mut cluster = local_cluster::up(options).await.expect("cluster up");
     let config = ProvidersConfig::bundled();
@@ -174,7 +174,7 @@ async fn measure(
 ) -> Measured {
     let client = cluster.client().await.unwrap();
     let api: Api<Node> = Api::all(client.clone());
-    let local_cloud = cloud::client(cluster.state.cloud_url.as_deref().unwrap()).unwrap();
+    let local_cloud = cluster.state.cloud_as::<LocalState>().expect("the local cloud").client().unwrap();
     let version = cluster.state.kubernetes_version.clone();
     cluster.start_ccm(&ccm.binary, args).await.expect("starting the CCM");
     let component = ccm.binary.file_name().unwrap().to_string_lossy().into_owned();
@@ -230,7 +230,9 @@ async fn measure(
 
 async fn create_instances(local_cloud: &local_cloud::LocalCloud, indices: &[u32]) {
     futures::stream::iter(
-        indices.iter().map(|&i| async move { local_cloud.create_instance(&cloud::instance_for(CLUSTER, i)).await }),
+        indices.iter().map(|&i| async move {
+            local_cloud.create_instance(&cloud::instance_for(&nodes::machine(CLUSTER, i))).await
+        }),
     )
     .buffer_unordered(CONCURRENCY)
     .for_each(|r| async {

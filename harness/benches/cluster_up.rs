@@ -37,7 +37,7 @@ async fn main() {
         options.nodes = nodes;
         if let Some(ccm) = &ccm {
             options.node_kind = NodeKind::Real;
-            options.cloud = Some(local_cluster::cloud::CloudOptions::new(ccm.clone()));
+            options.cloud = Some(std::sync::Arc::new(local_cluster::clouds::local::LocalSetup::new(ccm.clone())));
         }
         let started = Instant::now();
         let cluster = local_cluster::up(options).await.expect("cluster up");

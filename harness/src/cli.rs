@@ -233,19 +233,11 @@ pub struct NameArg {
     pub name: String,
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum CloudKind {
-    /// The local simulated cloud with the bundled reference CCM.
-    Local,
-    /// vcsim, the `vsphere` provider's cloud: a VM per real node and zone tags (no CCM is started:
-    /// the nodes keep their uninitialized taint until cloud-provider-vsphere's CCM runs with the
-    /// cluster's vsphere.conf, as `harness run --provider vsphere` does).
-    Vcsim,
-    /// OpenStack's own services from PyPI (Keystone, Glance, Placement, Nova with its fake
-    /// hypervisor, Neutron, Octavia with its no-op amphorae), the `openstack` provider's cloud: a
-    /// server per node, named after it, holding its address (no CCM is started; the cluster's `openstack-cloud.conf` is
-    /// cloud-provider-openstack's `--cloud-config`).
-    Openstack,
+/// `--cloud`: a cloud of [`local_cluster::clouds::REGISTRY`], each with its line of help.
+fn cloud_names() -> clap::builder::PossibleValuesParser {
+    use clap::builder::PossibleValue;
+    let clouds = local_cluster::clouds::REGISTRY.iter().map(|kind| kind.facts());
+    clap::builder::PossibleValuesParser::new(clouds.map(|facts| PossibleValue::new(facts.name).help(facts.about)))
 }
 
 #[derive(Debug, Subcommand)]
@@ -259,20 +251,22 @@ pub enum ClusterCommand {
         nodes: u32,
         /// What the nodes are: `real` (kubelet, containerd and runc in namespaces of their own,
         /// pods really run; needs root and implies `--cloud local`) or `kwok` (simulated; scales
-        /// to thousands, nothing runs in a pod).
-        #[arg(long, value_enum, default_value_t = local_cluster::NodeKind::Real)]
-        node_kind: local_cluster::NodeKind,
+        /// to thousands, nothing runs in a pod). Default: the cloud's own (`moto`'s is kwok), else real.
+        #[arg(long, value_enum)]
+        node_kind: Option<local_cluster::NodeKind>,
         #[command(flatten)]
         version: VersionArg,
         /// Port for kube-apiserver on 127.0.0.1 (default: a free one).
         #[arg(long)]
         api_server_port: Option<u16>,
-        /// Also run a cloud: `local` starts the local simulated cloud (an instance per node) and the
-        /// bundled reference CCM, and waits until the CCM has initialised every node.
-        #[arg(long, value_enum)]
-        cloud: Option<CloudKind>,
-        /// The reference-ccm binary for `--cloud local` or `--node-kind real` (default: build it
-        /// from this workspace).
+        /// Also run a cloud, with a machine per node. With `local`, `up` also starts the bundled
+        /// reference CCM and waits until it has initialised every node; a provider's cloud leaves
+        /// its CCM to you (the nodes keep their uninitialized taint until it runs with the
+        /// cluster's cloud config, as `harness run --provider <name>` does). Real nodes imply
+        /// `local` when no cloud is given.
+        #[arg(long, value_parser = cloud_names())]
+        cloud: Option<String>,
+        /// The reference-ccm binary for `--cloud local` (default: build it from this workspace).
         #[arg(long)]
         ccm_binary: Option<std::path::PathBuf>,
         /// Also build upstream's conformance image, registry.k8s.io/conformance:<version> (the
@@ -469,8 +463,8 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
                 println!("Kubernetes {} node images: {}", installed.version, images.display());
             }
             if all {
-                // What the built-in `aws` and `vsphere` providers run: their CCMs for each
-                // Kubernetes minor, moto, and vcsim with govc; and the `openstack` cloud's services.
+                // What the built-in providers run: their CCMs for each Kubernetes minor, and each
+                // cloud's own programs.
                 for ccm in toolchain::PROVIDER_CCMS {
                     let mut built = std::collections::BTreeSet::new();
                     for release in toolchain::releases() {
@@ -481,19 +475,12 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
                         println!("{} for Kubernetes {}: {}", ccm.project, release.version, binary.display());
                     }
                 }
-                let work = tokio::task::spawn_blocking(move || toolchain::aws::install_moto(force));
-                let moto = until_interrupted(work).await???;
-                println!("moto {}: {}", toolchain::aws::moto_version(), moto.display());
-                let work = tokio::task::spawn_blocking(move || toolchain::vsphere::install_govmomi(force));
-                let govmomi = until_interrupted(work).await???;
-                println!("vcsim and govc {}: {}", toolchain::vsphere::govmomi_version(), govmomi.vcsim.display());
-                let work = tokio::task::spawn_blocking(move || toolchain::openstack::install(force));
-                let openstack = until_interrupted(work).await???;
-                println!(
-                    "OpenStack services (nova {}): {}",
-                    toolchain::openstack::pinned_version("nova").unwrap_or("?"),
-                    openstack.venv_bin.display()
-                );
+                for cloud in local_cluster::clouds::REGISTRY {
+                    let work = tokio::task::spawn_blocking(move || cloud.install(force));
+                    for line in until_interrupted(work).await??? {
+                        println!("{line}");
+                    }
+                }
             }
         }
         ToolchainCommand::List => {
@@ -533,46 +520,28 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
             conformance_image,
         } => {
             let release = toolchain::resolve(version.kubernetes.as_deref())?;
-            // Real nodes need a CCM to lift the uninitialized taint.
-            let cloud = cloud.or((node_kind == local_cluster::NodeKind::Real).then_some(CloudKind::Local));
-            if ccm_binary.is_some() && !matches!(cloud, Some(CloudKind::Local)) {
-                anyhow::bail!("--ccm-binary is the CCM of --cloud local: add --cloud local, or leave --ccm-binary out");
+            // Real nodes need a CCM to lift the uninitialized taint: the default cloud's reference CCM.
+            let default = config::clouds::default_cloud().name;
+            let cloud_facts = cloud.as_deref().and_then(config::clouds::named);
+            let node_kind = node_kind
+                .or(cloud_facts.map(|facts| facts.default_node_kind()))
+                .unwrap_or(local_cluster::NodeKind::Real);
+            let cloud = cloud.or((node_kind == local_cluster::NodeKind::Real).then(|| default.to_owned()));
+            if ccm_binary.is_some() && cloud.as_deref() != Some(default) {
+                anyhow::bail!(
+                    "--ccm-binary is the reference CCM of --cloud {default}: add --cloud {default}, or leave --ccm-binary out"
+                );
             }
-            let vsphere = match cloud {
-                Some(CloudKind::Vcsim) => {
-                    let govmomi = tokio::task::spawn_blocking(|| toolchain::vsphere::install_govmomi(false)).await??;
-                    Some(local_cluster::vsphere::VsphereOptions { govmomi, tags: config::VsphereTags::default_tags() })
+            let mut options = local_cluster::UpOptions::new(name.name, release);
+            (options.nodes, options.node_kind, options.api_server_port) = (nodes, node_kind, api_server_port);
+            options.conformance_image = conformance_image;
+            let options = match cloud {
+                Some(cloud) => {
+                    let settings =
+                        local_cluster::clouds::CloudSettings { reference_ccm: ccm_binary, start_ccm: true, tags: None };
+                    tokio::task::spawn_blocking(move || options.on_cloud(&cloud, &settings)).await??
                 }
-                _ => None,
-            };
-            let openstack = match cloud {
-                Some(CloudKind::Openstack) => {
-                    let programs = tokio::task::spawn_blocking(|| toolchain::openstack::install(false)).await??;
-                    Some(local_cluster::openstack::OpenstackOptions { programs })
-                }
-                _ => None,
-            };
-            let cloud = match (cloud, ccm_binary) {
-                (None | Some(CloudKind::Vcsim | CloudKind::Openstack), _) => None,
-                (Some(CloudKind::Local), Some(ccm_binary)) => Some(local_cluster::cloud::CloudOptions::new(ccm_binary)),
-                (Some(CloudKind::Local), None) => {
-                    let step = cli_support::progress::step("building the reference CCM");
-                    let ccm_binary = tokio::task::spawn_blocking(toolchain::workspace::build_reference_ccm).await??;
-                    step.done();
-                    Some(local_cluster::cloud::CloudOptions::new(ccm_binary))
-                }
-            };
-            let options = local_cluster::UpOptions {
-                name: name.name,
-                nodes,
-                release,
-                api_server_port,
-                cloud,
-                aws: None,
-                vsphere,
-                openstack,
-                node_kind,
-                conformance_image,
+                None => options,
             };
             let cluster = until_interrupted(local_cluster::up(options)).await??;
             let state = &cluster.state;

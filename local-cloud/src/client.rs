@@ -55,8 +55,18 @@ impl ClientConfig {
 
 /// A call that failed: the operation, the method, the URL and what went wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ApiError(pub String);
+#[error("{message}")]
+pub struct ApiError {
+    pub message: String,
+    /// The HTTP status the cloud answered with; `None` when it did not answer (down, a timeout).
+    pub status: Option<u16>,
+}
+
+impl ApiError {
+    pub fn status(&self) -> Option<u16> {
+        self.status
+    }
+}
 
 /// Why the client could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -173,7 +183,11 @@ impl LocalCloud {
             .await;
         result.map_err(|failure| {
             let tries = if attempts == 1 { String::new() } else { format!(" (after {attempts} attempts)") };
-            ApiError(format!("{operation}: {method} {url}: {failure}{tries}"))
+            let status = match &failure {
+                Failure::Status { status, .. } => Some(status.as_u16()),
+                Failure::Timeout(_) | Failure::Transport(_) => None,
+            };
+            ApiError { message: format!("{operation}: {method} {url}: {failure}{tries}"), status }
         })
     }
 
@@ -235,7 +249,8 @@ impl LocalCloud {
         let reply = self.call(operation, method.clone(), segments, body).await?;
         if reply.status == StatusCode::NOT_FOUND {
             let url = self.url_for(segments);
-            return Err(ApiError(format!("{operation}: {method} {url}: {}", error_message(&reply.body))));
+            let message = format!("{operation}: {method} {url}: {}", error_message(&reply.body));
+            return Err(ApiError { message, status: Some(reply.status.as_u16()) });
         }
         self.decode(operation, &method, segments, &reply)
     }
@@ -247,8 +262,9 @@ impl LocalCloud {
         segments: &[&str],
         reply: &Reply,
     ) -> Result<T, ApiError> {
-        serde_json::from_slice(&reply.body).map_err(|error| {
-            ApiError(format!("{operation}: {method} {}: unexpected answer: {error}", self.url_for(segments)))
+        serde_json::from_slice(&reply.body).map_err(|error| ApiError {
+            message: format!("{operation}: {method} {}: unexpected answer: {error}", self.url_for(segments)),
+            status: Some(reply.status.as_u16()),
         })
     }
 

@@ -1,5 +1,5 @@
 //! Local clusters: a real Kubernetes control plane as processes on loopback, with real or kwok
-//! nodes and a local cloud, built from the toolchain the `toolchain` crate installs. The
+//! nodes and an emulated cloud ([`clouds`]), built from the toolchain the `toolchain` crate installs. The
 //! `local` deployer (the `harness` crate's `deploy::local`) and `harness cluster` drive it.
 //!
 //! etcd, kube-apiserver, kube-controller-manager (`--cloud-provider=external`), kube-scheduler and,
@@ -12,20 +12,17 @@
 //! State lives in `<state dir>/clusters/<name>/`: `cluster.json` (ports, PIDs), `kubeconfig`,
 //! `pki/`, `etcd/`, `logs/<component>.log`. `down` stops the processes and removes it.
 
-pub mod aws;
-pub mod cloud;
+pub mod clouds;
 pub mod dns;
 pub mod images;
 mod launch;
 pub mod machines;
 mod node_sets;
 pub mod nodes;
-pub mod openstack;
 pub mod pki;
 pub mod probe;
 pub mod process;
 pub mod real;
-pub mod vsphere;
 
 use std::fs;
 use std::net::{Ipv4Addr, TcpListener};
@@ -84,18 +81,16 @@ pub enum ClusterError {
         "the state of cluster '{name}' in {path} is unreadable ({reason}); `harness cluster down --name {name}` removes it"
     )]
     BadState { name: String, path: PathBuf, reason: String },
-    #[error("local cloud: {0}")]
-    Cloud(String),
-    #[error("aws cloud (moto): {0}")]
-    Aws(String),
-    #[error("openstack cloud: {0}")]
-    Openstack(String),
-    #[error("vsphere cloud (vcsim): {0}")]
-    Vsphere(String),
-    #[error(
-        "the vSphere CCM drops loopback addresses, the only ones kwok's nodes have: a cluster on vcsim runs real nodes (--node-kind real)"
-    )]
-    VcsimNeedsRealNodes,
+    #[error(transparent)]
+    Cloud(#[from] clouds::CloudError),
+    #[error("no cloud named '{name}'; the clouds are: {known}")]
+    UnknownCloud { name: String, known: String },
+    #[error("cloud '{cloud}' has no {kind} nodes: {why}; choose another --node-kind or --cloud")]
+    NodeKindNotOnCloud { cloud: &'static str, kind: &'static str, why: &'static str },
+    #[error("cluster '{cluster}' has no cloud; bring it up with `harness cluster up --cloud local`")]
+    NoCloud { cluster: String },
+    #[error("cluster '{cluster}': its cloud ({cloud}) has no {what} the harness reads: {why}")]
+    CloudLacks { cluster: String, cloud: &'static str, what: &'static str, why: &'static str },
     #[error("real nodes: {0}")]
     RealNodes(String),
     #[error("--conformance-image imports the image into real nodes, and kwok's nodes run no pod: add --node-kind real")]
@@ -113,20 +108,11 @@ fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> C
     move |source| ClusterError::Io { action, path, source }
 }
 
-/// The CCM's `--cloud-config`, in the cluster dir.
-const CLOUD_CONFIG: &str = "cloud-config.yaml";
-/// The AWS CCM's `--cloud-config` (gcfg, INI-like), with `--cloud moto`.
-const AWS_CLOUD_CONFIG: &str = "aws-cloud.conf";
-/// The OpenStack CCM's `--cloud-config` (INI), with `--cloud openstack`.
-const OPENSTACK_CLOUD_CONFIG: &str = "openstack-cloud.conf";
-/// The vSphere CCM's `--cloud-config` (its YAML form), with `cloud: vcsim`.
-const VSPHERE_CLOUD_CONFIG: &str = "vsphere.conf";
-
 fn cluster_dir(name: &str) -> PathBuf {
     state_root().join("clusters").join(name)
 }
 
-/// The local cloud's state directory of cluster `name` (clusters with a cloud).
+/// The cloud's state directory of cluster `name` (the local cloud's).
 pub fn cloud_state_dir(name: &str) -> PathBuf {
     cluster_dir(name).join("cloud")
 }
@@ -139,24 +125,15 @@ pub struct ClusterState {
     pub api_server: String,
     pub kubeconfig: PathBuf,
     pub nodes: Vec<String>,
-    /// The local cloud's URL, with `--cloud local`.
-    #[serde(default)]
-    pub cloud_url: Option<String>,
-    /// The reference CCM's `/healthz`, `/readyz` and `/metrics` base URL, with `--cloud local`.
+    /// The cluster's cloud, tagged with its name (`{"kind": "moto", ...}`), once it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud: Option<Arc<dyn clouds::CloudState>>,
+    /// The CCM's `/healthz`, `/readyz` and `/metrics` base URL, once it runs.
     #[serde(default)]
     pub ccm_url: Option<String>,
-    /// The port kept free for the CCM's `--secure-port`, with `--cloud local` or `--cloud moto`.
+    /// The port kept free for the CCM's `--secure-port`, on a cluster with a cloud.
     #[serde(default)]
     pub ccm_port: Option<u16>,
-    /// The AWS cloud (moto), with `--cloud moto`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aws: Option<aws::AwsState>,
-    /// The vSphere cloud (vcsim), with `cloud: vcsim`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vsphere: Option<vsphere::VsphereState>,
-    /// The OpenStack cloud, with `--cloud openstack`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub openstack: Option<openstack::OpenstackState>,
     pub processes: Vec<ProcessRecord>,
     /// Processes of real nodes whose machine is shut down ([`machines`]), to start again as they were.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -174,12 +151,9 @@ impl ClusterState {
             api_server: String::new(),
             kubeconfig,
             nodes: Vec::new(),
-            cloud_url: None,
+            cloud: None,
             ccm_url: None,
             ccm_port: None,
-            aws: None,
-            vsphere: None,
-            openstack: None,
             processes: Vec::new(),
             stopped: Vec::new(),
             created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
@@ -192,6 +166,11 @@ impl ClusterState {
             true => NodeKind::Real,
             false => NodeKind::Kwok,
         }
+    }
+
+    /// Its cloud's state as that cloud's own type, when its cloud is that one.
+    pub fn cloud_as<T: clouds::CloudState>(&self) -> Option<&T> {
+        self.cloud.as_deref().and_then(|cloud| cloud.downcast_ref())
     }
 
     /// The range its nodes' pod CIDRs come from (a CCM's `--cluster-cidr`).
@@ -211,17 +190,9 @@ pub struct UpOptions {
     pub release: Release,
     /// A fixed kube-apiserver port; a free one is picked when `None`.
     pub api_server_port: Option<u16>,
-    /// `--cloud local`: the local simulated cloud and the reference CCM run with the cluster.
-    pub cloud: Option<cloud::CloudOptions>,
-    /// `--cloud moto`: the `aws` provider's cloud, moto, runs with the cluster (its CCM is the
-    /// caller's to start, [`LocalCluster::start_ccm`]).
-    pub aws: Option<AwsOptions>,
-    /// `cloud: vcsim`: the `vsphere` provider's cloud, vcsim, runs with the cluster (its CCM is the
-    /// caller's to start); the nodes are real.
-    pub vsphere: Option<vsphere::VsphereOptions>,
-    /// `--cloud openstack`: the `openstack` provider's cloud, OpenStack's own services, runs with
-    /// the cluster (its CCM is the caller's to start).
-    pub openstack: Option<openstack::OpenstackOptions>,
+    /// The cloud that runs with the cluster ([`clouds`]); its CCM is the caller's to start
+    /// ([`LocalCluster::start_ccm`]) unless the cloud starts its own ([`clouds::Cloud::ccm`]).
+    pub cloud: Option<Arc<dyn clouds::Cloud>>,
     /// What the nodes are: simulated by kwok, or real kubelets with containerd ([`real`]).
     pub node_kind: NodeKind,
     /// Also build upstream's conformance image and import it into the (real) nodes, for tools that
@@ -231,13 +202,6 @@ pub struct UpOptions {
 
 pub use config::nodes::NodeKind;
 
-/// The `aws` provider's cloud.
-#[derive(Debug, Clone)]
-pub struct AwsOptions {
-    /// `moto_server` of the virtualenv `harness toolchain install` made.
-    pub moto_server: PathBuf,
-}
-
 impl UpOptions {
     pub fn new(name: impl Into<String>, release: Release) -> Self {
         UpOptions {
@@ -246,12 +210,16 @@ impl UpOptions {
             release,
             api_server_port: None,
             cloud: None,
-            aws: None,
-            vsphere: None,
-            openstack: None,
             node_kind: NodeKind::Kwok,
             conformance_image: false,
         }
+    }
+
+    /// The same cluster on the cloud named `name` in [`clouds::REGISTRY`], made ready (installed)
+    /// with `settings`: how `harness cluster up --cloud` and the `local` deployer both get theirs.
+    pub fn on_cloud(mut self, name: &str, settings: &clouds::CloudSettings) -> Result<Self> {
+        self.cloud = Some(clouds::named(name)?.prepare(settings)?);
+        Ok(self)
     }
 }
 
@@ -270,16 +238,11 @@ impl LocalCluster {
 
     /// The CCM's `--cloud-config` for the cluster's cloud (clusters with a cloud).
     pub fn cloud_config(&self) -> PathBuf {
-        let file = match (&self.state.aws, &self.state.vsphere, &self.state.openstack) {
-            (Some(_), _, _) => AWS_CLOUD_CONFIG,
-            (_, Some(_), _) => VSPHERE_CLOUD_CONFIG,
-            (_, _, Some(_)) => OPENSTACK_CLOUD_CONFIG,
-            (None, None, None) => CLOUD_CONFIG,
-        };
+        let file = self.state.cloud.as_ref().map_or(clouds::local::CLOUD_CONFIG, |cloud| cloud.cloud_config_file());
         self.dir.join(file)
     }
 
-    /// The local cloud's state directory (clusters with a cloud).
+    /// The cloud's state directory (the local cloud's).
     pub fn cloud_state_dir(&self) -> PathBuf {
         self.dir.join("cloud")
     }
@@ -288,33 +251,22 @@ impl LocalCluster {
     /// `state.ccm_port`, and waits until it has initialised every node. Its log is
     /// `logs/<binary name>.log`.
     pub async fn start_ccm(&mut self, binary: &Path, args: &[String]) -> Result<()> {
-        if self.state.openstack.is_some()
-            && let Some(config) = cloud_config_arg(args)
-        {
-            openstack::preflight::check_cloud_config(Path::new(config)).await?;
+        let cloud = self.state.cloud.clone();
+        if let Some(cloud) = &cloud {
+            cloud.check_ccm_args(args).await?;
         }
         let step = progress::step("starting the CCM and waiting for it to initialise every node");
         let component = binary.file_name().map_or("ccm".into(), |n| n.to_string_lossy().into_owned());
-        let env = match (&self.state.aws, &self.state.openstack) {
-            (Some(_), _) => process::Environment {
-                set: aws::ccm_env(),
-                removed: aws::CCM_ENV_REMOVED.iter().map(|v| (*v).to_owned()).collect(),
-            },
-            // cloud-provider-openstack reads its config over `OS_*` variables: none of the user's.
-            (None, Some(_)) => process::Environment { set: vec![], removed: openstack::inherited_os_variables() },
-            (None, None) => process::Environment::default(),
-        };
+        let env = cloud.as_ref().map(|cloud| cloud.ccm_environment()).unwrap_or_default();
         self.start_with_env(binary, &component, args.to_vec(), &env)?;
-        // On the local cloud, the reference CCM's plain HTTP; providers' CCMs on their own clouds
-        // (moto, vcsim) serve HTTPS, as k8s.io/cloud-provider's do.
-        let scheme = if self.state.cloud_url.is_some() { "http" } else { "https" };
+        let scheme = cloud.as_ref().map_or("https", |cloud| cloud.ccm_scheme());
         self.state.ccm_url = self.state.ccm_port.map(|port| format!("{scheme}://127.0.0.1:{port}"));
         self.save()?;
         let client = self.client().await?;
         let log = self.dir.join("logs").join(format!("{component}.log"));
-        // A CCM that cannot log in to its cloud retries for ever: its own error ends the wait.
-        let refused = || match &self.state.vsphere {
-            Some(_) => vsphere::login_refused(&std::fs::read_to_string(&log).unwrap_or_default()),
+        // A CCM that cannot get anywhere retries for ever: its own error ends the wait.
+        let refused = || match &cloud {
+            Some(cloud) => cloud.ccm_failed(&std::fs::read_to_string(&log).unwrap_or_default()),
             None => Ok(()),
         };
         wait_for_initialised_nodes(&client, self, refused).await?;
@@ -345,11 +297,24 @@ impl LocalCluster {
         args: Vec<String>,
         env: &process::Environment,
     ) -> Result<()> {
+        self.start_in_batch(binary, component, args, env, None)
+    }
+
+    /// [`LocalCluster::start_with_env`] in `batch`: consecutive processes of one batch stop at once.
+    pub(crate) fn start_in_batch(
+        &mut self,
+        binary: &Path,
+        component: &str,
+        args: Vec<String>,
+        env: &process::Environment,
+        batch: Option<&str>,
+    ) -> Result<()> {
         let log = self.dir.join("logs").join(format!("{component}.log"));
         let mut env = env.clone();
         env.set.push((process::CLUSTER_DIR_VARIABLE.into(), self.dir.display().to_string()));
-        let record =
+        let mut record =
             process::spawn_with_env(component, binary, &args, &env, &log).map_err(io_err("starting", binary))?;
+        record.batch = batch.map(str::to_owned);
         tracing::debug!("started {component} (pid {})", record.pid);
         self.state.processes.push(record);
         // Recorded at once, so `harness cluster down` from another terminal finds it.
@@ -394,7 +359,7 @@ pub(crate) fn new_password() -> String {
 }
 
 /// The file a CCM's `--cloud-config` names (`--cloud-config=F` or `--cloud-config F`).
-fn cloud_config_arg(args: &[String]) -> Option<&str> {
+pub(crate) fn cloud_config_arg(args: &[String]) -> Option<&str> {
     args.iter().enumerate().find_map(|(i, arg)| match arg.strip_prefix("--cloud-config") {
         Some(rest) if rest.starts_with('=') => Some(&rest[1..]),
         Some("") => args.get(i + 1).map(String::as_str),
@@ -458,53 +423,37 @@ async fn up_with(options: UpOptions, mut nodes: impl NodeSet) -> Result<LocalClu
     let mut cluster = Launch::new(LocalCluster { state, dir });
     let ports = Ports::pick(options.api_server_port)?;
     let (pki, client) = start_control_plane(&options, &nodes, &toolchain, &ports, &mut cluster).await?;
-    if let Some(local_cloud) = &options.cloud {
-        local_cloud.start(&mut cluster, options.nodes, &nodes).await?;
-        cluster.state.ccm_port = Some(ports.ccm);
-    }
-    if let Some(moto) = &options.aws {
-        moto.start(&mut cluster, ports.moto, options.nodes).await?;
-        cluster.state.ccm_port = Some(ports.ccm);
-        cluster.save()?;
-    }
-    if let Some(vcsim) = &options.vsphere {
-        vcsim.start(&mut cluster, options.nodes, &client).await?;
-        cluster.state.ccm_port = Some(ports.ccm);
-        cluster.save()?;
-    }
-    if let Some(openstack) = &options.openstack {
-        openstack.start(&mut cluster, &openstack_nodes(&options, &nodes)).await?;
-        cluster.state.ccm_port = Some(ports.ccm);
-        cluster.save()?;
+    if let Some(cloud) = &options.cloud {
+        start_cloud(cloud.as_ref(), &mut cluster, &nodes.machines(&options), &client, ports.ccm).await?;
     }
     let joining =
         Joining { options: &options, toolchain: &toolchain, pki: &pki, api_port: ports.api_server, client: &client };
     nodes.start(&joining, &mut cluster).await?;
 
-    let reference_ccm = options.cloud.as_ref().filter(|c| c.start_ccm);
-    if let Some(local_cloud) = reference_ccm {
-        let kubeconfig = cluster.state.kubeconfig.clone();
-        let mut args = cloud::ccm_args(&options.name, &kubeconfig, &cluster.cloud_config(), ports.ccm);
-        for arg in args.iter_mut().filter(|a| a.starts_with("--cluster-cidr=")) {
-            *arg = format!("--cluster-cidr={}", nodes.cluster_cidr());
-        }
-        cluster.start_ccm(&local_cloud.ccm_binary, &args).await?;
+    let own_ccm = options.cloud.as_ref().and_then(|cloud| cloud.ccm(&cluster, nodes.cluster_cidr(), ports.ccm));
+    let started_ccm = own_ccm.is_some();
+    if let Some((binary, args)) = own_ccm {
+        cluster.start_ccm(&binary, &args).await?;
     }
     // Their pods schedule once a CCM has lifted the nodes' uninitialized taint: waited for here
     // only when `up` started the CCM.
-    nodes.start_addons(&cluster, reference_ccm.is_some()).await?;
+    nodes.start_addons(&cluster, started_ccm).await?;
     Ok(cluster.finish())
 }
 
-/// The name and IPv4 address of each node of `options`, as the cloud's servers get them.
-fn openstack_nodes(options: &UpOptions, nodes: &impl NodeSet) -> Vec<openstack::NodeAddress> {
-    (0..options.nodes)
-        .map(|index| {
-            let instance = nodes.cloud_instance(&options.name, index);
-            let ip = instance.addresses.iter().find_map(|a| a.address.parse::<Ipv4Addr>().ok());
-            openstack::NodeAddress { name: instance.name, ip: ip.expect("every node has an IPv4 address") }
-        })
-        .collect()
+/// Starts `cloud` beside `cluster` with a machine per node, and records it and the port kept for
+/// the CCM.
+async fn start_cloud(
+    cloud: &dyn clouds::Cloud,
+    cluster: &mut LocalCluster,
+    machines: &clouds::Machines,
+    client: &Client,
+    ccm_port: u16,
+) -> Result<()> {
+    let state = cloud.start(cluster, machines, client).await?;
+    cluster.state.cloud = Some(state);
+    cluster.state.ccm_port = Some(ccm_port);
+    cluster.save()
 }
 
 fn check_options(options: &UpOptions) -> Result<()> {
@@ -512,18 +461,26 @@ fn check_options(options: &UpOptions) -> Result<()> {
     if !(1..=nodes::MAX_NODES).contains(&options.nodes) {
         return Err(ClusterError::InvalidNodeCount(options.nodes));
     }
-    if let Some(vcsim) = &options.vsphere {
-        if options.node_kind != NodeKind::Real {
-            return Err(ClusterError::VcsimNeedsRealNodes);
+    if let Some(cloud) = &options.cloud {
+        let facts = cloud.facts();
+        if !facts.has_node_kind(options.node_kind) {
+            let kind = match options.node_kind {
+                NodeKind::Real => "real",
+                NodeKind::Kwok => "kwok",
+            };
+            return Err(ClusterError::NodeKindNotOnCloud {
+                cloud: facts.name,
+                kind,
+                why: facts.why_not_other_node_kinds,
+            });
         }
-        let max = vcsim.tags.max_nodes();
+        // Real nodes' own limit is theirs to check (`real::preflight`).
+        let max = facts.max_nodes;
         if options.nodes > max {
-            return Err(ClusterError::Vsphere(format!(
-                "--nodes {}: vcsim's inventory of {} host(s) (one per zone, 4 GiB each) holds at most {max} node VMs of 1 GiB; add zones or use fewer nodes",
-                options.nodes,
-                vcsim.tags.hosts()
-            )));
+            let what = format!("--nodes {}: it has machines for at most {max} nodes", options.nodes);
+            return Err(clouds::CloudError::new(facts, clouds::CloudErrorKind::Invalid, what, "").into());
         }
+        cloud.preflight(options)?;
     }
     if let Some(port) = options.api_server_port
         && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_err()
@@ -603,12 +560,11 @@ struct Ports {
     scheduler: u16,
     kwok: u16,
     ccm: u16,
-    moto: u16,
 }
 
 impl Ports {
     fn pick(api_server: Option<u16>) -> Result<Self> {
-        let [etcd_client, etcd_peer, api, controller_manager, scheduler, kwok, ccm, moto] = free_ports()?;
+        let [etcd_client, etcd_peer, api, controller_manager, scheduler, kwok, ccm] = free_ports()?;
         Ok(Ports {
             etcd_client,
             etcd_peer,
@@ -617,7 +573,6 @@ impl Ports {
             scheduler,
             kwok,
             ccm,
-            moto,
         })
     }
 }
@@ -970,13 +925,18 @@ fn load_state_at(dir: &Path) -> Result<ClusterState> {
 /// teardown step runs unconditionally).
 pub fn down(name: &str) -> Result<bool> {
     validate_name(name)?;
-    let dir = cluster_dir(name);
+    down_at(&cluster_dir(name))
+}
+
+/// [`down`] of the cluster in `dir`.
+fn down_at(dir: &Path) -> Result<bool> {
+    let dir = dir.to_path_buf();
     if !dir.exists() {
         // Real nodes' cgroups are found by the state dir's name even once the dir is gone.
         real::cleanup(&dir);
         return Ok(false);
     }
-    match load_state(name) {
+    match load_state_at(&dir) {
         Ok(state) => stop_processes(&dir, &state, STOP_GRACE),
         Err(e) => tracing::warn!("{e}; stopping whatever still runs from {}", dir.display()),
     }
@@ -1092,7 +1052,8 @@ mod tests {
         options.node_kind = node_kind;
         let govmomi =
             toolchain::vsphere::Govmomi { vcsim: "/nonexistent/vcsim".into(), govc: "/nonexistent/govc".into() };
-        options.vsphere = Some(vsphere::VsphereOptions { govmomi, tags: config::VsphereTags::default_tags() });
+        let tags = config::VsphereTags::default_tags();
+        options.cloud = Some(Arc::new(clouds::vcsim::VcsimSetup { govmomi, tags }));
         options
     }
 
@@ -1104,7 +1065,8 @@ mod tests {
         assert!(!cluster_dir("vcsim-too-many").exists(), "nothing was started or written");
 
         let err = up(vcsim_options("vcsim-kwok", 3, NodeKind::Kwok)).await.unwrap_err();
-        assert!(matches!(err, ClusterError::VcsimNeedsRealNodes), "{err}");
+        assert!(matches!(err, ClusterError::NodeKindNotOnCloud { cloud: "vcsim", kind: "kwok", .. }), "{err}");
+        assert!(err.to_string().contains("drops loopback addresses"), "{err}");
         assert!(!cluster_dir("vcsim-kwok").exists(), "nothing was started or written");
     }
 

@@ -1,6 +1,5 @@
-//! The machines of a local cluster with a cloud: each is an instance of the local cloud (of moto
-//! with `cloud: moto`, a VM of vcsim with `cloud: vcsim`, a Nova server with `cloud: openstack`)
-//! and its node. Shutting a machine down or terminating it stops both, as on a real cloud (where
+//! The machines of a local cluster with a cloud: each is an instance of its cloud
+//! ([`crate::clouds::CloudState::act`]) and its node. Shutting a machine down or terminating it stops both, as on a real cloud (where
 //! the kubelet dies with its VM); starting it brings both back. These are the `local` provider's
 //! cloud-e2e hooks (`harness cluster instance ...`).
 //!
@@ -18,14 +17,12 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
+use super::clouds::{CloudState, Lack};
 use super::process::{self, ProcessRecord};
-use super::{
-    ClusterError, ClusterState, Result, aws, client_for, cloud, cluster_dir, load_state, nodes, openstack, real,
-    save_state, vsphere,
-};
-use local_cloud::api::LoadBalancer;
-use local_cloud::client::LocalCloud;
+use super::{ClusterError, ClusterState, Result, client_for, cluster_dir, load_state, nodes, real, save_state};
 use serde::{Deserialize, Serialize};
+
+pub use super::clouds::InstanceState;
 
 /// What happens to a machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -39,7 +36,7 @@ pub enum MachineAction {
 }
 
 impl MachineAction {
-    fn verb(self) -> &'static str {
+    pub(crate) fn verb(self) -> &'static str {
         match self {
             MachineAction::Shutdown => "shutting down",
             MachineAction::Start => "starting",
@@ -48,72 +45,25 @@ impl MachineAction {
     }
 }
 
-fn cloud_of(state: &ClusterState) -> Result<LocalCloud> {
-    let url = state.cloud_url.as_deref().ok_or_else(|| {
-        ClusterError::Cloud(format!(
-            "cluster '{}' has no local cloud; bring it up with `harness cluster up --cloud local`",
-            state.name
-        ))
-    })?;
-    cloud::client(url)
+/// The cloud of cluster `state`.
+pub(crate) fn cloud_of(state: &ClusterState) -> Result<&dyn CloudState> {
+    state.cloud.as_deref().ok_or_else(|| ClusterError::NoCloud { cluster: state.name.clone() })
 }
 
-/// An instance after an action: its id and the state the cloud reports.
-#[derive(Debug, Clone)]
-pub struct InstanceState {
-    pub id: String,
-    pub state: String,
-}
-
-/// Applies `action` to the machine of node `node` of cluster `cluster` (its instance in the
-/// local cloud, in moto with `--cloud moto`, its VM in vcsim with `cloud: vcsim`); returns its
-/// instance.
+/// Applies `action` to the machine of node `node` of cluster `cluster`: its instance in the
+/// cluster's cloud, and the node's kubelet; returns its instance.
 pub async fn act(cluster: &str, node: &str, action: MachineAction) -> Result<InstanceState> {
     let state = load_state(cluster)?;
-    let instance = match (&state.aws, &state.vsphere) {
-        _ if let Some(openstack) = &state.openstack => {
-            let server_action = match action {
-                MachineAction::Shutdown => openstack::servers::ServerAction::Stop,
-                MachineAction::Start => openstack::servers::ServerAction::Start,
-                MachineAction::Terminate => openstack::servers::ServerAction::Delete,
-            };
-            let now = openstack::servers::act(openstack, node, server_action).await?;
-            InstanceState { id: openstack.server(node)?.to_owned(), state: now }
-        }
-        (_, Some(vcsim)) => {
-            let vm_action = match action {
-                MachineAction::Shutdown => vsphere::VmAction::PowerOff,
-                MachineAction::Start => vsphere::VmAction::PowerOn,
-                MachineAction::Terminate => vsphere::VmAction::Destroy,
-            };
-            let (vcsim, node_name) = (vcsim.clone(), node.to_owned());
-            let now = tokio::task::spawn_blocking(move || vsphere::act(&vcsim, &node_name, vm_action))
-                .await
-                .map_err(|e| ClusterError::Vsphere(format!("{} VM {node}: {e}", action.verb())))??;
-            let id = state.vsphere.as_ref().and_then(|v| v.vms.get(node)).cloned().unwrap_or_default();
-            InstanceState { id, state: now }
-        }
-        (Some(aws_cloud), None) => {
-            let aws_action = match action {
-                MachineAction::Shutdown => aws::InstanceAction::Stop,
-                MachineAction::Start => aws::InstanceAction::Start,
-                MachineAction::Terminate => aws::InstanceAction::Terminate,
-            };
-            let now = aws::act(aws_cloud, node, aws_action).await?;
-            InstanceState { id: aws_cloud.instance(node)?.to_owned(), state: now }
-        }
-        (None, None) => {
-            let cloud = cloud_of(&state)?;
-            let instance = match action {
-                MachineAction::Shutdown => cloud.shutdown_instance(node).await,
-                MachineAction::Start => cloud.start_instance(node).await,
-                MachineAction::Terminate => cloud.terminate_instance(node).await,
-            }
-            .map_err(|e| ClusterError::Cloud(format!("{} instance {node}: {e}", action.verb())))?;
-            InstanceState { id: instance.id, state: format!("{:?}", instance.state) }
-        }
-    };
-    if real::is_real_node(&state, node) {
+    let instance = cloud_of(&state)?.act(node, action).await?;
+    act_on_node(&state, node, action).await?;
+    Ok(instance)
+}
+
+/// What `action` does to node `node` itself: a real node's processes stop or start; a kwok
+/// node's simulated kubelet stops or starts reporting.
+async fn act_on_node(state: &ClusterState, node: &str, action: MachineAction) -> Result<()> {
+    let cluster = state.name.as_str();
+    if real::is_real_node(state, node) {
         let dir = cluster_dir(cluster);
         tokio::task::spawn_blocking({
             let node = node.to_owned();
@@ -121,18 +71,18 @@ pub async fn act(cluster: &str, node: &str, action: MachineAction) -> Result<Ins
         })
         .await
         .map_err(|e| ClusterError::RealNodes(format!("{} node {node}: {e}", action.verb())))??;
-        return Ok(instance);
+        return Ok(());
     }
     let kubelet = match action {
         MachineAction::Start => serde_json::Value::Null,
         MachineAction::Shutdown | MachineAction::Terminate => json!("stopped"),
     };
     let patch = json!({"metadata": {"annotations": {nodes::KUBELET_STOPPED: kubelet}}});
-    let api: Api<Node> = Api::all(client_for(&state).await?);
+    let api: Api<Node> = Api::all(client_for(state).await?);
     match api.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await {
-        Ok(_) => Ok(instance),
+        Ok(_) => Ok(()),
         // A deleted node has no kubelet left to stop.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(instance),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(ClusterError::Kube { cluster: cluster.to_owned(), source }),
     }
 }
@@ -261,43 +211,44 @@ fn wait_for_containerd(socket: &std::path::Path) {
     }
 }
 
-/// The load balancers of cluster `cluster`'s cloud, as JSON.
+/// The load balancers of cluster `cluster`'s cloud, as JSON: none when the cloud has none (a
+/// listing hook then finds that nothing was made, which is true).
 pub async fn load_balancers(cluster: &str) -> Result<Vec<serde_json::Value>> {
-    let state = load_state(cluster)?;
-    if let Some(aws_cloud) = &state.aws {
-        return aws::load_balancers(aws_cloud).await;
-    }
-    if let Some(openstack) = &state.openstack {
-        return openstack::load_balancers::list(openstack).await;
-    }
-    if state.vsphere.is_some() {
-        // The vSphere CCM's load balancers need NSX-T, which vcsim does not simulate: there are none.
-        return Ok(Vec::new());
-    }
-    let balancers: Vec<LoadBalancer> = cloud_of(&state)?
-        .list_load_balancers()
-        .await
-        .map_err(|e| ClusterError::Cloud(format!("listing load balancers: {e}")))?;
-    Ok(balancers.iter().map(|lb| serde_json::to_value(lb).expect("a load balancer serialises")).collect())
+    load_balancers_of(&load_state(cluster)?).await
 }
 
-/// The routes the cloud of cluster `cluster` holds for its nodes' pod CIDRs: the OpenStack
-/// router's (`destination`, `nexthop`), or the local cloud's.
+pub(crate) async fn load_balancers_of(state: &ClusterState) -> Result<Vec<serde_json::Value>> {
+    let cloud = cloud_of(state)?;
+    match cloud.load_balancers() {
+        Some(balancers) => balancers.list_load_balancers().await,
+        None => {
+            tracing::debug!("{}", lacks(state, cloud, Lack::LoadBalancers));
+            Ok(Vec::new())
+        }
+    }
+}
+
+/// The routes the cloud of cluster `cluster` holds for its nodes' pod CIDRs, as JSON.
 pub async fn routes(cluster: &str) -> Result<Vec<serde_json::Value>> {
-    let state = load_state(cluster)?;
-    if let Some(openstack) = &state.openstack {
-        return openstack::servers::router_routes(openstack).await;
+    routes_of(&load_state(cluster)?).await
+}
+
+pub(crate) async fn routes_of(state: &ClusterState) -> Result<Vec<serde_json::Value>> {
+    let cloud = cloud_of(state)?;
+    match cloud.routes() {
+        Some(routes) => routes.list_routes(&state.name).await,
+        None => Err(lacks(state, cloud, Lack::Routes)),
     }
-    if state.aws.is_some() || state.vsphere.is_some() {
-        return Err(ClusterError::Cloud(format!(
-            "cluster '{cluster}': its cloud's routes are not read by the harness (moto's route tables, NSX-T's for vcsim)"
-        )));
+}
+
+fn lacks(state: &ClusterState, cloud: &dyn CloudState, what: Lack) -> ClusterError {
+    let facts = cloud.facts();
+    ClusterError::CloudLacks {
+        cluster: state.name.clone(),
+        cloud: facts.name,
+        what: what.as_str(),
+        why: facts.lacks(what).unwrap_or("it keeps none"),
     }
-    let routes = cloud_of(&state)?
-        .routes("listing routes", cluster)
-        .await
-        .map_err(|e| ClusterError::Cloud(format!("listing routes: {e}")))?;
-    Ok(routes.iter().map(|route| serde_json::to_value(route).expect("a route serialises")).collect())
 }
 
 #[cfg(test)]

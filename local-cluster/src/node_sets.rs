@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use local_cloud::api::CreateInstance;
 
+use super::clouds::{Machine, Machines};
 use super::{
-    ClusterError, LocalCluster, Result, SERVICE_IP, UpOptions, aws, cloud, dns, images, nodes, pki, real,
-    register_nodes, wait_for_ready_nodes,
+    ClusterError, LocalCluster, NodeKind, Result, SERVICE_IP, UpOptions, dns, images, nodes, pki, real, register_nodes,
+    wait_for_ready_nodes,
 };
 use toolchain::Toolchain;
 
@@ -45,11 +45,23 @@ pub(crate) trait NodeSet: Send + Sync {
     /// The range the nodes' pod CIDRs come from (a CCM's `--cluster-cidr`).
     fn cluster_cidr(&self) -> &'static str;
 
-    /// The local cloud's instance for node `index`, with the node's addresses.
-    fn cloud_instance(&self, cluster: &str, index: u32) -> CreateInstance;
+    /// The machine of node `index` of `cluster`, with the node's addresses.
+    fn machine(&self, cluster: &str, index: u32) -> Machine;
 
-    /// Where the local cloud takes load-balancer ingress IPs, when not its default pool.
+    /// Where a cloud takes load-balancer ingress IPs, when not its default pool.
     fn ingress_pool(&self) -> Option<&'static str>;
+
+    /// What kind of node these are.
+    fn kind(&self) -> NodeKind;
+
+    /// The machines of `options`' nodes, as their cloud gets them.
+    fn machines(&self, options: &UpOptions) -> Machines {
+        Machines {
+            node_kind: self.kind(),
+            list: (0..options.nodes).map(|index| self.machine(&options.name, index)).collect(),
+            ingress_pool: self.ingress_pool(),
+        }
+    }
 
     /// Starts (or registers) the nodes and waits until all are Ready.
     fn start(&self, joining: &Joining<'_>, cluster: &mut LocalCluster) -> impl Future<Output = Result<()>> + Send;
@@ -90,28 +102,30 @@ impl NodeSet for KwokNodes {
         nodes::CLUSTER_CIDR
     }
 
-    fn cloud_instance(&self, cluster: &str, index: u32) -> CreateInstance {
-        cloud::instance_for(cluster, index)
+    fn machine(&self, cluster: &str, index: u32) -> Machine {
+        nodes::machine(cluster, index)
     }
 
     fn ingress_pool(&self) -> Option<&'static str> {
         None
     }
 
+    fn kind(&self) -> NodeKind {
+        NodeKind::Kwok
+    }
+
     async fn start(&self, joining: &Joining<'_>, cluster: &mut LocalCluster) -> Result<()> {
         let options = joining.options;
         let step = cli_support::progress::step(format!("registering {} simulated nodes", options.nodes));
-        let manifests: Vec<Node> = match &cluster.state.aws {
-            // As AWS kubelets register: named after the instance's private DNS name, its private IP.
-            Some(cloud) => (cloud.nodes.iter().zip(0..))
-                .map(|(name, index)| {
-                    nodes::manifest_with(name, &[aws::node_ip(index).to_string()], index, &joining.toolchain.version)
-                })
-                .collect(),
-            None => (0..options.nodes)
-                .map(|index| nodes::manifest(&options.name, index, &joining.toolchain.version))
-                .collect(),
-        };
+        let version = &joining.toolchain.version;
+        let cloud = cluster.state.cloud.clone();
+        // Named and addressed as the cloud's kubelets register, when it decides that.
+        let manifests: Vec<Node> = (0..options.nodes)
+            .map(|index| match cloud.as_ref().and_then(|cloud| cloud.node_identity(index)) {
+                Some((name, ips)) => nodes::manifest_with(&name, &ips, index, version),
+                None => nodes::manifest(&options.name, index, version),
+            })
+            .collect();
         cluster.state.nodes = register_nodes(joining.client, &options.name, manifests).await?;
         cluster.save()?;
         wait_for_ready_nodes(joining.client, cluster).await?;
@@ -134,7 +148,7 @@ pub(crate) struct RealNodes {
 impl NodeSet for RealNodes {
     fn preflight(&self, options: &UpOptions) -> Result<()> {
         real::preflight(options.nodes)?;
-        if options.cloud.is_none() && options.vsphere.is_none() && options.openstack.is_none() {
+        if options.cloud.is_none() {
             return Err(ClusterError::RealNodes(
                 "real nodes register as external-cloud-provider kubelets and need a CCM to initialise them: add --cloud local".into(),
             ));
@@ -176,13 +190,17 @@ impl NodeSet for RealNodes {
         real::CLUSTER_CIDR
     }
 
-    fn cloud_instance(&self, cluster: &str, index: u32) -> CreateInstance {
-        cloud::real_instance_for(cluster, index)
+    fn machine(&self, cluster: &str, index: u32) -> Machine {
+        real::machine(cluster, index)
     }
 
     fn ingress_pool(&self) -> Option<&'static str> {
         // On the cluster's own network, where the data plane makes them carry traffic.
         Some(real::LB_POOL)
+    }
+
+    fn kind(&self) -> NodeKind {
+        NodeKind::Real
     }
 
     /// Starts the hub and one real node per `options.nodes`, waits for them to register, gives
@@ -216,12 +234,13 @@ impl NodeSet for RealNodes {
             holders.push((spec.name.clone(), spec.holder(&cluster.state)?));
         }
         cluster.save()?;
-        if let Some(cloud) = &options.cloud {
-            real::start_data_plane(&cloud.ccm_binary, hub, &holders, cluster)?;
+        let data_plane = options.cloud.as_ref().and_then(|cloud| cloud.data_plane());
+        if let Some(data_plane) = &data_plane {
+            real::start_data_plane(data_plane, hub, &holders, cluster)?;
         }
         let cidrs = real::configure_pod_network(joining.client, &cluster.state, &holders, &cluster.dir).await?;
-        if options.cloud.is_none() {
-            // No cloud routes (the local cloud's data plane programs those): routed as a CNI would.
+        if data_plane.is_none() {
+            // No data plane to program the cloud's routes: routed as a host-gateway CNI would.
             real::route_pod_cidrs(hub, &holders, &cidrs)?;
         }
         wait_for_ready_nodes(joining.client, cluster).await?;
@@ -277,10 +296,8 @@ impl RealNodes {
             proxy_cert: &certs.proxy.0,
             proxy_key: &certs.proxy.1,
             api_port: joining.api_port,
-            // The vSphere CCM is single-stack unless an alpha switch is on, and OpenStack's servers
-            // here have IPv4 ports only: a node IP the CCM does not report would fail the node's
-            // initialisation.
-            dual_stack: joining.options.vsphere.is_none() && joining.options.openstack.is_none(),
+            // A node IP the CCM does not report would fail the node's initialisation.
+            dual_stack: joining.options.cloud.as_ref().is_none_or(|cloud| cloud.facts().dual_stack),
             system_uuid: real::system_uuid(&joining.options.name, name),
         }
     }

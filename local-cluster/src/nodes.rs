@@ -33,6 +33,11 @@ pub fn node_name(cluster: &str, index: u32) -> String {
 }
 
 /// Node `index`'s IP: 127.1.0.1, 127.1.0.2, ...
+/// The machine kwok node `index` of `cluster` has in its cloud: its name and loopback addresses.
+pub fn machine(cluster: &str, index: u32) -> crate::clouds::Machine {
+    crate::clouds::Machine { index, name: node_name(cluster, index), ipv4: node_ip(index), ipv6: node_ipv6(index) }
+}
+
 pub fn node_ip(index: u32) -> Ipv4Addr {
     let n = index + 1;
     Ipv4Addr::new(127, 1, (n >> 8) as u8, (n & 0xff) as u8)

@@ -25,6 +25,9 @@ pub struct ProcessRecord {
     /// Start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
     pub start_ticks: u64,
     pub log: PathBuf,
+    /// Consecutive processes of one batch stop at once ([`stop_together`]): a cloud's services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
 }
 
 /// Starts `binary args...` with stdout and stderr appended to `log`, in a new process group.
@@ -66,7 +69,7 @@ pub fn spawn_with_env(
     // Whoever stops it reaps it if it is still our child (see `terminate`).
     drop(child);
     let start_ticks = stat(pid).map(|s| s.start_ticks).unwrap_or_default();
-    Ok(ProcessRecord { component: component.to_string(), pid, start_ticks, log: log.to_path_buf() })
+    Ok(ProcessRecord { component: component.to_string(), pid, start_ticks, log: log.to_path_buf(), batch: None })
 }
 
 struct Stat {
@@ -113,15 +116,14 @@ pub fn terminate(records: &[ProcessRecord], grace: Duration) {
     }
 }
 
-/// `records` last started first, in batches stopped at once: the consecutive processes of the
-/// OpenStack cloud (`openstack-*`, a dozen services that each take a second or two to stop) make
-/// one batch, every other process one of its own.
+/// `records` last started first, in batches stopped at once: consecutive processes of one
+/// [`ProcessRecord::batch`] (a cloud's services, such as OpenStack's dozen that each take a second
+/// or two to stop) make one batch, every other process one of its own.
 pub fn stop_together(records: &[ProcessRecord]) -> Vec<Vec<&ProcessRecord>> {
     let mut batches: Vec<Vec<&ProcessRecord>> = Vec::new();
     for record in records.iter().rev() {
-        let cloud = record.component.starts_with("openstack-");
         match batches.last_mut() {
-            Some(batch) if cloud && batch[0].component.starts_with("openstack-") => batch.push(record),
+            Some(batch) if record.batch.is_some() && batch[0].batch == record.batch => batch.push(record),
             _ => batches.push(vec![record]),
         }
     }
@@ -256,6 +258,7 @@ mod tests {
             pid: 0,
             start_ticks: 0,
             log: "/dev/null".into(),
+            batch: component.starts_with("openstack-").then(|| "openstack".to_owned()),
         };
         let records: Vec<_> = ["etcd", "kube-apiserver", "openstack-mariadb", "openstack-keystone", "kubelet-0", "ccm"]
             .map(record)
@@ -283,10 +286,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("cloud.log");
         let stubborn = ["-c".to_owned(), "trap '' TERM; sleep 300 & wait".to_owned()];
-        let records = vec![
+        let mut records = vec![
             spawn("openstack-mariadb", Path::new("/bin/sleep"), &["300".into()], &log).unwrap(),
             spawn("openstack-keystone", Path::new("/bin/sh"), &stubborn, &log).unwrap(),
         ];
+        for record in &mut records {
+            record.batch = Some("openstack".into());
+        }
+        assert_eq!(stop_together(&records).len(), 1);
         std::thread::sleep(Duration::from_millis(200));
         terminate(&records, Duration::from_millis(500));
         assert!(records.iter().all(|r| !r.is_running()), "{records:?}");
@@ -309,6 +316,7 @@ mod tests {
             pid: std::process::id() as i32,
             start_ticks: stat(std::process::id() as i32).unwrap().start_ticks + 1,
             log: PathBuf::new(),
+            batch: None,
         };
         assert!(!me.is_running());
     }

@@ -90,6 +90,16 @@ const MASKED_SYSCTLS: &[&str] = &[
 
 const CGROUP_FS: &str = "/sys/fs/cgroup";
 
+/// The machine real node `index` of `cluster` has in its cloud: its name and addresses on the hub network.
+pub fn machine(cluster: &str, index: u32) -> crate::clouds::Machine {
+    crate::clouds::Machine {
+        index,
+        name: super::nodes::node_name(cluster, index),
+        ipv4: node_ip(index),
+        ipv6: node_ipv6(index),
+    }
+}
+
 /// Node `index`'s address on the hub network: 10.250.0.10, 10.250.0.11, ...
 pub fn node_ip(index: u32) -> Ipv4Addr {
     assert!(index < MAX_NODES, "node index {index} beyond {MAX_NODES}");

@@ -45,7 +45,7 @@ impl LocalProvider {
 }
 
 fn api_error(error: ApiError) -> CloudError {
-    CloudError::Api(error.0)
+    CloudError::Api(error.message)
 }
 
 /// The instance ID in a `local://` provider ID.

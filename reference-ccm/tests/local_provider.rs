@@ -210,7 +210,7 @@ async fn a_second_live_instance_with_the_same_name_is_refused() {
     let duplicate =
         cloud.cloud().create_instance(&CreateInstance { name: "node-1".into(), ..Default::default() }).await;
 
-    let message = duplicate.unwrap_err().0;
+    let message = duplicate.unwrap_err().message;
     assert!(message.contains("create_instance") && message.contains("409"), "{message}");
     assert_eq!(cloud.cloud().list_instances().await.unwrap().len(), 1);
     server.shutdown().await.unwrap();
@@ -539,7 +539,7 @@ async fn nonsense_faults_are_refused_by_the_server() {
     let spec =
         FaultSpec { operation: "reboot".into(), count: Some(1), mode: FaultMode::Fail, status: 503, delay_ms: 0 };
 
-    let message = cloud.cloud().inject_fault(&spec).await.unwrap_err().0;
+    let message = cloud.cloud().inject_fault(&spec).await.unwrap_err().message;
 
     assert!(message.contains("400") && message.contains("unknown operation"), "{message}");
     assert!(cloud.cloud().list_faults().await.unwrap().is_empty());

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, LogParams, PostParams};
-use local_cluster::cloud::CloudOptions;
+use local_cluster::clouds::local::LocalSetup;
 use local_cluster::{NodeKind, UpOptions, real};
 use serde_json::json;
 use toolchain::Release;
@@ -35,7 +35,7 @@ pub async fn real_cluster_with(
         .expect("building reference-ccm");
     let mut options = super::options(name, release, nodes);
     options.node_kind = NodeKind::Real;
-    options.cloud = Some(CloudOptions::new(ccm_binary));
+    options.cloud = Some(std::sync::Arc::new(LocalSetup::new(ccm_binary)));
     customise(&mut options);
     Some(super::bring_up(options).await)
 }

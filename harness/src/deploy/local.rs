@@ -1,24 +1,18 @@
 //! `local`: the embedded cluster of this repository ([`local_cluster`]): etcd, kube-apiserver,
 //! kube-controller-manager (`--cloud-provider=external`) and kube-scheduler as supervised
-//! processes on loopback, with the local simulated cloud (one instance per node), and nodes that
-//! are real (kubelet, containerd, kube-proxy in namespaces of their own, [`local_cluster::real`]) or
-//! simulated by kwok (`providers.yaml` `deployer.node_kind`). The CCM is not started by `up`: the
-//! run deploys it as a step of its own ([`ProcessHost::start_ccm_process`]), so a broken CCM shows as
-//! a failed Deploy, not a failed Up.
+//! processes on loopback, with one of the emulated clouds of [`local_cluster::clouds`]
+//! (providers.yaml `deployer.cloud`: a machine per node), and nodes that are real (kubelet,
+//! containerd, kube-proxy in namespaces of their own, [`local_cluster::real`]) or simulated by kwok
+//! (`deployer.node_kind`). The CCM is not started by `up`: the run deploys it as a step of its own
+//! ([`ProcessHost::start_ccm_process`]), so a broken CCM shows as a failed Deploy, not a failed Up.
 
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
 use super::{DeployError, Deployer, ProcessHost};
-use config::VsphereTags;
 use config::template::{Placeholder, Vars};
-use local_cluster::openstack::OpenstackOptions;
-use local_cluster::vsphere::VsphereOptions;
-use local_cluster::{AwsOptions, LocalCluster, NodeKind, UpOptions, cloud::CloudOptions, nodes, real};
-use toolchain::Release;
-use toolchain::openstack::Programs as OpenstackPrograms;
-use toolchain::vsphere::Govmomi;
+use local_cluster::{LocalCluster, NodeKind, UpOptions, nodes, real};
 
 const NAME: &str = "local";
 
@@ -31,49 +25,9 @@ pub struct LocalDeployer {
 }
 
 impl LocalDeployer {
-    /// A cluster `name` of `nodes` simulated nodes on `release`, with the local cloud served by
-    /// `cloud_binary` (`reference-ccm`, whose `local-cloud serve` is the cloud); real nodes with
-    /// [`LocalDeployer::with_node_kind`].
-    pub fn new(name: &str, nodes: u32, release: Release, cloud_binary: PathBuf) -> Self {
-        let mut options = UpOptions::new(name, release);
-        options.nodes = nodes;
-        options.cloud = Some(CloudOptions { ccm_binary: cloud_binary, start_ccm: false });
+    /// The cluster `options` describe ([`UpOptions::on_cloud`] gives it its cloud).
+    pub fn new(options: UpOptions) -> Self {
         LocalDeployer { options, cluster: None, owns_name: false }
-    }
-
-    /// A cluster `name` of `nodes` simulated nodes on `release` with the `aws` provider's cloud:
-    /// moto, served by `moto_server`, one EC2 instance per node.
-    pub fn with_aws(name: &str, nodes: u32, release: Release, moto_server: PathBuf) -> Self {
-        let mut options = UpOptions::new(name, release);
-        options.nodes = nodes;
-        options.aws = Some(AwsOptions { moto_server });
-        LocalDeployer { options, cluster: None, owns_name: false }
-    }
-
-    /// A cluster `name` of `nodes` real nodes on `release` with the `vsphere` provider's cloud:
-    /// vcsim, a VM per node, its hosts tagged with `tags`.
-    pub fn with_vsphere(name: &str, nodes: u32, release: Release, govmomi: Govmomi, tags: VsphereTags) -> Self {
-        let mut options = UpOptions::new(name, release);
-        options.nodes = nodes;
-        options.node_kind = NodeKind::Real;
-        options.vsphere = Some(VsphereOptions { govmomi, tags });
-        LocalDeployer { options, cluster: None, owns_name: false }
-    }
-
-    /// A cluster `name` of `nodes` nodes on `release` with the `openstack` provider's cloud:
-    /// OpenStack's own services, a Nova server per node.
-    pub fn with_openstack(name: &str, nodes: u32, release: Release, programs: OpenstackPrograms) -> Self {
-        let mut options = UpOptions::new(name, release);
-        options.nodes = nodes;
-        options.node_kind = NodeKind::Real;
-        options.openstack = Some(OpenstackOptions { programs });
-        LocalDeployer { options, cluster: None, owns_name: false }
-    }
-
-    /// The same cluster with nodes of `kind`.
-    pub fn with_node_kind(mut self, kind: NodeKind) -> Self {
-        self.options.node_kind = kind;
-        self
     }
 
     /// The pod range the nodes' CIDRs come from: a CCM's `--cluster-cidr` (`{cluster_cidr}`).
@@ -230,7 +184,7 @@ mod tests {
     #[tokio::test]
     async fn runs_a_ccm_process_once_its_cluster_is_up() {
         let release = toolchain::resolve(None).unwrap();
-        let mut deployer = LocalDeployer::new("process-host", 1, release, PathBuf::from("/nonexistent/reference-ccm"));
+        let mut deployer = LocalDeployer::new(UpOptions::new("process-host", release));
         let host = deployer.process_host().expect("the local deployer runs a CCM as one of its processes");
         let error = host.start_ccm_process(Path::new("/bin/true"), &[]).await.unwrap_err();
         assert!(error.to_string().contains("the cluster is not up"), "{error}");

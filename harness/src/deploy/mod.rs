@@ -1,7 +1,7 @@
 //! Deployers: how a run gets a cluster, in kubetest2's model (`up`, `down`, `is_up`, `kubeconfig`,
 //! `dump_logs`). One per `providers.yaml` `deployer.kind`:
 //! - `local` ([`local`]): the embedded cluster of this repository (control plane processes, real
-//!   nodes by default or kwok nodes, the local simulated cloud or moto);
+//!   nodes by default or kwok nodes, and one of the emulated clouds of `local_cluster::clouds`);
 //! - `existing` ([`existing`]): a cluster someone else runs, reached through a kubeconfig;
 //! - `kind` ([`kind`]): shells out to `kind`, with the CCM configured as external;
 //! - `kubetest2` ([`kubetest2`]): passes through to any `kubetest2-<deployer>` on `PATH`.
@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 
 use config::template::Vars;
-use config::{Deployer as DeployerConfig, KubernetesVersion, LocalCloud};
+use config::{Deployer as DeployerConfig, KubernetesVersion};
+use local_cluster::UpOptions;
+use local_cluster::clouds::CloudSettings;
 
 pub mod command;
 pub mod existing;
@@ -48,6 +50,16 @@ pub enum DeployError {
     NoProcessHost { deployer: String },
 }
 
+impl DeployError {
+    /// The embedded cluster's error at `step`; a toolchain's stays one (what to install says it all).
+    fn from_cluster(step: &'static str) -> impl FnOnce(local_cluster::ClusterError) -> DeployError {
+        move |source| match source {
+            local_cluster::ClusterError::Toolchain(error) => DeployError::Toolchain(error),
+            source => DeployError::Local { step, source },
+        }
+    }
+}
+
 /// What a run gives the deployer that brings its cluster up.
 pub struct RunSetting<'a> {
     pub cluster_name: &'a str,
@@ -66,33 +78,22 @@ pub struct RunSetting<'a> {
 /// The deployer `deployer` (a provider's `deployer` in providers.yaml) describes, for a run.
 pub fn from_config(deployer: &DeployerConfig, run: &RunSetting<'_>) -> Result<Box<dyn Deployer>, DeployError> {
     match deployer {
-        DeployerConfig::Local { nodes, cloud: LocalCloud::Moto, .. } => {
+        DeployerConfig::Local { nodes, cloud, node_kind, tags } => {
             let release = toolchain::resolve(Some(&run.kubernetes.to_string()))?;
-            let moto_server = toolchain::aws::install_moto(false)?;
-            Ok(Box::new(local::LocalDeployer::with_aws(run.cluster_name, *nodes, release, moto_server)))
-        }
-        DeployerConfig::Local { nodes, cloud: LocalCloud::Vcsim, vsphere, .. } => {
-            let release = toolchain::resolve(Some(&run.kubernetes.to_string()))?;
-            let govmomi = toolchain::vsphere::install_govmomi(false)?;
-            let tags = vsphere.clone().unwrap_or_else(config::VsphereTags::default_tags);
-            Ok(Box::new(local::LocalDeployer::with_vsphere(run.cluster_name, *nodes, release, govmomi, tags)))
-        }
-        DeployerConfig::Local { nodes, cloud: LocalCloud::Openstack, node_kind, .. } => {
-            let release = toolchain::resolve(Some(&run.kubernetes.to_string()))?;
-            let programs = toolchain::openstack::install(false)?;
-            let deployer = local::LocalDeployer::with_openstack(run.cluster_name, *nodes, release, programs)
-                .with_node_kind(*node_kind);
-            Ok(Box::new(deployer))
-        }
-        DeployerConfig::Local { nodes, cloud: LocalCloud::Local, node_kind, .. } => {
-            let release = toolchain::resolve(Some(&run.kubernetes.to_string()))?;
-            let reference = match run.built_ccm {
-                Some(binary) if binary.file_name().is_some_and(|n| n == "reference-ccm") => binary.to_path_buf(),
-                _ => toolchain::workspace::build_reference_ccm()?,
+            let settings = CloudSettings {
+                // The local cloud is served by the reference CCM's binary, whatever CCM is under
+                // test: that one when it is `reference-ccm`, else built here.
+                reference_ccm: run
+                    .built_ccm
+                    .filter(|b| b.file_name().is_some_and(|n| n == "reference-ccm"))
+                    .map(Path::to_path_buf),
+                start_ccm: false,
+                tags: tags.clone(),
             };
-            let deployer =
-                local::LocalDeployer::new(run.cluster_name, *nodes, release, reference).with_node_kind(*node_kind);
-            Ok(Box::new(deployer))
+            let mut options = UpOptions::new(run.cluster_name, release);
+            (options.nodes, options.node_kind) = (*nodes, *node_kind);
+            let options = options.on_cloud(cloud.name, &settings).map_err(DeployError::from_cluster("up"))?;
+            Ok(Box::new(local::LocalDeployer::new(options)))
         }
         DeployerConfig::Existing { kubeconfig } => {
             Ok(Box::new(existing::ExistingDeployer::new(kubeconfig.as_deref())?))

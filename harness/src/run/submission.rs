@@ -120,10 +120,7 @@ fn cluster_lines(provider: &Provider) -> Vec<String> {
                 ),
                 config::nodes::NodeKind::Kwok => format!("Nodes: {nodes} kwok nodes (simulated: no pod runs)"),
             },
-            format!(
-                "Cloud: `{}`, with the provider's cloud-controller-manager deployed as its entry says",
-                cloud.as_str()
-            ),
+            format!("Cloud: `{}`, with the provider's cloud-controller-manager deployed as its entry says", cloud.name),
         ],
         other => vec![format!("Deployer: `{}`, as the configuration below says", other.kind().as_str())],
     }

@@ -127,9 +127,9 @@ fn run(version: &str, ccm_version: &str) {
         assert!(name.starts_with("ip-127-1-") && name.ends_with(".ec2.internal"), "{name}: a private DNS name");
         let labels = &node["metadata"]["labels"];
         let zone = labels["topology.kubernetes.io/zone"].as_str().unwrap_or_default();
-        assert!(local_cluster::aws::ZONES.contains(&zone), "{name}: zone {zone:?}");
+        assert!(local_cluster::clouds::moto::ZONES.contains(&zone), "{name}: zone {zone:?}");
         assert_eq!(labels["topology.kubernetes.io/region"], "us-east-1", "{name}");
-        assert_eq!(labels["node.kubernetes.io/instance-type"], local_cluster::aws::INSTANCE_TYPE, "{name}");
+        assert_eq!(labels["node.kubernetes.io/instance-type"], local_cluster::clouds::moto::INSTANCE_TYPE, "{name}");
         let instance = &instances[name];
         assert_eq!(node["spec"]["providerID"], format!("aws:///{zone}/{instance}"), "{name}");
         let addresses = node["status"]["addresses"].as_array().unwrap();

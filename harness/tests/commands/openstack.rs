@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use super::provider_run::CheckedRun;
-use local_cluster::openstack::{FLAVOR, REGION};
+use local_cluster::clouds::openstack::{FLAVOR, REGION};
 
 fn run(version: &str) {
     let run = CheckedRun::cloud_e2e("openstack", version, "os-e2e");

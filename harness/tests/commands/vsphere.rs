@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::provider_run::CheckedRun;
-use local_cluster::vsphere;
+use local_cluster::clouds::vcsim as vsphere;
 
 fn run(version: &str) {
     let run = CheckedRun::cloud_e2e("vsphere", version, "vs-e2e");

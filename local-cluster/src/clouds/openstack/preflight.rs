@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::api::{Credentials, Session};
-use crate::{ClusterError, Result};
+use super::error;
+use crate::Result;
+use crate::clouds::CloudErrorKind;
 
 /// A cloud config as gcfg reads it: `[section]` → key → values (a key may repeat).
 pub type Ini = BTreeMap<String, BTreeMap<String, Vec<String>>>;
@@ -52,7 +54,7 @@ fn all<'a>(ini: &'a Ini, section: &str, key: &str) -> &'a [String] {
 /// `[Networking]` names; a refusal or a missing network is an error naming the file and the key.
 pub async fn check_cloud_config(path: &Path) -> Result<()> {
     let refuse =
-        |detail: String| ClusterError::Openstack(format!("the CCM's cloud config {}: {detail}", path.display()));
+        |detail: String| error(CloudErrorKind::Invalid, format!("the CCM's cloud config {}", path.display()), detail);
     let text = std::fs::read_to_string(path).map_err(|e| refuse(format!("cannot read it: {e}")))?;
     let ini = parse(&text).map_err(refuse)?;
     let global = |key: &str| first(&ini, "global", key).map(str::to_owned);
@@ -93,7 +95,11 @@ pub async fn check_cloud_config(path: &Path) -> Result<()> {
 
 /// Every subnet and network `[LoadBalancer]` names by id exists. Octavia's no-op network driver
 /// takes any id, so a wrong one would give load balancers on a subnet that is not there.
-async fn check_load_balancer_ids(session: &Session, ini: &Ini, refuse: &impl Fn(String) -> ClusterError) -> Result<()> {
+async fn check_load_balancer_ids(
+    session: &Session,
+    ini: &Ini,
+    refuse: &impl Fn(String) -> crate::ClusterError,
+) -> Result<()> {
     for (kind, keys) in
         [("subnet", ["subnet-id", "member-subnet-id"]), ("network", ["network-id", "floating-network-id"])]
     {

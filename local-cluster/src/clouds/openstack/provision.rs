@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 
 use super::api::{Credentials, Session, id_of};
 use super::service_config::{CATALOG, Ports, REGION, SERVICE_PROJECT};
-use super::{Cloud, FLAVOR, IMAGE, NETWORK, NodeAddress, OpenstackState, PROJECT, USERNAME, ZONES, cloud_err};
-use crate::{ClusterError, Result};
+use super::{FLAVOR, IMAGE, NETWORK, OpenstackState, PROJECT, Services, USERNAME, ZONES, cloud_err, error};
+use crate::Result;
+use crate::clouds::{CloudErrorKind, Machine};
 
 /// How long a service may take to answer after it started, and a server to become ACTIVE.
 const WAIT: Duration = Duration::from_secs(180);
@@ -25,7 +26,7 @@ pub async fn wait_for_keystone(admin: &Credentials, alive: impl Fn() -> Result<(
             // Refused credentials are an answer: only a Keystone not yet listening is waited for.
             Err(e) if e.status.is_some() => return Err(cloud_err(e)),
             Err(e) if started.elapsed() > WAIT => {
-                return Err(ClusterError::Openstack(format!("Keystone did not answer within {WAIT:?}: {e}")));
+                return Err(error(CloudErrorKind::Unreachable, format!("Keystone did not answer within {WAIT:?}"), e));
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
         }
@@ -122,16 +123,16 @@ where
             Err(e) => last = e,
         }
         if started.elapsed() > WAIT {
-            return Err(ClusterError::Openstack(format!("waited {WAIT:?} for {what}: {last}")));
+            return Err(error(CloudErrorKind::Timeout, format!("waited {WAIT:?} for {what}"), last));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
 /// The subnet that holds every node address: their common /24, else their common /16.
-pub fn subnet_for(nodes: &[NodeAddress]) -> (String, String) {
-    let first = nodes.first().map_or([10, 250, 0, 0], |n| n.ip.octets());
-    let same_24 = nodes.iter().all(|n| n.ip.octets()[..3] == first[..3] && n.ip.octets()[3] < 254);
+pub fn subnet_for(nodes: &[Machine]) -> (String, String) {
+    let first = nodes.first().map_or([10, 250, 0, 0], |n| n.ipv4.octets());
+    let same_24 = nodes.iter().all(|n| n.ipv4.octets()[..3] == first[..3] && n.ipv4.octets()[3] < 254);
     // The gateway (the router's interface) takes the subnet's last address, never a node's.
     match same_24 {
         true => (
@@ -145,9 +146,9 @@ pub fn subnet_for(nodes: &[NodeAddress]) -> (String, String) {
 /// Creates the cluster's project and what its nodes run on; returns the state to record.
 pub async fn provision(
     admin: &Session,
-    cloud: &Cloud,
+    cloud: &Services,
     admin_password: String,
-    nodes: &[NodeAddress],
+    nodes: &[Machine],
     hosts: usize,
 ) -> Result<OpenstackState> {
     let project_id = create_project(admin, PROJECT).await?;
@@ -195,7 +196,7 @@ pub async fn provision(
     for (index, node) in nodes.iter().enumerate() {
         let zone = zones_of_hosts[index % zones_of_hosts.len()];
         let body = json!({"port": {"name": node.name, "network_id": network_id,
-            "fixed_ips": [{"subnet_id": subnet_id, "ip_address": node.ip.to_string()}]}});
+            "fixed_ips": [{"subnet_id": subnet_id, "ip_address": node.ipv4.to_string()}]}});
         let port = user.post("creating a node's port", "network", "/v2.0/ports", body).await.map_err(cloud_err)?;
         let port_id = id_of(&port, "port", "creating a node's port").map_err(cloud_err)?;
         let body = json!({"server": {"name": node.name, "flavorRef": flavor_id, "imageRef": image_id,
@@ -229,7 +230,7 @@ async fn create_image(admin: &Session) -> Result<String> {
     let id = image["id"]
         .as_str()
         .map(str::to_owned)
-        .ok_or_else(|| ClusterError::Openstack(format!("creating the image: no id in the answer: {image}")))?;
+        .ok_or_else(|| error(CloudErrorKind::Refused, "creating the image: no id in the answer", image))?;
     let path = format!("/v2/images/{id}/file");
     admin.upload("uploading the image", "image", &path, vec![0; 1024]).await.map_err(cloud_err)?;
     Ok(id)
@@ -245,10 +246,14 @@ async fn wait_active(session: &Session, node: &str, id: &str) -> Result<()> {
             Some("ACTIVE") => return Ok(()),
             Some("ERROR") => {
                 let fault = server["server"]["fault"]["message"].as_str().unwrap_or("no fault recorded");
-                return Err(ClusterError::Openstack(format!("the server of node {node} failed to boot: {fault}")));
+                return Err(error(CloudErrorKind::Refused, format!("the server of node {node} failed to boot"), fault));
             }
             _ if started.elapsed() > WAIT => {
-                return Err(ClusterError::Openstack(format!("the server of node {node} is not ACTIVE after {WAIT:?}")));
+                return Err(error(
+                    CloudErrorKind::Timeout,
+                    format!("the server of node {node} is not ACTIVE after {WAIT:?}"),
+                    "",
+                ));
             }
             _ => tokio::time::sleep(Duration::from_millis(300)).await,
         }
@@ -259,8 +264,8 @@ async fn wait_active(session: &Session, node: &str, id: &str) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn node(ip: [u8; 4]) -> NodeAddress {
-        NodeAddress { name: "n".into(), ip: ip.into() }
+    fn node(ip: [u8; 4]) -> Machine {
+        Machine { index: 0, name: "n".into(), ipv4: ip.into(), ipv6: std::net::Ipv6Addr::LOCALHOST }
     }
 
     #[test]

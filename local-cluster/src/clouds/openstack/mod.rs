@@ -28,11 +28,18 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::{ClusterError, LocalCluster, Result, io_err, process};
+use super::{
+    Cloud, CloudError, CloudErrorKind, CloudFacts, CloudKind, CloudSettings, CloudState, InstanceState, LoadBalancers,
+    Machines, Routes,
+};
+use crate::machines::MachineAction;
+use crate::{ClusterError, LocalCluster, Result, io_err, process};
 pub use service_config::{Ports, REGION};
 use toolchain::openstack::{Programs, WSGI_APP};
 
@@ -45,10 +52,39 @@ pub const IMAGE: &str = "harness-node";
 pub const PROJECT: &str = "harness";
 pub const USERNAME: &str = "harness";
 pub const NETWORK: &str = "nodes";
+/// The CCM's `--cloud-config` (INI), in the cluster dir.
+pub const CLOUD_CONFIG: &str = "openstack-cloud.conf";
+
+fn facts() -> &'static CloudFacts {
+    config::clouds::named("openstack").expect("config::clouds lists openstack")
+}
+
+pub(crate) fn error(kind: CloudErrorKind, what: impl Into<String>, message: impl std::fmt::Display) -> ClusterError {
+    CloudError::new(facts(), kind, what, message).into()
+}
+
+/// OpenStack in the registry.
+pub struct Openstack;
+
+impl CloudKind for Openstack {
+    fn facts(&self) -> &'static CloudFacts {
+        facts()
+    }
+
+    fn install(&self, force: bool) -> Result<Vec<String>> {
+        let programs = toolchain::openstack::install(force)?;
+        let nova = toolchain::openstack::pinned_version("nova").unwrap_or("?");
+        Ok(vec![format!("OpenStack services (nova {nova}): {}", programs.venv_bin.display())])
+    }
+
+    fn prepare(&self, _settings: &CloudSettings) -> Result<Arc<dyn Cloud>> {
+        Ok(Arc::new(OpenstackSetup { programs: toolchain::openstack::install(false)? }))
+    }
+}
 
 /// How the harness starts the cloud.
 #[derive(Debug, Clone)]
-pub struct OpenstackOptions {
+pub struct OpenstackSetup {
     pub programs: Programs,
 }
 
@@ -91,76 +127,142 @@ impl OpenstackState {
     pub fn server(&self, node: &str) -> Result<&str> {
         self.servers.get(node).map(String::as_str).ok_or_else(|| {
             let known: Vec<&str> = self.servers.keys().map(String::as_str).collect();
-            ClusterError::Openstack(format!("no server of node {node} in Nova; the nodes are: {}", known.join(", ")))
+            let what = format!("no server of node {node} in Nova; the nodes are: {}", known.join(", "));
+            error(CloudErrorKind::NotFound, what, "")
         })
     }
 }
 
-/// A node the cloud gives a server: its name and address.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeAddress {
-    pub name: String,
-    pub ip: Ipv4Addr,
-}
+#[async_trait]
+impl Cloud for OpenstackSetup {
+    fn facts(&self) -> &'static CloudFacts {
+        facts()
+    }
 
-impl OpenstackOptions {
-    /// Starts the services as the cluster's processes `openstack-*`, provisions a server per node
-    /// of `nodes`, and writes the CCM's `--cloud-config`.
-    pub(crate) async fn start(&self, cluster: &mut LocalCluster, nodes: &[NodeAddress]) -> Result<()> {
+    /// Starts the services as the cluster's processes `openstack-*`, provisions a server per
+    /// machine, and writes the CCM's `--cloud-config`.
+    async fn start(
+        &self,
+        cluster: &mut LocalCluster,
+        machines: &Machines,
+        _client: &kube::Client,
+    ) -> Result<Arc<dyn CloudState>> {
+        let nodes = &machines.list;
         let step = cli_support::progress::step(format!(
             "starting OpenStack (the openstack cloud) with {} servers",
             nodes.len()
         ));
         let started = Instant::now();
-        let cloud = Cloud {
+        let cloud = Services {
             dir: cluster.dir.join("openstack"),
-            ports: Ports::from_slice(super::free_ports()?),
+            ports: Ports::from_slice(crate::free_ports()?),
             programs: self.programs.clone(),
         };
-        let admin_password = super::new_password();
-        let service_password = super::new_password();
+        let admin_password = crate::new_password();
+        let service_password = crate::new_password();
         let phase = |what: &str| tracing::info!("OpenStack: {what} at {:.1?}", started.elapsed());
         cloud.start_backends(cluster).await?;
         phase("MariaDB and RabbitMQ up");
         let setup = (cloud.clone(), cluster.dir.join("logs"), admin_password.clone(), service_password.clone());
-        tokio::task::spawn_blocking(move || setup.0.set_up_databases(&setup.1, &setup.2, &setup.3))
-            .await
-            .map_err(|e| ClusterError::Openstack(format!("setting up the databases: {e}")))??;
+        super::blocking(facts(), "setting up the databases", move || {
+            setup.0.set_up_databases(&setup.1, &setup.2, &setup.3)
+        })
+        .await?;
         phase("schemas synced, Keystone bootstrapped");
         let hosts = ZONES.len().min(nodes.len().max(1));
         cloud.start_apis(cluster)?;
         let admin = cloud.admin_credentials(&admin_password);
-        let session = provision::wait_for_keystone(&admin, || super::check_alive(&cluster.state)).await?;
+        let session = provision::wait_for_keystone(&admin, || crate::check_alive(&cluster.state)).await?;
         phase("Keystone answers");
         provision::register_services(&session, &cloud.ports, &service_password).await?;
         phase("catalog registered");
         cloud.start_nova_services(cluster, hosts)?;
         let session = api::Session::login(&admin).await.map_err(cloud_err)?;
-        provision::wait_for_apis(&session, hosts, || super::check_alive(&cluster.state)).await?;
+        provision::wait_for_apis(&session, hosts, || crate::check_alive(&cluster.state)).await?;
         phase(&format!("every API answers, {hosts} compute hosts up"));
         let state = provision::provision(&session, &cloud, admin_password, nodes, hosts).await?;
-        write_cloud_config(&cluster.dir.join(super::OPENSTACK_CLOUD_CONFIG), &state)?;
-        cluster.state.openstack = Some(state);
-        cluster.save()?;
+        write_cloud_config(&cluster.dir.join(CLOUD_CONFIG), &state)?;
         tracing::info!("OpenStack up in {:.1?}", started.elapsed());
         step.done();
-        Ok(())
+        Ok(Arc::new(state))
     }
 }
 
+#[typetag::serde(name = "openstack")]
+#[async_trait]
+impl CloudState for OpenstackState {
+    fn facts(&self) -> &'static CloudFacts {
+        facts()
+    }
+
+    fn cloud_config_file(&self) -> &'static str {
+        CLOUD_CONFIG
+    }
+
+    /// cloud-provider-openstack reads its config over `OS_*` variables: none of the user's.
+    fn ccm_environment(&self) -> process::Environment {
+        process::Environment { set: vec![], removed: inherited_os_variables() }
+    }
+
+    async fn check_ccm_args(&self, args: &[String]) -> Result<()> {
+        match crate::cloud_config_arg(args) {
+            Some(config) => preflight::check_cloud_config(Path::new(config)).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn act(&self, node: &str, action: MachineAction) -> Result<InstanceState> {
+        let server_action = match action {
+            MachineAction::Shutdown => servers::ServerAction::Stop,
+            MachineAction::Start => servers::ServerAction::Start,
+            MachineAction::Terminate => servers::ServerAction::Delete,
+        };
+        let now = servers::act(self, node, server_action).await?;
+        Ok(InstanceState { id: self.server(node)?.to_owned(), state: now })
+    }
+
+    fn load_balancers(&self) -> Option<&dyn LoadBalancers> {
+        Some(self)
+    }
+
+    fn routes(&self) -> Option<&dyn Routes> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl LoadBalancers for OpenstackState {
+    async fn list_load_balancers(&self) -> Result<Vec<serde_json::Value>> {
+        load_balancers::list(self).await
+    }
+}
+
+#[async_trait]
+impl Routes for OpenstackState {
+    async fn list_routes(&self, _cluster: &str) -> Result<Vec<serde_json::Value>> {
+        servers::router_routes(self).await
+    }
+}
+
+/// An OpenStack API's error, by what its status says.
 fn cloud_err(e: api::ApiError) -> ClusterError {
-    ClusterError::Openstack(e.to_string())
+    let kind = match e.status.map(|s| s.as_u16()) {
+        None => CloudErrorKind::Unreachable,
+        Some(404) => CloudErrorKind::NotFound,
+        Some(_) => CloudErrorKind::Refused,
+    };
+    error(kind, e.what, e.detail)
 }
 
 /// The cloud being started: where its files go, where it listens, what it runs.
 #[derive(Clone)]
-pub(crate) struct Cloud {
+pub(crate) struct Services {
     dir: PathBuf,
     ports: Ports,
     programs: Programs,
 }
 
-impl Cloud {
+impl Services {
     fn admin_credentials(&self, password: &str) -> api::Credentials {
         api::Credentials {
             auth_url: format!("{}/v3", self.ports.keystone_url()),
@@ -174,6 +276,22 @@ impl Cloud {
         let dir = self.dir.join(service);
         std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
         Ok(dir)
+    }
+
+    /// Starts a service as one of the cluster's processes; the cloud's services stop together.
+    fn start(&self, cluster: &mut LocalCluster, binary: &Path, component: &str, args: Vec<String>) -> Result<()> {
+        self.start_with_env(cluster, binary, component, args, &process::Environment::default())
+    }
+
+    fn start_with_env(
+        &self,
+        cluster: &mut LocalCluster,
+        binary: &Path,
+        component: &str,
+        args: Vec<String>,
+        env: &process::Environment,
+    ) -> Result<()> {
+        cluster.start_in_batch(binary, component, args, env, Some(facts().name))
     }
 
     fn write(&self, path: &Path, text: &str) -> Result<()> {
@@ -209,16 +327,16 @@ impl Cloud {
             "--max-connections=1000".into(),
             format!("--init-file={}", init.display()),
         ];
-        cluster.start(&self.programs.mariadbd, "openstack-mariadb", args)?;
+        self.start(cluster, &self.programs.mariadbd, "openstack-mariadb", args)?;
 
         let rabbit = self.service_dir("rabbitmq")?;
         let epmd_args = vec!["-port".into(), self.ports.epmd.to_string(), "-address".into(), "127.0.0.1".into()];
-        cluster.start(&self.programs.epmd, "openstack-epmd", epmd_args)?;
+        self.start(cluster, &self.programs.epmd, "openstack-epmd", epmd_args)?;
         // Erlang starts an epmd daemon of its own (outside the cluster's processes) when none
         // answers on its port: RabbitMQ starts once the cluster's does, and is told not to.
         wait_listening(cluster, "epmd", self.ports.epmd).await?;
         let env = process::Environment { set: rabbitmq_env(&rabbit, &self.ports), removed: vec![] };
-        cluster.start_with_env(&self.programs.rabbitmq_server, "openstack-rabbitmq", vec![], &env)?;
+        self.start_with_env(cluster, &self.programs.rabbitmq_server, "openstack-rabbitmq", vec![], &env)?;
         for (what, port) in [("MariaDB", self.ports.mariadb), ("RabbitMQ", self.ports.rabbitmq)] {
             wait_listening(cluster, what, port).await?;
         }
@@ -365,10 +483,10 @@ impl Cloud {
         ];
         for (name, port, module, variable) in apis {
             let args = gunicorn_args(&self.dir, port, module, variable);
-            cluster.start(&self.programs.venv("gunicorn"), &format!("openstack-{name}"), args)?;
+            self.start(cluster, &self.programs.venv("gunicorn"), &format!("openstack-{name}"), args)?;
         }
         let args = vec!["--config-file".into(), shown(&octavia_conf)];
-        cluster.start(&self.programs.venv("octavia-worker"), "openstack-octavia-worker", args)
+        self.start(cluster, &self.programs.venv("octavia-worker"), "openstack-octavia-worker", args)
     }
 
     /// Nova's conductor and scheduler, and `hosts` compute hosts (one per zone).
@@ -377,7 +495,8 @@ impl Cloud {
         let conf = nova.join("nova.conf");
         for service in ["conductor", "scheduler"] {
             let args = vec!["--config-file".into(), conf.display().to_string()];
-            cluster.start(
+            self.start(
+                cluster,
                 &self.programs.venv(&format!("nova-{service}")),
                 &format!("openstack-nova-{service}"),
                 args,
@@ -392,7 +511,7 @@ impl Cloud {
                 ["--config-file", &conf.display().to_string(), "--config-file", &host_conf.display().to_string()]
                     .map(String::from)
                     .to_vec();
-            cluster.start(&self.programs.venv("nova-compute"), &format!("openstack-nova-compute-{host}"), args)?;
+            self.start(cluster, &self.programs.venv("nova-compute"), &format!("openstack-nova-compute-{host}"), args)?;
         }
         Ok(())
     }
@@ -450,7 +569,7 @@ fn run_setup(mut command: Command, log: &Path, what: &str) -> Result<()> {
     let err = out.try_clone().map_err(io_err("opening", log))?;
     let started = Instant::now();
     let status = command.stdout(out).stderr(err).status().map_err(|e| {
-        ClusterError::Openstack(format!("{what}: cannot run {}: {e}", command.get_program().to_string_lossy()))
+        error(CloudErrorKind::Setup, format!("{what}: cannot run {}", command.get_program().to_string_lossy()), e)
     })?;
     tracing::debug!("{what}: {:.1?}", started.elapsed());
     if status.success() {
@@ -459,17 +578,14 @@ fn run_setup(mut command: Command, log: &Path, what: &str) -> Result<()> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let tail: Vec<&str> = text.lines().rev().take(12).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
-    Err(ClusterError::Openstack(format!(
-        "{what} failed ({status}); the last lines of {}:\n{}",
-        log.display(),
-        tail.join("\n")
-    )))
+    let failed = format!("{what} failed ({status}); the last lines of {}", log.display());
+    Err(error(CloudErrorKind::Setup, failed, format!("\n{}", tail.join("\n"))))
 }
 
 async fn wait_listening(cluster: &LocalCluster, what: &str, port: u16) -> Result<()> {
     let started = Instant::now();
     loop {
-        super::check_alive(&cluster.state)?;
+        crate::check_alive(&cluster.state)?;
         if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() {
             return Ok(());
         }

@@ -12,13 +12,20 @@ pub mod query;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::{ClusterError, LocalCluster};
-use query::{QueryClient, Service, list_params, tag_params};
+use super::{
+    Cloud, CloudError, CloudErrorKind, CloudFacts, CloudKind, CloudSettings, CloudState, InstanceState, LoadBalancers,
+    Machines,
+};
+use crate::machines::MachineAction;
+use crate::{ClusterError, LocalCluster, Result, process};
+use query::{QueryClient, QueryError, Service, list_params, tag_params};
 
 pub const REGION: &str = "us-east-1";
 /// The zones nodes are spread over, round robin, one subnet each.
@@ -34,12 +41,56 @@ const FIRST_HOST: u32 = 10;
 pub const MAX_NODES: u32 = ZONES.len() as u32 * (250 - FIRST_HOST);
 // providers.yaml is checked against config's figure: the two must agree.
 const _: () = assert!(MAX_NODES == config::nodes::MAX_MOTO_NODES);
+/// The CCM's `--cloud-config` (gcfg, INI-like), in the cluster dir.
+pub const CLOUD_CONFIG: &str = "aws-cloud.conf";
 /// The fake credentials the CCM signs its requests with (moto checks none).
 const ACCESS_KEY: &str = "harness";
 
+fn facts() -> &'static CloudFacts {
+    config::clouds::named("moto").expect("config::clouds lists moto")
+}
+
+fn error(kind: CloudErrorKind, what: impl Into<String>, message: impl std::fmt::Display) -> ClusterError {
+    CloudError::new(facts(), kind, what, message).into()
+}
+
+/// What kind of failure a call to moto is.
+fn query_error_kind(error: &QueryError) -> CloudErrorKind {
+    match error {
+        QueryError::Http { .. } => CloudErrorKind::Unreachable,
+        QueryError::Api { status: 404, .. } => CloudErrorKind::NotFound,
+        QueryError::Api { .. } | QueryError::Xml { .. } => CloudErrorKind::Refused,
+    }
+}
+
+/// moto in the registry.
+pub struct Moto;
+
+impl CloudKind for Moto {
+    fn facts(&self) -> &'static CloudFacts {
+        facts()
+    }
+
+    fn install(&self, force: bool) -> Result<Vec<String>> {
+        let moto = toolchain::aws::install_moto(force)?;
+        Ok(vec![format!("moto {}: {}", toolchain::aws::moto_version(), moto.display())])
+    }
+
+    fn prepare(&self, _settings: &CloudSettings) -> Result<Arc<dyn Cloud>> {
+        Ok(Arc::new(MotoSetup { moto_server: toolchain::aws::install_moto(false)? }))
+    }
+}
+
+/// moto, ready to start.
+#[derive(Debug, Clone)]
+pub struct MotoSetup {
+    /// `moto_server` of the virtualenv `harness toolchain install` made.
+    pub moto_server: PathBuf,
+}
+
 /// What `cluster.json` records of the cluster's AWS cloud.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct AwsState {
+pub struct MotoState {
     /// moto's endpoint, every service on one port.
     pub endpoint: String,
     pub region: String,
@@ -51,16 +102,20 @@ pub struct AwsState {
     pub nodes: Vec<String>,
 }
 
-impl AwsState {
+impl MotoState {
     pub fn client(&self) -> QueryClient {
         QueryClient::new(&self.endpoint, &self.region)
     }
 
     /// The instance of node `node`.
-    pub fn instance(&self, node: &str) -> Result<&str, ClusterError> {
+    pub fn instance(&self, node: &str) -> Result<&str> {
         self.instances.get(node).map(String::as_str).ok_or_else(|| {
             let known: Vec<&str> = self.instances.keys().map(String::as_str).collect();
-            ClusterError::Aws(format!("no instance of node {node} in moto; the nodes are: {}", known.join(", ")))
+            error(
+                CloudErrorKind::NotFound,
+                format!("no instance of node {node} in moto; the nodes are: {}", known.join(", ")),
+                "",
+            )
         })
     }
 }
@@ -100,50 +155,102 @@ pub fn cluster_tag(cluster: &str) -> String {
     format!("kubernetes.io/cluster/{cluster}")
 }
 
-impl super::AwsOptions {
-    /// Starts moto as the cluster's process `moto` on `port`, provisions the cluster's network and
-    /// one instance per node, and writes the CCM's `--cloud-config`.
-    pub(crate) async fn start(&self, cluster: &mut LocalCluster, port: u16, count: u32) -> Result<(), ClusterError> {
+#[async_trait]
+impl Cloud for MotoSetup {
+    fn facts(&self) -> &'static CloudFacts {
+        facts()
+    }
+
+    /// Starts moto as the cluster's process `moto`, provisions the cluster's network and one
+    /// instance per machine, and writes the CCM's `--cloud-config`.
+    async fn start(
+        &self,
+        cluster: &mut LocalCluster,
+        machines: &Machines,
+        _client: &kube::Client,
+    ) -> Result<Arc<dyn CloudState>> {
+        let count = machines.list.len() as u32;
         let step = cli_support::progress::step(format!("starting moto (the aws cloud) with {count} instances"));
+        let [port] = crate::free_ports()?;
         cluster.start(&self.moto_server, "moto", moto_args(port))?;
         let moto = QueryClient::new(&format!("http://127.0.0.1:{port}"), REGION);
-        wait_ready(&moto, || super::check_alive(&cluster.state)).await?;
+        wait_ready(&moto, || crate::check_alive(&cluster.state)).await?;
         let name = cluster.state.name.clone();
         let state = provision(&moto, &name, count).await?;
-        write_cloud_config(&cluster.dir.join(super::AWS_CLOUD_CONFIG), &state, &name)?;
-        cluster.state.aws = Some(state);
+        write_cloud_config(&cluster.dir.join(CLOUD_CONFIG), &state, &name)?;
         step.done();
-        Ok(())
+        Ok(Arc::new(state))
+    }
+}
+
+#[typetag::serde(name = "moto")]
+#[async_trait]
+impl CloudState for MotoState {
+    fn facts(&self) -> &'static CloudFacts {
+        facts()
+    }
+
+    fn cloud_config_file(&self) -> &'static str {
+        CLOUD_CONFIG
+    }
+
+    fn ccm_environment(&self) -> process::Environment {
+        process::Environment { set: ccm_env(), removed: CCM_ENV_REMOVED.iter().map(|v| (*v).to_owned()).collect() }
+    }
+
+    /// As AWS kubelets register: named after the instance's private DNS name, with its private IP.
+    fn node_identity(&self, index: u32) -> Option<(String, Vec<String>)> {
+        let name = self.nodes.get(index as usize)?;
+        Some((name.clone(), vec![node_ip(index).to_string()]))
+    }
+
+    async fn act(&self, node: &str, action: MachineAction) -> Result<InstanceState> {
+        let instance_action = match action {
+            MachineAction::Shutdown => InstanceAction::Stop,
+            MachineAction::Start => InstanceAction::Start,
+            MachineAction::Terminate => InstanceAction::Terminate,
+        };
+        let now = act(self, node, instance_action).await?;
+        Ok(InstanceState { id: self.instance(node)?.to_owned(), state: now })
+    }
+
+    fn load_balancers(&self) -> Option<&dyn LoadBalancers> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl LoadBalancers for MotoState {
+    async fn list_load_balancers(&self) -> Result<Vec<serde_json::Value>> {
+        load_balancers(self).await
     }
 }
 
 /// Waits until moto at `endpoint` answers an EC2 call.
-pub async fn wait_ready(
-    client: &QueryClient,
-    alive: impl Fn() -> Result<(), ClusterError>,
-) -> Result<(), ClusterError> {
+pub async fn wait_ready(client: &QueryClient, alive: impl Fn() -> Result<()>) -> Result<()> {
     let started = Instant::now();
     loop {
         alive()?;
         match client.call(Service::Ec2, "DescribeRegions", &[]).await {
             Ok(_) => return Ok(()),
             Err(e) if started.elapsed() > Duration::from_secs(60) => {
-                return Err(ClusterError::Aws(format!("moto did not answer within 60s: {e}")));
+                return Err(error(CloudErrorKind::Unreachable, "moto did not answer within 60s", e));
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
 }
 
-fn cloud_err(what: &str) -> impl FnOnce(query::QueryError) -> ClusterError + '_ {
-    move |e| ClusterError::Aws(format!("{what}: {e}"))
+fn cloud_err(what: &str) -> impl FnOnce(QueryError) -> ClusterError + '_ {
+    move |e| error(query_error_kind(&e), what, e)
 }
 
 /// Creates the VPC, its subnets, internet gateway, route table and node security group, and one
 /// running instance per node; returns the state to record.
-pub async fn provision(client: &QueryClient, cluster: &str, nodes: u32) -> Result<AwsState, ClusterError> {
+pub async fn provision(client: &QueryClient, cluster: &str, nodes: u32) -> Result<MotoState> {
     if !(1..=MAX_NODES).contains(&nodes) {
-        return Err(ClusterError::Aws(format!("the aws cloud has addresses for 1 to {MAX_NODES} nodes, not {nodes}")));
+        let what = format!("the aws cloud has addresses for 1 to {MAX_NODES} nodes, not {nodes}");
+        return Err(error(CloudErrorKind::Invalid, what, ""));
     }
     let tag = cluster_tag(cluster);
     let owned = [(tag.as_str(), "owned")];
@@ -224,21 +331,18 @@ pub async fn provision(client: &QueryClient, cluster: &str, nodes: u32) -> Resul
         params.extend(list_params("SecurityGroupId", &[&group_id]));
         params.extend(tagged("instance", &[("Name", &format!("{cluster}-node-{index}"))]));
         let run = client.call(Service::Ec2, "RunInstances", &params).await.map_err(cloud_err("running an instance"))?;
-        let instance =
-            run.items("instancesSet").into_iter().next().ok_or_else(|| {
-                ClusterError::Aws(format!("moto's RunInstances answered no instance for node {index}"))
-            })?;
+        let instance = run.items("instancesSet").into_iter().next().ok_or_else(|| {
+            error(CloudErrorKind::Refused, format!("moto's RunInstances answered no instance for node {index}"), "")
+        })?;
         let name = instance.text_of("privateDnsName").to_owned();
         if name.is_empty() {
-            return Err(ClusterError::Aws(format!(
-                "moto gave instance {} no private DNS name",
-                instance.text_of("instanceId")
-            )));
+            let what = format!("moto gave instance {} no private DNS name", instance.text_of("instanceId"));
+            return Err(error(CloudErrorKind::Refused, what, ""));
         }
         instances.insert(name.clone(), instance.text_of("instanceId").to_owned());
         names.push(name);
     }
-    Ok(AwsState {
+    Ok(MotoState {
         endpoint: client.endpoint().to_owned(),
         region: REGION.into(),
         vpc_id,
@@ -250,7 +354,7 @@ pub async fn provision(client: &QueryClient, cluster: &str, nodes: u32) -> Resul
 
 /// The CCM's `--cloud-config`: the VPC, subnet, region and cluster ID (so the CCM never asks the
 /// instance metadata service who it is), and every service it calls overridden to moto.
-pub fn cloud_config(state: &AwsState, cluster: &str) -> String {
+pub fn cloud_config(state: &MotoState, cluster: &str) -> String {
     let mut text = format!(
         "[Global]\nRegion = {region}\nVPC = {vpc}\nSubnetID = {subnet}\nKubernetesClusterID = {cluster}\n",
         region = state.region,
@@ -275,12 +379,8 @@ pub fn cloud_config(state: &AwsState, cluster: &str) -> String {
     text
 }
 
-pub fn write_cloud_config(path: &Path, state: &AwsState, cluster: &str) -> Result<(), ClusterError> {
-    std::fs::write(path, cloud_config(state, cluster)).map_err(|source| ClusterError::Io {
-        action: "writing",
-        path: path.into(),
-        source,
-    })
+pub fn write_cloud_config(path: &Path, state: &MotoState, cluster: &str) -> Result<()> {
+    std::fs::write(path, cloud_config(state, cluster)).map_err(crate::io_err("writing", path))
 }
 
 /// What happens to an instance.
@@ -292,7 +392,7 @@ pub enum InstanceAction {
 }
 
 /// Stops, starts or terminates node `node`'s instance; returns its state afterwards as moto reports it.
-pub async fn act(state: &AwsState, node: &str, action: InstanceAction) -> Result<String, ClusterError> {
+pub async fn act(state: &MotoState, node: &str, action: InstanceAction) -> Result<String> {
     let instance = state.instance(node)?;
     let call = match action {
         InstanceAction::Stop => "StopInstances",
@@ -303,7 +403,7 @@ pub async fn act(state: &AwsState, node: &str, action: InstanceAction) -> Result
         .client()
         .call(Service::Ec2, call, &list_params("InstanceId", &[instance]))
         .await
-        .map_err(|e| ClusterError::Aws(format!("{call} of {instance} (node {node}): {e}")))?;
+        .map_err(|e| error(query_error_kind(&e), format!("{call} of {instance} (node {node})"), e))?;
     Ok(answer
         .items("instancesSet")
         .first()
@@ -314,7 +414,7 @@ pub async fn act(state: &AwsState, node: &str, action: InstanceAction) -> Result
 
 /// moto's classic load balancers, each as JSON: its name, DNS name, instances (and the nodes they
 /// are), listeners, and the source ranges of its security groups.
-pub async fn load_balancers(state: &AwsState) -> Result<Vec<serde_json::Value>, ClusterError> {
+pub async fn load_balancers(state: &MotoState) -> Result<Vec<serde_json::Value>> {
     let client = state.client();
     let answer =
         client.call(Service::Elb, "DescribeLoadBalancers", &[]).await.map_err(cloud_err("listing load balancers"))?;
@@ -352,7 +452,7 @@ pub async fn load_balancers(state: &AwsState) -> Result<Vec<serde_json::Value>, 
 }
 
 /// The IPv4 CIDRs the security groups `groups` let in.
-async fn ingress_ranges(client: &QueryClient, groups: &[&str]) -> Result<Vec<String>, ClusterError> {
+async fn ingress_ranges(client: &QueryClient, groups: &[&str]) -> Result<Vec<String>> {
     // By filter, not by id: a group deleted since (with its load balancer) is then left out
     // rather than failing the whole listing.
     let mut params = vec![("Filter.1.Name".to_owned(), "group-id".to_owned())];
@@ -394,7 +494,7 @@ mod tests {
         // A port nothing listens on: bound, then closed.
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let endpoint = format!("http://127.0.0.1:{port}");
-        let state = AwsState {
+        let state = MotoState {
             endpoint: endpoint.clone(),
             region: REGION.into(),
             vpc_id: "vpc-1".into(),
@@ -413,7 +513,7 @@ mod tests {
 
     #[test]
     fn the_cloud_config_overrides_every_service_to_moto() {
-        let state = AwsState {
+        let state = MotoState {
             endpoint: "http://127.0.0.1:5000".into(),
             region: REGION.into(),
             vpc_id: "vpc-1".into(),

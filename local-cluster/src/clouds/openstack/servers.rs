@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::api::Session;
-use super::{OpenstackState, cloud_err};
-use crate::{ClusterError, Result};
+use super::{OpenstackState, cloud_err, error};
+use crate::Result;
+use crate::clouds::CloudErrorKind;
 
 /// What happens to a node's server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +55,8 @@ pub async fn act(state: &OpenstackState, node: &str, action: ServerAction) -> Re
             return Ok(status);
         }
         if status == "ERROR" || started.elapsed() > Duration::from_secs(60) {
-            return Err(ClusterError::Openstack(format!("the server of node {node} is {status}, not {wanted}")));
+            let kind = if status == "ERROR" { CloudErrorKind::Refused } else { CloudErrorKind::Timeout };
+            return Err(error(kind, format!("the server of node {node} is {status}, not {wanted}"), ""));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

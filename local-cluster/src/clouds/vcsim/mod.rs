@@ -14,14 +14,20 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::PostParams;
 use serde::{Deserialize, Serialize};
 
-use super::{ClusterError, LocalCluster, Result, io_err, nodes, real};
+use super::{
+    Cloud, CloudError, CloudErrorKind, CloudFacts, CloudKind, CloudSettings, CloudState, InstanceState, Machines,
+};
+use crate::machines::MachineAction;
+use crate::{ClusterError, LocalCluster, Result, UpOptions, io_err, real};
 pub use config::VsphereTags;
 use toolchain::vsphere::Govmomi;
 
@@ -40,17 +46,47 @@ pub const SECRET_NAMESPACE: &str = "kube-system";
 pub const SECRET_NAME: &str = "vsphere-cloud-secret";
 /// The vCenter's name in the cloud config and the Secret's keys (`<server>.username`).
 const SERVER: &str = "127.0.0.1";
+/// The CCM's `--cloud-config` (its YAML form), in the cluster dir.
+pub const CLOUD_CONFIG: &str = "vsphere.conf";
+
+fn facts() -> &'static CloudFacts {
+    config::clouds::named("vcsim").expect("config::clouds lists vcsim")
+}
+
+fn error(kind: CloudErrorKind, what: impl Into<String>, message: impl std::fmt::Display) -> ClusterError {
+    CloudError::new(facts(), kind, what, message).into()
+}
+
+/// vcsim in the registry.
+pub struct Vcsim;
+
+impl CloudKind for Vcsim {
+    fn facts(&self) -> &'static CloudFacts {
+        facts()
+    }
+
+    fn install(&self, force: bool) -> Result<Vec<String>> {
+        let govmomi = toolchain::vsphere::install_govmomi(force)?;
+        Ok(vec![format!("vcsim and govc {}: {}", toolchain::vsphere::govmomi_version(), govmomi.vcsim.display())])
+    }
+
+    fn prepare(&self, settings: &CloudSettings) -> Result<Arc<dyn Cloud>> {
+        let govmomi = toolchain::vsphere::install_govmomi(false)?;
+        let tags = settings.tags.clone().unwrap_or_else(VsphereTags::default_tags);
+        Ok(Arc::new(VcsimSetup { govmomi, tags }))
+    }
+}
 
 /// How the harness starts vcsim.
 #[derive(Debug, Clone)]
-pub struct VsphereOptions {
+pub struct VcsimSetup {
     pub govmomi: Govmomi,
     pub tags: VsphereTags,
 }
 
 /// What `cluster.json` records of the cluster's vSphere.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct VsphereState {
+pub struct VcsimState {
     /// vcsim's SDK endpoint, without credentials (`https://127.0.0.1:<port>/sdk`).
     pub url: String,
     pub port: u16,
@@ -75,7 +111,7 @@ pub struct VmStatus {
     pub power_state: String,
 }
 
-impl VsphereState {
+impl VcsimState {
     /// A govc command against this vcsim, as its user.
     fn govc(&self, args: &[&str]) -> Command {
         let mut command = Command::new(&self.govc);
@@ -103,14 +139,19 @@ impl VsphereState {
             return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
         }
         let stderr = String::from_utf8_lossy(&output.stderr);
-        Err(ClusterError::Vsphere(format!("{what}: `govc {}` failed: {}", args.join(" "), stderr.trim())))
+        let kind = match stderr.contains("connection refused") {
+            true => CloudErrorKind::Unreachable,
+            false => CloudErrorKind::Refused,
+        };
+        Err(error(kind, format!("{what}: `govc {}` failed", args.join(" ")), stderr.trim()))
     }
 
     /// The VM of `node`.
     pub fn vm(&self, node: &str) -> Result<&str> {
         self.vms.get(node).map(String::as_str).ok_or_else(|| {
             let known: Vec<&str> = self.vms.keys().map(String::as_str).collect();
-            ClusterError::Vsphere(format!("no VM of node {node} in vcsim; the nodes are: {}", known.join(", ")))
+            let what = format!("no VM of node {node} in vcsim; the nodes are: {}", known.join(", "));
+            error(CloudErrorKind::NotFound, what, "")
         })
     }
 
@@ -118,7 +159,7 @@ impl VsphereState {
     pub fn vm_status(&self, node: &str) -> Result<Option<VmStatus>> {
         let out = self.run_govc("reading a VM", &["vm.info", "-json", node])?;
         let info: serde_json::Value =
-            serde_json::from_str(&out).map_err(|e| ClusterError::Vsphere(format!("govc vm.info: {e}")))?;
+            serde_json::from_str(&out).map_err(|e| error(CloudErrorKind::Refused, "govc vm.info", e))?;
         let Some(vm) = info["virtualMachines"].as_array().and_then(|v| v.first()) else { return Ok(None) };
         let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_owned();
         Ok(Some(VmStatus { uuid: text(&vm["config"]["uuid"]), power_state: text(&vm["runtime"]["powerState"]) }))
@@ -133,12 +174,16 @@ pub fn login_refused(log: &str) -> Result<()> {
         log.lines().find(|line| line.contains("failed to get instance metadata") && line.contains("Login failure"));
     match refused {
         None => Ok(()),
-        Some(line) => Err(ClusterError::Vsphere(format!(
-            "the CCM could not log in to vcsim, so it initialises no node. Its log says:\n  {}\nFix the user and \
-             password it reads: Secret {SECRET_NAMESPACE}/{SECRET_NAME} (keys `{SERVER}.username`, `{SERVER}.password`) \
-             or the `user`/`password` of its --cloud-config",
-            line.trim()
-        ))),
+        Some(line) => Err(error(
+            CloudErrorKind::Invalid,
+            format!(
+                "the CCM could not log in to vcsim, so it initialises no node. Its log says:\n  {}\nFix the user and \
+                 password it reads: Secret {SECRET_NAMESPACE}/{SECRET_NAME} (keys `{SERVER}.username`, `{SERVER}.password`) \
+                 or the `user`/`password` of its --cloud-config",
+                line.trim()
+            ),
+            "",
+        )),
     }
 }
 
@@ -151,7 +196,7 @@ pub enum VmAction {
 }
 
 /// Applies `action` to the VM of `node`; returns its power state after (`destroyed` when gone).
-pub fn act(state: &VsphereState, node: &str, action: VmAction) -> Result<String> {
+pub fn act(state: &VcsimState, node: &str, action: VmAction) -> Result<String> {
     state.vm(node)?;
     match action {
         VmAction::PowerOff => state.run_govc("powering a VM off", &["vm.power", "-off", "-force", node])?,
@@ -203,24 +248,47 @@ pub fn host_path(index: u32, hosts: u32) -> String {
     format!("/{DATACENTER}/host/{COMPUTE_CLUSTER}/{COMPUTE_CLUSTER}_H{}", index % hosts.max(1))
 }
 
-/// A password for one cluster's vcsim.
-impl VsphereOptions {
+#[async_trait]
+impl Cloud for VcsimSetup {
+    fn facts(&self) -> &'static CloudFacts {
+        facts()
+    }
+
+    fn preflight(&self, options: &UpOptions) -> Result<()> {
+        let max = self.tags.max_nodes();
+        if options.nodes > max {
+            let what = format!(
+                "--nodes {}: vcsim's inventory of {} host(s) (one per zone, 4 GiB each) holds at most {max} node VMs of 1 GiB; add zones or use fewer nodes",
+                options.nodes,
+                self.tags.hosts()
+            );
+            return Err(error(CloudErrorKind::Invalid, what, ""));
+        }
+        Ok(())
+    }
+
     /// Starts vcsim as the cluster's process `vcsim`, gives it a VM per node and the tags, writes
     /// the CCM's cloud config and its credentials' Secret.
-    pub(crate) async fn start(&self, cluster: &mut LocalCluster, count: u32, client: &kube::Client) -> Result<()> {
+    async fn start(
+        &self,
+        cluster: &mut LocalCluster,
+        machines: &Machines,
+        client: &kube::Client,
+    ) -> Result<Arc<dyn CloudState>> {
+        let count = machines.list.len() as u32;
         let step = cli_support::progress::step(format!("starting vcsim (the vsphere cloud) with {count} VMs"));
-        let password = super::new_password();
+        let password = crate::new_password();
         // vcsim keeps its datastores in a temporary directory: the cluster's, so `down` removes it
         // even when vcsim is killed before it cleans up.
         let tmp = cluster.dir.join("vcsim-tmp");
         std::fs::create_dir_all(&tmp).map_err(io_err("creating", &tmp))?;
         let env =
-            super::process::Environment { set: vec![("TMPDIR".into(), tmp.display().to_string())], removed: vec![] };
+            crate::process::Environment { set: vec![("TMPDIR".into(), tmp.display().to_string())], removed: vec![] };
         cluster.start_with_env(&self.govmomi.vcsim, "vcsim", vcsim_args(self.tags.hosts(), &password), &env)?;
         let port = wait_listening(cluster).await?;
         let govc_home = cluster.dir.join("govmomi");
         std::fs::create_dir_all(&govc_home).map_err(io_err("creating", &govc_home))?;
-        let mut state = VsphereState {
+        let mut state = VcsimState {
             url: format!("https://127.0.0.1:{port}/sdk"),
             port,
             username: USERNAME.to_owned(),
@@ -238,13 +306,39 @@ impl VsphereOptions {
             Ok::<_, ClusterError>(state)
         })
         .await
-        .map_err(|e| ClusterError::Vsphere(format!("provisioning vcsim: {e}")))??;
-        write_cloud_config(&cluster.dir.join(super::VSPHERE_CLOUD_CONFIG), &state, &self.tags)?;
+        .map_err(|e| error(CloudErrorKind::Setup, "provisioning vcsim", e))??;
+        write_cloud_config(&cluster.dir.join(CLOUD_CONFIG), &state, &self.tags)?;
         create_secret(client, &cluster.state.name, &state).await?;
-        cluster.state.vsphere = Some(state);
-        cluster.save()?;
         step.done();
-        Ok(())
+        Ok(Arc::new(state))
+    }
+}
+
+#[typetag::serde(name = "vcsim")]
+#[async_trait]
+impl CloudState for VcsimState {
+    fn facts(&self) -> &'static CloudFacts {
+        facts()
+    }
+
+    fn cloud_config_file(&self) -> &'static str {
+        CLOUD_CONFIG
+    }
+
+    fn ccm_failed(&self, log: &str) -> Result<()> {
+        login_refused(log)
+    }
+
+    async fn act(&self, node: &str, action: MachineAction) -> Result<InstanceState> {
+        let vm_action = match action {
+            MachineAction::Shutdown => VmAction::PowerOff,
+            MachineAction::Start => VmAction::PowerOn,
+            MachineAction::Terminate => VmAction::Destroy,
+        };
+        let (state, node_name) = (self.clone(), node.to_owned());
+        let what = format!("{} VM {node}", action.verb());
+        let now = super::blocking(facts(), &what, move || act(&state, &node_name, vm_action)).await?;
+        Ok(InstanceState { id: self.vms.get(node).cloned().unwrap_or_default(), state: now })
     }
 }
 
@@ -253,7 +347,7 @@ async fn wait_listening(cluster: &LocalCluster) -> Result<u16> {
     let log = cluster.dir.join("logs").join("vcsim.log");
     let started = Instant::now();
     loop {
-        super::check_alive(&cluster.state)?;
+        crate::check_alive(&cluster.state)?;
         if let Some(port) = std::fs::read_to_string(&log).ok().as_deref().and_then(listening_port) {
             return Ok(port);
         }
@@ -266,11 +360,11 @@ async fn wait_listening(cluster: &LocalCluster) -> Result<u16> {
 
 /// Creates node `i`'s VM on its host for each of `count` nodes (powered on, its UUID, guest host
 /// name and IP set), and the zone and region tags.
-pub fn provision(state: &mut VsphereState, cluster: &str, count: u32, tags: &VsphereTags) -> Result<()> {
+pub fn provision(state: &mut VcsimState, cluster: &str, count: u32, tags: &VsphereTags) -> Result<()> {
     let memory = config::nodes::VCSIM_VM_MEMORY_MIB.to_string();
     let cpus = VM_CPUS.to_string();
     for index in 0..count {
-        let node = nodes::node_name(cluster, index);
+        let node = crate::nodes::node_name(cluster, index);
         let host = host_path(index, tags.hosts());
         let uuid = real::system_uuid(cluster, &node);
         let ip = real::node_ip(index).to_string();
@@ -324,7 +418,7 @@ pub fn provision(state: &mut VsphereState, cluster: &str, count: u32, tags: &Vsp
 
 /// The CCM's `--cloud-config` (its YAML form): the vCenter, its datacenter, the Secret that holds
 /// the credentials, and the tag categories of zones and regions.
-pub fn cloud_config(state: &VsphereState, tags: &VsphereTags) -> String {
+pub fn cloud_config(state: &VcsimState, tags: &VsphereTags) -> String {
     let mut config = serde_json::json!({
         "global": {
             "port": state.port,
@@ -342,12 +436,12 @@ pub fn cloud_config(state: &VsphereState, tags: &VsphereTags) -> String {
     serde_yaml_ng::to_string(&config).expect("the cloud config serialises")
 }
 
-fn write_cloud_config(path: &Path, state: &VsphereState, tags: &VsphereTags) -> Result<()> {
+fn write_cloud_config(path: &Path, state: &VcsimState, tags: &VsphereTags) -> Result<()> {
     std::fs::write(path, cloud_config(state, tags)).map_err(io_err("writing", path))
 }
 
 /// The Secret the cloud config names: `<server>.username` and `<server>.password`.
-pub fn secret(state: &VsphereState) -> Secret {
+pub fn secret(state: &VcsimState) -> Secret {
     let data = BTreeMap::from([
         (format!("{SERVER}.username"), state.username.clone()),
         (format!("{SERVER}.password"), state.password.clone()),
@@ -361,7 +455,7 @@ pub fn secret(state: &VsphereState) -> Secret {
     .expect("a Secret")
 }
 
-async fn create_secret(client: &kube::Client, cluster: &str, state: &VsphereState) -> Result<()> {
+async fn create_secret(client: &kube::Client, cluster: &str, state: &VcsimState) -> Result<()> {
     let api: Api<Secret> = Api::namespaced(client.clone(), SECRET_NAMESPACE);
     api.create(&PostParams::default(), &secret(state))
         .await
@@ -373,8 +467,8 @@ async fn create_secret(client: &kube::Client, cluster: &str, state: &VsphereStat
 mod tests {
     use super::*;
 
-    fn state() -> VsphereState {
-        VsphereState {
+    fn state() -> VcsimState {
+        VcsimState {
             url: "https://127.0.0.1:8989/sdk".into(),
             port: 8989,
             username: USERNAME.into(),
