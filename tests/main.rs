@@ -1,3 +1,5 @@
+//! Full tier: needs root, real clusters, PostgreSQL, storage emulators and tools built with Go.
+//!
 //! The end-to-end tests across the crates, in one test binary: each file is a module, so a change
 //! in a crate below relinks one binary, not one per file. Select a file's tests by its module path,
 //! e.g. `cargo test -p e2e -- real_nodes::`.

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context as _, Result, bail};
 use async_trait::async_trait;
+use ccm::app::InitError;
 use ccm::cloud::{CloudError, CloudProvider, InstanceMetadata, InstancesV2};
 use clap::Parser;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
@@ -39,11 +39,14 @@ struct Inventory {
 }
 
 impl Inventory {
-    fn parse(text: &str) -> Result<Inventory> {
+    fn parse(text: &str) -> Result<Inventory, String> {
         let mut machines = BTreeMap::new();
         for (number, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
             let [name, zone, instance_type, ips] = line.split_whitespace().collect::<Vec<_>>()[..] else {
-                bail!("line {}: expected `<node> <zone> <instance type> <internal IPs>`, got {line:?}", number + 1);
+                let number = number + 1;
+                return Err(format!(
+                    "line {number}: expected `<node> <zone> <instance type> <internal IPs>`, got {line:?}"
+                ));
             };
             let internal_ips = ips.split(',').map(str::to_owned).collect();
             let machine = Machine { zone: zone.into(), instance_type: instance_type.into(), internal_ips };
@@ -100,15 +103,16 @@ impl CloudProvider for Inventory {
 }
 
 /// The cloud initializer `ccm::app::run` calls once `--cloud-provider` names this provider.
-fn inventory(config: Option<&Path>) -> Result<Arc<dyn CloudProvider>> {
-    let path = config.context("--cloud-provider=inventory needs --cloud-config (the inventory file)")?;
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading --cloud-config {}", path.display()))?;
-    let inventory = Inventory::parse(&text).with_context(|| format!("--cloud-config {}", path.display()))?;
+/// Any error will do (`InitError`): `?` converts one, `.into()` makes one of a message.
+fn inventory(config: Option<&Path>) -> Result<Arc<dyn CloudProvider>, InitError> {
+    let path = config.ok_or("--cloud-provider=inventory needs --cloud-config (the inventory file)")?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("reading --cloud-config {}: {e}", path.display()))?;
+    let inventory = Inventory::parse(&text).map_err(|e| format!("--cloud-config {}: {e}", path.display()))?;
     Ok(Arc::new(inventory))
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> Result<(), ccm::app::AppError> {
     tracing_subscriber::fmt().with_writer(std::io::stderr).init();
     ccm::app::run(ccm::app::Options::parse(), PROVIDER, inventory).await
 }
@@ -142,8 +146,16 @@ mod tests {
     }
 
     #[test]
+    fn the_initializer_says_what_is_wrong_with_its_cloud_config() {
+        let error = inventory(None).err().expect("no --cloud-config").to_string();
+        assert!(error.contains("needs --cloud-config"), "{error}");
+        let error = inventory(Some(Path::new("/nonexistent/inventory.txt"))).err().expect("no file").to_string();
+        assert!(error.contains("reading --cloud-config /nonexistent/inventory.txt"), "{error}");
+    }
+
+    #[test]
     fn a_bad_inventory_line_is_named() {
-        let error = Inventory::parse("worker-1 zone-a\n").unwrap_err().to_string();
+        let error = Inventory::parse("worker-1 zone-a\n").unwrap_err();
         assert!(error.contains("line 1") && error.contains("worker-1 zone-a"), "{error}");
     }
 }

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail};
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -28,6 +27,58 @@ use clap::{ArgAction, Parser};
 use ipnet::IpNet;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
+
+/// What a cloud initializer returns when it cannot make its cloud: any error (`?` converts one,
+/// and `"a message".into()` makes one), so a provider's `main` needs no error crate of its own.
+pub type InitError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why the CCM could not start, or stopped on its own.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("--controllers: unknown controller '{name}' (known: {known})")]
+    UnknownController { name: String, known: String },
+    #[error("unknown --cloud-provider '{given}': this CCM knows '{known}'")]
+    UnknownCloudProvider { given: String, known: String },
+    #[error("--cloud-provider is required (this CCM knows '{0}')")]
+    NoCloudProvider(String),
+    /// The provider's initializer could not make its cloud from `--cloud-config` (shown with
+    /// every cause it gives).
+    #[error("{}", causes(.0.as_ref()))]
+    Initialize(InitError),
+    #[error("{what} --kubeconfig {path}: {source}")]
+    Kubeconfig { what: &'static str, path: PathBuf, source: kube::config::KubeconfigError },
+    #[error("no --kubeconfig and no in-cluster configuration: {0}")]
+    NoKubeconfig(#[from] kube::config::InferConfigError),
+    #[error("building the Kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    #[error("setting up leader election: {0}")]
+    Election(#[from] kube_lease_manager::LeaseManagerError),
+    #[error("leader election stopped")]
+    ElectionStopped,
+    /// Upstream exits when it loses the lease, so that a stale leader never acts.
+    #[error("lost the leader lease {0}; exiting")]
+    LostLease(String),
+}
+
+type Result<T, E = AppError> = std::result::Result<T, E>;
+
+/// `error` and each of its sources, as `error: source: source`.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(source) = next {
+        text.push_str(&format!(": {source}"));
+        next = source.source();
+    }
+    text
+}
+
+fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> AppError {
+    let what = what.into();
+    move |source| AppError::Io { what, source }
+}
 use tokio::task::JoinHandle;
 
 use crate::bugs::{self, Bug, Bugs};
@@ -101,7 +152,8 @@ pub fn enabled_controllers(flags: &[String]) -> Result<Vec<&'static str>> {
     for flag in flags {
         let name = flag.trim_start_matches('-');
         if name != "*" && !controllers::ALL.contains(&name) {
-            bail!("--controllers: unknown controller '{name}' (known: {})", controllers::ALL.join(", "));
+            let (name, known) = (name.to_owned(), controllers::ALL.join(", "));
+            return Err(AppError::UnknownController { name, known });
         }
     }
     let on = |name: &str| {
@@ -119,7 +171,7 @@ pub fn enabled_controllers(flags: &[String]) -> Result<Vec<&'static str>> {
 /// stopped it.
 pub async fn run<F>(options: Options, provider: &str, initialize: F) -> Result<()>
 where
-    F: FnOnce(Option<&Path>) -> Result<Arc<dyn CloudProvider>>,
+    F: FnOnce(Option<&Path>) -> Result<Arc<dyn CloudProvider>, InitError>,
 {
     let signals = Signals::catch()?;
     let mut enabled = enabled_controllers(&options.controllers)?;
@@ -163,8 +215,8 @@ struct Signals {
 
 impl Signals {
     fn catch() -> Result<Self> {
-        let terminate = signal(SignalKind::terminate()).context("catching SIGTERM")?;
-        let interrupt = signal(SignalKind::interrupt()).context("catching SIGINT")?;
+        let terminate = signal(SignalKind::terminate()).map_err(io_error("catching SIGTERM"))?;
+        let interrupt = signal(SignalKind::interrupt()).map_err(io_error("catching SIGINT"))?;
         Ok(Signals { terminate, interrupt })
     }
 
@@ -197,27 +249,25 @@ struct Shared {
 
 fn cloud_provider<F>(options: &Options, provider: &str, initialize: F) -> Result<Arc<dyn CloudProvider>>
 where
-    F: FnOnce(Option<&Path>) -> Result<Arc<dyn CloudProvider>>,
+    F: FnOnce(Option<&Path>) -> Result<Arc<dyn CloudProvider>, InitError>,
 {
     match options.cloud_provider.as_deref() {
-        Some(name) if name == provider => initialize(options.cloud_config.as_deref()),
-        Some(other) => bail!("unknown --cloud-provider '{other}': this CCM knows '{provider}'"),
-        None => bail!("--cloud-provider is required (this CCM knows '{provider}')"),
+        Some(name) if name == provider => initialize(options.cloud_config.as_deref()).map_err(AppError::Initialize),
+        Some(other) => Err(AppError::UnknownCloudProvider { given: other.to_owned(), known: provider.to_owned() }),
+        None => Err(AppError::NoCloudProvider(provider.to_owned())),
     }
 }
 
 async fn client(options: &Options) -> Result<kube::Client> {
     let config = match &options.kubeconfig {
         Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading --kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .with_context(|| format!("loading --kubeconfig {}", path.display()))?
+            let failed = |what| move |source| AppError::Kubeconfig { what, path: path.clone(), source };
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(failed("reading"))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.map_err(failed("loading"))?
         }
-        None => kube::Config::infer().await.context("no --kubeconfig and no in-cluster configuration")?,
+        None => kube::Config::infer().await?,
     };
-    kube::Client::try_from(config).context("building the Kubernetes client")
+    Ok(kube::Client::try_from(config)?)
 }
 
 /// Builds the `enabled` controllers and runs them until `shutdown` has stopped them all.
@@ -288,7 +338,7 @@ async fn lead_then_run(
         Some(lost) => {
             lost?;
             // Upstream exits when it loses the lease, so that a stale leader never acts.
-            bail!("lost the leader lease {}; exiting", options.leader_elect_resource_name)
+            Err(AppError::LostLease(options.leader_elect_resource_name.clone()))
         }
     }
 }
@@ -310,15 +360,14 @@ async fn join_election(
         .with_duration(lease_seconds)
         .with_grace((lease_seconds / 3).max(1))
         .build()
-        .await
-        .context("setting up leader election")?;
+        .await?;
     Ok(manager.watch().await)
 }
 
 /// Waits until the election says this replica is (`true`) or is no longer (`false`) the leader.
 async fn until_leading(is_leader: &mut watch::Receiver<bool>, leading: bool) -> Result<()> {
     while *is_leader.borrow_and_update() != leading {
-        is_leader.changed().await.context("leader election stopped")?;
+        is_leader.changed().await.map_err(|_| AppError::ElectionStopped)?;
     }
     Ok(())
 }
@@ -377,7 +426,7 @@ async fn serve(
 ) -> Result<JoinHandle<()>> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
-        .with_context(|| format!("--secure-port: cannot listen on {address}"))?;
+        .map_err(io_error(format!("--secure-port: cannot listen on {address}")))?;
     tracing::info!(%address, "serving /healthz, /readyz and /metrics");
     let state = ServerState { metrics: shared.common.metrics.clone(), health: shared.common.health.clone(), leading };
     let app = Router::new()

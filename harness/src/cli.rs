@@ -15,8 +15,11 @@ mod suite;
 mod tests;
 mod token;
 
+/// `--version`: the package's and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("HARNESS_GIT_COMMIT"), ")");
+
 #[derive(Debug, Parser)]
-#[command(name = "harness", version, about = "Conformance and last-known-good testing for Kubernetes cloud providers")]
+#[command(name = "harness", version = VERSION, about = "Conformance and last-known-good testing for Kubernetes cloud providers")]
 #[command(
     after_help = "Environment:\n  HARNESS_CACHE_DIR  toolchain cache (default: <user cache dir>/cloud-provider-harness)\n  HARNESS_STATE_DIR  local cluster state (default: <user state dir>/cloud-provider-harness)\n  HARNESS_DATA_DIR   published builds and their index (default: <user data dir>/cloud-provider-harness)\n  RUST_LOG           log filter (default: info)"
 )]
@@ -196,8 +199,10 @@ pub enum ToolchainCommand {
         #[command(flatten)]
         version: VersionArg,
         /// Install every pinned version (what the test suite needs for the version matrix) with the
-        /// binaries otherwise built on first use (kwok, local-upstream-ccm), and what the built-in
-        /// `aws` and `vsphere` providers run: their CCMs for each, moto, and vcsim with govc.
+        /// binaries otherwise built on first use (kwok, local-upstream-ccm), the built-in
+        /// providers' CCMs for each (aws, vsphere, openstack), and what each emulated cloud runs
+        /// (moto; vcsim with govc; OpenStack's services, which need Debian's mariadb-server and
+        /// rabbitmq-server, as scripts/test installs them).
         #[arg(long, conflicts_with = "kubernetes")]
         all: bool,
         /// Rebuild even if the cache holds the version (e.g. after it was reported corrupt).

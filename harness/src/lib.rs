@@ -8,3 +8,8 @@ pub mod bisect;
 pub mod deploy;
 pub mod run;
 pub mod suites;
+
+/// The commit this harness was built from (`build.rs`), when it was built in a git checkout.
+pub fn built_from_commit() -> Option<&'static str> {
+    Some(env!("HARNESS_GIT_COMMIT")).filter(|commit| *commit != "unknown")
+}

@@ -205,6 +205,16 @@ fn deployers_that_run_no_local_cluster_do_not_use_local_cluster() {
     assert!(found.is_empty(), "deployers that run no local cluster use local-cluster:\n  {}", found.join("\n  "));
 }
 
+/// The CCM library a provider forks gives typed errors (`app::AppError`, `app::InitError`): a
+/// fork's `main` needs no error crate of ours.
+#[test]
+fn the_ccm_library_has_no_anyhow_in_its_dependencies() {
+    let packages = workspace_packages();
+    let ccm = packages.iter().find(|p| p.name == "ccm").expect("the ccm crate");
+    let anyhow: Vec<_> = ccm.dependencies.iter().filter(|(_, package, _)| package == "anyhow").collect();
+    assert!(anyhow.is_empty(), "ccm depends on anyhow: {anyhow:?}");
+}
+
 #[test]
 fn the_check_catches_an_upward_edge_and_a_cycle() {
     let allowed = allowed_graph("```text dependency-graph\na -> b\nb -> c\nc ->\ntesting -> c\n```\n");

@@ -35,7 +35,7 @@ async fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::LocalCloud(command)) => local_cloud::cli::run(command).await,
-        None => ccm::app::run(cli.options, local_cloud::PROVIDER_NAME, local_provider).await,
+        None => ccm::app::run(cli.options, local_cloud::PROVIDER_NAME, local_provider).await.map_err(Into::into),
     };
     if let Err(error) = result {
         eprintln!("error: {error:#}");
@@ -52,8 +52,12 @@ struct LocalCloudConfig {
     state_dir: Option<PathBuf>,
 }
 
-/// The `local` cloud, from `--cloud-config`.
-fn local_provider(path: Option<&Path>) -> Result<Arc<dyn CloudProvider>> {
+/// The `local` cloud, from `--cloud-config`: ccm's cloud initializer.
+fn local_provider(path: Option<&Path>) -> Result<Arc<dyn CloudProvider>, ccm::app::InitError> {
+    Ok(local_cloud_from(path)?)
+}
+
+fn local_cloud_from(path: Option<&Path>) -> Result<Arc<dyn CloudProvider>> {
     let path = path.context("--cloud-provider=local needs --cloud-config (a file with `url:` or `stateDir:`)")?;
     let text = std::fs::read_to_string(path).with_context(|| format!("reading --cloud-config {}", path.display()))?;
     let config: LocalCloudConfig =
@@ -70,6 +74,15 @@ fn local_provider(path: Option<&Path>) -> Result<Arc<dyn CloudProvider>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ccm shows an initializer's error with its causes: what was read, and why it failed.
+    #[test]
+    fn a_cloud_config_that_cannot_be_read_is_named_with_its_cause() {
+        let refused = local_provider(Some(Path::new("/nonexistent/cloud.yaml"))).err().expect("no such file");
+        let error = ccm::app::AppError::Initialize(refused).to_string();
+        assert!(error.starts_with("reading --cloud-config /nonexistent/cloud.yaml: "), "{error}");
+        assert!(error.contains("No such file or directory"), "{error}");
+    }
 
     #[test]
     fn the_local_cloud_is_a_subcommand_beside_upstreams_flags() {

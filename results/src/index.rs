@@ -70,6 +70,45 @@ pub enum IndexError {
     BadValue { database: String, column: &'static str, value: String },
 }
 
+impl IndexError {
+    /// The database answered, but with what the harness cannot read (a row that does not decode,
+    /// a value it never writes, a schema it does not know): a bug, where every other error is the
+    /// database not being there.
+    pub fn is_unreadable_data(&self) -> bool {
+        match self {
+            IndexError::Query { source, .. } => matches!(
+                source,
+                sqlx::Error::ColumnDecode { .. }
+                    | sqlx::Error::Decode(_)
+                    | sqlx::Error::ColumnNotFound(_)
+                    | sqlx::Error::ColumnIndexOutOfBounds { .. }
+                    | sqlx::Error::TypeNotFound { .. }
+                    | sqlx::Error::RowNotFound
+            ),
+            IndexError::BadValue { .. } | IndexError::Migrate { .. } => true,
+            IndexError::BadUrl { .. }
+            | IndexError::Missing { .. }
+            | IndexError::CreateDir { .. }
+            | IndexError::Lock { .. }
+            | IndexError::Connect { .. } => false,
+        }
+    }
+}
+
+/// A dashboard answers 500 for data it cannot read and 503 for a database that is not there: the
+/// index says which an error is.
+#[cfg(test)]
+#[test]
+fn an_error_says_whether_the_database_answered_with_what_cannot_be_read() {
+    let query = |source| IndexError::Query { database: "sqlite:x".into(), action: "reading builds", source };
+    let decode = sqlx::Error::ColumnDecode { index: "started_at".into(), source: "not an integer".into() };
+    assert!(query(decode).is_unreadable_data());
+    assert!(IndexError::BadValue { database: "x".into(), column: "state", value: "??".into() }.is_unreadable_data());
+    assert!(!query(sqlx::Error::PoolTimedOut).is_unreadable_data());
+    let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    assert!(!query(sqlx::Error::Io(refused)).is_unreadable_data());
+}
+
 pub type Result<T> = std::result::Result<T, IndexError>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

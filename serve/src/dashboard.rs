@@ -9,10 +9,10 @@ use async_trait::async_trait;
 use dashboards::grid::{Cell, Column, GridData, ResultRow, TestName};
 use dashboards::matrix::MatrixBuild;
 use dashboards::trends::{JobTrend, Point};
-use dashboards::web::{Artifact, BuildView, JobSummary, LogTail, Source};
+use dashboards::web::{Artifact, BuildView, JobSummary, LogTail, Source, SourceError};
 use failures::Failure;
 
-use results::index::{Index, VersionedBuild};
+use results::index::{Index, IndexError, VersionedBuild};
 use results::layout::RUNNER_SUITE;
 use results::record::{BuildInfo, State, TestStatus};
 use results::store::{ResultStore, StoreError};
@@ -37,27 +37,27 @@ fn matrix_build(build: VersionedBuild) -> MatrixBuild {
 
 #[async_trait]
 impl Source for IndexSource {
-    async fn jobs(&self) -> Result<Vec<JobSummary>, String> {
-        let jobs = self.index.jobs().await.map_err(|e| e.to_string())?;
+    async fn jobs(&self) -> Result<Vec<JobSummary>, SourceError> {
+        let jobs = self.index.jobs().await.map_err(index_error)?;
         Ok(jobs.into_iter().map(|(job, provider)| JobSummary { job, provider }).collect())
     }
 
-    async fn matrix(&self) -> Result<Vec<MatrixBuild>, String> {
-        let builds = self.index.matrix_builds().await.map_err(|e| e.to_string())?;
+    async fn matrix(&self) -> Result<Vec<MatrixBuild>, SourceError> {
+        let builds = self.index.matrix_builds().await.map_err(index_error)?;
         Ok(builds.into_iter().map(matrix_build).collect())
     }
 
-    async fn grid_generation(&self, job: &str) -> Result<Option<i64>, String> {
-        self.index.job_generation(job).await.map_err(|e| e.to_string())
+    async fn grid_generation(&self, job: &str) -> Result<Option<i64>, SourceError> {
+        self.index.job_generation(job).await.map_err(index_error)
     }
 
-    async fn index_generation(&self) -> Result<i64, String> {
-        self.index.index_generation().await.map_err(|e| e.to_string())
+    async fn index_generation(&self) -> Result<i64, SourceError> {
+        self.index.index_generation().await.map_err(index_error)
     }
 
-    async fn grid(&self, job: &str, builds: usize) -> Result<Option<GridData>, String> {
+    async fn grid(&self, job: &str, builds: usize) -> Result<Option<GridData>, SourceError> {
         let limit = i64::try_from(builds).unwrap_or(i64::MAX);
-        let latest = self.index.grid_builds(job, limit).await.map_err(|e| e.to_string())?;
+        let latest = self.index.grid_builds(job, limit).await.map_err(index_error)?;
         if latest.is_empty() && self.grid_generation(job).await?.is_none() {
             return Ok(None);
         }
@@ -73,15 +73,15 @@ impl Source for IndexSource {
         Ok(Some(GridData { columns, tests, results }))
     }
 
-    async fn failures(&self, since: i64) -> Result<Vec<Failure>, String> {
+    async fn failures(&self, since: i64) -> Result<Vec<Failure>, SourceError> {
         // The Test step fails whenever a suite does: it would cluster every provider's failures
         // into one.
-        self.index.failures_since(since, (RUNNER_SUITE, TEST_STEP)).await.map_err(|e| e.to_string())
+        self.index.failures_since(since, (RUNNER_SUITE, TEST_STEP)).await.map_err(index_error)
     }
 
-    async fn trends(&self, builds: usize) -> Result<Vec<JobTrend>, String> {
+    async fn trends(&self, builds: usize) -> Result<Vec<JobTrend>, SourceError> {
         let limit = i64::try_from(builds).unwrap_or(i64::MAX);
-        let rows = self.index.job_trends(limit).await.map_err(|e| e.to_string())?;
+        let rows = self.index.job_trends(limit).await.map_err(index_error)?;
         let mut trends: Vec<JobTrend> = Vec::new();
         for row in rows {
             if trends.last().is_none_or(|t| t.job != row.job) {
@@ -99,11 +99,11 @@ impl Source for IndexSource {
         Ok(trends)
     }
 
-    async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, String> {
-        let Some(info) = self.index.build(job, build).await.map_err(|e| e.to_string())? else {
+    async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, SourceError> {
+        let Some(info) = self.index.build(job, build).await.map_err(index_error)? else {
             return Ok(None);
         };
-        let results = self.index.build_results(job, build).await.map_err(|e| e.to_string())?;
+        let results = self.index.build_results(job, build).await.map_err(index_error)?;
         let (steps, tests): (Vec<_>, Vec<_>) = results.into_iter().partition(|r| r.suite == RUNNER_SUITE);
         let mut counts: Vec<(Cell, usize)> = Vec::new();
         for test in &tests {
@@ -130,8 +130,8 @@ impl Source for IndexSource {
         }))
     }
 
-    async fn artifact(&self, job: &str, build: &str, path: &str) -> Result<Option<Vec<u8>>, String> {
-        let Some(info) = self.index.build(job, build).await.map_err(|e| e.to_string())? else {
+    async fn artifact(&self, job: &str, build: &str, path: &str) -> Result<Option<Vec<u8>>, SourceError> {
+        let Some(info) = self.index.build(job, build).await.map_err(index_error)? else {
             return Ok(None);
         };
         let bytes = self.store.get(&format!("{}/{path}", info.path)).await.map_err(unreadable)?;
@@ -161,13 +161,13 @@ impl IndexSource {
     }
 
     /// The names of these tests, in their order: those not read before are read now.
-    async fn names_of(&self, ids: &[i64]) -> Result<Vec<TestName>, String> {
+    async fn names_of(&self, ids: &[i64]) -> Result<Vec<TestName>, SourceError> {
         let missing: Vec<i64> = {
             let known = self.test_names.lock().unwrap_or_else(|e| e.into_inner());
             ids.iter().copied().filter(|id| !known.contains_key(id)).collect()
         };
         if !missing.is_empty() {
-            let read = self.index.test_names(&missing).await.map_err(|e| e.to_string())?;
+            let read = self.index.test_names(&missing).await.map_err(index_error)?;
             let mut known = self.test_names.lock().unwrap_or_else(|e| e.into_inner());
             for (id, suite, name) in read {
                 known.insert(id, TestName { suite, name });
@@ -175,12 +175,15 @@ impl IndexSource {
         }
         let known = self.test_names.lock().unwrap_or_else(|e| e.into_inner());
         ids.iter()
-            .map(|id| known.get(id).cloned().ok_or_else(|| format!("test {id} has results but no name in the index")))
+            .map(|id| {
+                let missing = || SourceError::Internal(format!("test {id} has results but no name in the index"));
+                known.get(id).cloned().ok_or_else(missing)
+            })
             .collect()
     }
 
     /// The build directory's files, and the end of its log (whole lines).
-    async fn files(&self, dir: &str) -> Result<(Vec<Artifact>, Option<LogTail>), String> {
+    async fn files(&self, dir: &str) -> Result<(Vec<Artifact>, Option<LogTail>), SourceError> {
         let entries = self.store.list(dir).await.map_err(unreadable)?;
         let prefix = format!("{dir}/");
         let artifacts = entries
@@ -248,10 +251,20 @@ impl TestRows {
     }
 }
 
-/// A store error for a page: logged whole, answered without the store's location.
-fn unreadable(error: StoreError) -> String {
+/// A store error for a page: logged whole, answered without the store's location. A store that
+/// cannot be read is unavailable (an object that is not there is `None`, not an error).
+fn unreadable(error: StoreError) -> SourceError {
     tracing::warn!("reading the object store for the dashboard failed: {error}");
-    "the object store could not be read (the server's log says why)".to_owned()
+    SourceError::Unavailable("the object store could not be read (the server's log says why)".to_owned())
+}
+
+/// An index error for a page, by what it means: the database not answering is an outage (503);
+/// a row that does not read is a bug (500).
+fn index_error(error: IndexError) -> SourceError {
+    match error.is_unreadable_data() {
+        true => SourceError::Internal(error.to_string()),
+        false => SourceError::Unavailable(error.to_string()),
+    }
 }
 
 /// The text of a log's tail; when it was cut, from the first whole line.

@@ -167,6 +167,10 @@ pub enum ToolchainError {
         "cargo could not build {bin} of package {package} ({detail}); run `cargo build -p {package} --bin {bin}` to see why"
     )]
     CargoBuild { package: String, bin: String, detail: String },
+    #[error(
+        "{bin} is not built here: this harness was built in {built_in}, which is not on this machine, so it cannot build it; put a {bin} binary beside the harness ({beside}) or on PATH"
+    )]
+    NoCheckout { bin: String, built_in: PathBuf, beside: PathBuf },
     #[error("{what} is not installed: {hint}")]
     ProviderNotInstalled { what: String, hint: String },
     #[error(

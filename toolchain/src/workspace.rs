@@ -1,6 +1,8 @@
 //! Binaries of this cargo workspace, built with cargo in the harness's own build profile: the
 //! reference CCM a local cluster runs, a provider's `ccm.build` of `kind: cargo`, and the same
-//! at another commit of this repository (`harness bisect`'s worktrees).
+//! at another commit of this repository (`harness bisect`'s worktrees). A harness away from the
+//! checkout it was built in (copied to another machine, or into an image) builds nothing: it runs
+//! the binary beside it, or on `PATH`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,15 +21,40 @@ pub fn build_reference_ccm() -> Result<PathBuf> {
 /// workspace reuses what the harness's own build compiled.
 pub const BUILT_TOGETHER: [&str; 2] = ["harness", "reference-ccm"];
 
-/// Builds binary `bin` of package `package` of this workspace with cargo (the harness's own build
-/// profile, its dependencies' features as [`BUILT_TOGETHER`] unify them) and returns its path.
+/// The checkout this harness was built in, when it is still there.
+pub fn checkout() -> Option<&'static Path> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    workspace.join("reference-ccm/Cargo.toml").is_file().then_some(workspace)
+}
+
+/// Binary `bin` of package `package` of this workspace: in the checkout the harness was built
+/// in, built with cargo (the harness's own build profile, its dependencies' features as
+/// [`BUILT_TOGETHER`] unify them); away from it, the `bin` beside the harness's own executable,
+/// else on `PATH`.
 pub fn build_workspace_binary(package: &str, bin: &str) -> Result<PathBuf> {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("toolchain/ lives in the workspace");
+    let Some(workspace) = checkout() else { return installed_binary(bin) };
     let mut packages: Vec<&str> = BUILT_TOGETHER.to_vec();
     if !packages.contains(&package) {
         packages.push(package);
     }
     cargo_build(workspace, &packages, package, bin)
+}
+
+/// `bin` beside the running executable, else on `PATH`.
+fn installed_binary(bin: &str) -> Result<PathBuf> {
+    let beside = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.join(bin)));
+    let executable = |path: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    match beside.clone().filter(|path| executable(path)).or_else(|| super::search_path(bin)) {
+        Some(path) => Ok(path),
+        None => Err(ToolchainError::NoCheckout {
+            bin: bin.to_owned(),
+            built_in: Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new("/")).to_path_buf(),
+            beside: beside.unwrap_or_default(),
+        }),
+    }
 }
 
 /// Builds binary `bin` of package `package` of the cargo workspace at `workspace` (a checkout of

@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
-use super::layout::{error_page, negotiate, not_found, percent_encode, time, unavailable};
+use super::layout::{error_page, negotiate, not_found, percent_encode, time};
 use super::{Artifact, BuildView, Source};
 use crate::grid;
 
@@ -31,7 +31,7 @@ pub async fn page(
     match source.build(&job, &build).await {
         Ok(Some(view)) => negotiate(&headers, &view, &format!("{build} · {job}"), render),
         Ok(None) => not_found(&format!("job {job:?} has no build {build:?}: see /job/{job}")),
-        Err(error) => unavailable(&error),
+        Err(error) => error.into_response(),
     }
 }
 
@@ -47,7 +47,7 @@ pub async fn file(
         Ok(None) => {
             not_found(&format!("build {build:?} of job {job:?} has no file {path:?}: see /job/{job}/build/{build}"))
         }
-        Err(error) => unavailable(&error),
+        Err(error) => error.into_response(),
     }
 }
 

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
 
-use super::layout::{error_page, header_row, negotiate, not_found, short, time, unavailable, wants_json};
+use super::layout::{error_page, header_row, negotiate, not_found, short, time, wants_json};
 use super::{Dashboard, Source};
 use failures::{self, Cluster, Hit, Side};
 
@@ -56,13 +56,13 @@ async fn read(source: &dyn Source, days: Option<u32>) -> Result<(u32, i64, Vec<C
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let since = now - i64::from(days) * 86_400;
-    let failures = source.failures(since).await.map_err(|e| unavailable(&e))?;
+    let failures = source.failures(since).await.map_err(IntoResponse::into_response)?;
     Ok((days, since, failures::clusters(failures)))
 }
 
 /// The index's generation, and the page kept for `key` at it if there is one.
 async fn kept(dashboard: &Dashboard, key: &ClustersKey) -> Result<i64, Response> {
-    let generation = dashboard.source.index_generation().await.map_err(|e| unavailable(&e))?;
+    let generation = dashboard.source.index_generation().await.map_err(IntoResponse::into_response)?;
     match dashboard.clusters.get(key, generation) {
         Some(page) => Err(page),
         None => Ok(generation),

@@ -4,11 +4,11 @@
 
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
 
-use super::layout::{error_page, header_row, negotiate, not_found, unavailable, wants_json};
+use super::layout::{error_page, header_row, negotiate, not_found, wants_json};
 use super::{DEFAULT_BUILDS, Dashboard};
 use crate::grid::{Filter, Grid};
 use crate::trends::{TestStats, percent, sort_flakiest, test_stats};
@@ -45,7 +45,7 @@ pub async fn page(State(dashboard): State<Dashboard>, Query(query): Query<FlakyQ
     }
     let all = match source.jobs().await {
         Ok(jobs) => jobs,
-        Err(error) => return unavailable(&error),
+        Err(error) => return error.into_response(),
     };
     let jobs: Vec<String> = all
         .into_iter()
@@ -58,7 +58,7 @@ pub async fn page(State(dashboard): State<Dashboard>, Query(query): Query<FlakyQ
     }
     let generation = match source.index_generation().await {
         Ok(generation) => generation,
-        Err(error) => return unavailable(&error),
+        Err(error) => return error.into_response(),
     };
     let key = (query.clone(), jobs.clone(), wants_json(&headers));
     if let Some(page) = dashboard.flaky.get(&key, generation) {
@@ -69,7 +69,7 @@ pub async fn page(State(dashboard): State<Dashboard>, Query(query): Query<FlakyQ
         match source.grid(job, builds).await {
             Ok(Some(data)) => tests.extend(test_stats(&Grid::new(job, data, &Filter::default()))),
             Ok(None) => {}
-            Err(error) => return unavailable(&error),
+            Err(error) => return error.into_response(),
         }
     }
     sort_flakiest(&mut tests);

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
 
-use super::layout::{header_row, negotiate, percent_encode, revision_link, short, unavailable};
+use super::layout::{header_row, negotiate, percent_encode, revision_link, short};
 use super::{JobSummary, Source};
 use crate::matrix::{Matrix, MatrixCell};
 use crate::trends::{JobTrend, duration_sparkline, pass_rate_sparkline};
@@ -38,7 +38,7 @@ pub struct Home {
 pub async fn page(State(source): State<Arc<dyn Source>>, headers: HeaderMap) -> Response {
     let (builds, jobs, trends) = match (source.matrix().await, source.jobs().await, source.trends(TREND_BUILDS).await) {
         (Ok(builds), Ok(jobs), Ok(trends)) => (builds, jobs, trends),
-        (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => return unavailable(&error),
+        (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => return error.into_response(),
     };
     let snapshot = source.lkg();
     let engine = snapshot.as_ref().and_then(|s| s.default_engine());

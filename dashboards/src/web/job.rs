@@ -10,12 +10,12 @@
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
 
-use super::layout::{error_page, negotiate, not_found, percent_encode, unavailable, wants_json};
+use super::layout::{error_page, negotiate, not_found, percent_encode, wants_json};
 use super::{DEFAULT_BUILDS, Dashboard};
 use crate::grid::{self, Cell, Filter, Grid, Links};
 use crate::trends::{JobTrend, Point, duration_sparkline, pass_rate_sparkline};
@@ -72,7 +72,7 @@ pub async fn grid_page(
     let generation = match dashboard.source.grid_generation(&job).await {
         Ok(Some(generation)) => generation,
         Ok(None) => return unknown_job(&job),
-        Err(error) => return unavailable(&error),
+        Err(error) => return error.into_response(),
     };
     let key = GridKey { job: job.clone(), query: query.clone(), json: wants_json(&headers) };
     if let Some(rendered) = dashboard.grids.get(&key, generation) {
@@ -91,7 +91,7 @@ pub async fn grid_page(
             })
         }
         Ok(None) => return unknown_job(&job),
-        Err(error) => return unavailable(&error),
+        Err(error) => return error.into_response(),
     };
     dashboard.grids.keep(key, generation, response).await
 }

@@ -99,10 +99,6 @@ pub fn error_page(status: StatusCode, message: &str) -> Response {
     response
 }
 
-pub fn unavailable(error: &str) -> Response {
-    error_page(StatusCode::SERVICE_UNAVAILABLE, &format!("the results are unavailable: {error}"))
-}
-
 pub fn not_found(message: &str) -> Response {
     error_page(StatusCode::NOT_FOUND, message)
 }

@@ -8,6 +8,8 @@ pub use build::BUILD_LOG;
 mod cache;
 pub use job::FilterRejected;
 mod clusters;
+mod error;
+pub use error::SourceError;
 mod flaky;
 mod home;
 mod job;
@@ -33,31 +35,32 @@ pub struct JobSummary {
     pub provider: Option<String>,
 }
 
-/// Where the dashboard's data comes from. Errors are one line for a 503 page.
+/// Where the dashboard's data comes from. Each error says its kind, which decides the page's
+/// status ([`SourceError`]).
 #[async_trait]
 pub trait Source: Send + Sync + 'static {
-    async fn jobs(&self) -> Result<Vec<JobSummary>, String>;
+    async fn jobs(&self) -> Result<Vec<JobSummary>, SourceError>;
     /// Every finished build that names its provider and Kubernetes version.
-    async fn matrix(&self) -> Result<Vec<MatrixBuild>, String>;
+    async fn matrix(&self) -> Result<Vec<MatrixBuild>, SourceError>;
     /// A number that changes whenever the job's builds or results do; `None` for an unknown job.
     /// Rendered grids are kept until it changes.
-    async fn grid_generation(&self, job: &str) -> Result<Option<i64>, String>;
+    async fn grid_generation(&self, job: &str) -> Result<Option<i64>, SourceError>;
     /// A number that changes whenever any build or result does. Rendered failure clusters and
     /// flakiest tests are kept until it changes.
-    async fn index_generation(&self) -> Result<i64, String>;
+    async fn index_generation(&self) -> Result<i64, SourceError>;
     /// The job's latest `builds` builds (newest first), their tests and results; `None` for an
     /// unknown job.
-    async fn grid(&self, job: &str, builds: usize) -> Result<Option<GridData>, String>;
+    async fn grid(&self, job: &str, builds: usize) -> Result<Option<GridData>, SourceError>;
     /// Every failed result of the builds started at or after `since` (epoch seconds), with its
     /// message, for the failure clusters.
-    async fn failures(&self, since: i64) -> Result<Vec<Failure>, String>;
+    async fn failures(&self, since: i64) -> Result<Vec<Failure>, SourceError>;
     /// Each job's latest `builds` finished builds, oldest first, for its sparklines.
-    async fn trends(&self, builds: usize) -> Result<Vec<JobTrend>, String>;
+    async fn trends(&self, builds: usize) -> Result<Vec<JobTrend>, SourceError>;
     /// One build; `None` when the job has no such build.
-    async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, String>;
+    async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, SourceError>;
     /// A file of a build's directory in the object store; `None` when there is no such file (or no
     /// store).
-    async fn artifact(&self, job: &str, build: &str, path: &str) -> Result<Option<Vec<u8>>, String>;
+    async fn artifact(&self, job: &str, build: &str, path: &str) -> Result<Option<Vec<u8>>, SourceError>;
     /// The LKG answers now served, if any are loaded.
     fn lkg(&self) -> Option<Arc<lkg::api::Snapshot>>;
     /// The web URL of a provider's repository (`kubernetes` for kubernetes/kubernetes), for commit
@@ -168,6 +171,8 @@ mod tests {
     #[derive(Default)]
     struct Fixed {
         down: bool,
+        /// Every call fails with this.
+        fails: Option<SourceError>,
         generation: std::sync::atomic::AtomicI64,
         grids_read: std::sync::atomic::AtomicUsize,
         failures_read: std::sync::atomic::AtomicUsize,
@@ -176,14 +181,17 @@ mod tests {
 
     #[async_trait]
     impl Source for Fixed {
-        async fn jobs(&self) -> Result<Vec<JobSummary>, String> {
+        async fn jobs(&self) -> Result<Vec<JobSummary>, SourceError> {
             if self.down {
-                return Err("connection refused".into());
+                return Err(SourceError::Unavailable("connection refused".into()));
+            }
+            if let Some(error) = &self.fails {
+                return Err(error.clone());
             }
             Ok(vec![JobSummary { job: "ci-a".into(), provider: Some("local".into()) }])
         }
 
-        async fn matrix(&self) -> Result<Vec<MatrixBuild>, String> {
+        async fn matrix(&self) -> Result<Vec<MatrixBuild>, SourceError> {
             self.jobs().await?;
             let build = |build: &str, kubernetes: &str, passed| MatrixBuild {
                 provider: "local".into(),
@@ -197,17 +205,17 @@ mod tests {
             Ok(vec![build("1", "v1.37.1", true), build("2", "v1.37.1", false), build("3", "v1.36.4", true)])
         }
 
-        async fn grid_generation(&self, job: &str) -> Result<Option<i64>, String> {
+        async fn grid_generation(&self, job: &str) -> Result<Option<i64>, SourceError> {
             self.jobs().await?;
             Ok((job == "ci-a").then(|| self.generation.load(std::sync::atomic::Ordering::Relaxed)))
         }
 
-        async fn index_generation(&self) -> Result<i64, String> {
+        async fn index_generation(&self) -> Result<i64, SourceError> {
             self.jobs().await?;
             Ok(self.generation.load(std::sync::atomic::Ordering::Relaxed))
         }
 
-        async fn artifact(&self, job: &str, build: &str, path: &str) -> Result<Option<Vec<u8>>, String> {
+        async fn artifact(&self, job: &str, build: &str, path: &str) -> Result<Option<Vec<u8>>, SourceError> {
             self.jobs().await?;
             Ok((job == "ci-a" && build == "2" && path == "build-log.txt").then(|| b"line 1\nline 2\n".to_vec()))
         }
@@ -220,7 +228,7 @@ mod tests {
             None
         }
 
-        async fn failures(&self, since: i64) -> Result<Vec<Failure>, String> {
+        async fn failures(&self, since: i64) -> Result<Vec<Failure>, SourceError> {
             self.jobs().await?;
             self.failures_read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let failure = |provider: &str, build: &str, message: &str| Failure {
@@ -241,7 +249,7 @@ mod tests {
             ])
         }
 
-        async fn trends(&self, _builds: usize) -> Result<Vec<JobTrend>, String> {
+        async fn trends(&self, _builds: usize) -> Result<Vec<JobTrend>, SourceError> {
             self.jobs().await?;
             let point = |build: &str, rate| crate::trends::Point {
                 build: build.into(),
@@ -253,7 +261,7 @@ mod tests {
             Ok(vec![JobTrend { job: "ci-a".into(), points: vec![point("1", 1.0), point("2", 0.5)] }])
         }
 
-        async fn grid(&self, job: &str, _builds: usize) -> Result<Option<GridData>, String> {
+        async fn grid(&self, job: &str, _builds: usize) -> Result<Option<GridData>, SourceError> {
             self.jobs().await?;
             self.grids_read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if job != "ci-a" {
@@ -283,7 +291,7 @@ mod tests {
             }))
         }
 
-        async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, String> {
+        async fn build(&self, job: &str, build: &str) -> Result<Option<BuildView>, SourceError> {
             let Some(data) = self.grid(job, 2).await? else { return Ok(None) };
             let Some(column) = data.columns.into_iter().find(|c| c.build == build) else { return Ok(None) };
             Ok(Some(BuildView {
@@ -305,6 +313,31 @@ mod tests {
         let response = router(Arc::new(Fixed { down, ..Fixed::default() })).oneshot(request).await.unwrap();
         let status = response.status();
         (status, String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap())
+    }
+
+    /// Each kind of source error is its own status, on every page that reads the source, and the
+    /// page says what the source said.
+    #[tokio::test]
+    async fn a_source_error_answers_404_400_503_or_500_by_its_kind() {
+        let kinds = [
+            (SourceError::NotFound("no such build in the index".into()), StatusCode::NOT_FOUND),
+            (SourceError::BadRequest("a filter the index refuses".into()), StatusCode::BAD_REQUEST),
+            (SourceError::Unavailable("pool timed out".into()), StatusCode::SERVICE_UNAVAILABLE),
+            (SourceError::Internal("column started_at holds \"x\"".into()), StatusCode::INTERNAL_SERVER_ERROR),
+        ];
+        for (error, status) in kinds {
+            let source = Arc::new(Fixed { fails: Some(error.clone()), ..Fixed::default() });
+            for uri in
+                ["/", "/job/ci-a", "/job/ci-a/build/2", "/job/ci-a/build/2/file/build-log.txt", "/clusters", "/flaky"]
+            {
+                let request = Request::get(uri).header(header::ACCEPT, "text/html").body(Body::empty()).unwrap();
+                let response = router(source.clone()).oneshot(request).await.unwrap();
+                assert_eq!(response.status(), status, "{uri} with {error:?}");
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                let body = String::from_utf8_lossy(&body);
+                assert!(body.contains(&error.to_string().replace('"', "&quot;")), "{uri}: {body}");
+            }
+        }
     }
 
     #[tokio::test]

@@ -212,11 +212,15 @@ fn default_provider_version(provider: &Provider, kubernetes: &KubernetesVersion)
     bundled.then(workspace_commit).flatten().unwrap_or_else(|| "unknown".into())
 }
 
-/// The commit of the workspace this harness was built from, when it is a git checkout.
+/// The commit of the workspace the bundled CCM is built from: the checkout's HEAD now, when the
+/// harness runs in the checkout it was built in (which builds the CCM); else the commit the
+/// harness itself was built from (a copied harness runs the CCM built with it).
 fn workspace_commit() -> Option<String> {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let Some(workspace) = toolchain::workspace::checkout() else {
+        return crate::built_from_commit().map(str::to_owned);
+    };
     let output =
-        std::process::Command::new("git").arg("-C").arg(&workspace).args(["rev-parse", "HEAD"]).output().ok()?;
+        std::process::Command::new("git").arg("-C").arg(workspace).args(["rev-parse", "HEAD"]).output().ok()?;
     let commit = String::from_utf8(output.stdout).ok()?.trim().to_owned();
     (output.status.success() && !commit.is_empty()).then_some(commit)
 }

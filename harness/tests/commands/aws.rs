@@ -117,7 +117,8 @@ fn run(version: &str, ccm_version: &str) {
         serde_json::from_slice(&std::fs::read(artifacts.join("artifacts").join(name)).unwrap()).unwrap()
     };
     let cluster = read("cluster-before.json");
-    let instances: BTreeMap<String, String> = serde_json::from_value(cluster["aws"]["instances"].clone()).unwrap();
+    assert_eq!(cluster["cloud"]["kind"], "moto", "cluster.json tags its cloud: {cluster}");
+    let instances: BTreeMap<String, String> = serde_json::from_value(cluster["cloud"]["instances"].clone()).unwrap();
     assert_eq!(instances.len(), 3, "{cluster}");
     let nodes = read("nodes-before.json");
     let nodes = nodes["items"].as_array().unwrap();

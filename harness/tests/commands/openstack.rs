@@ -38,8 +38,9 @@ fn run(version: &str) {
 
     // The nodes as the CCM left them, against Nova's servers.
     let cluster = run.read("cluster-before.json");
-    let servers: BTreeMap<String, String> = serde_json::from_value(cluster["openstack"]["servers"].clone()).unwrap();
-    let zones: BTreeMap<String, String> = serde_json::from_value(cluster["openstack"]["zones"].clone()).unwrap();
+    assert_eq!(cluster["cloud"]["kind"], "openstack", "cluster.json tags its cloud: {cluster}");
+    let servers: BTreeMap<String, String> = serde_json::from_value(cluster["cloud"]["servers"].clone()).unwrap();
+    let zones: BTreeMap<String, String> = serde_json::from_value(cluster["cloud"]["zones"].clone()).unwrap();
     assert_eq!(servers.len(), 3, "{cluster}");
     let mut seen_zones = std::collections::BTreeSet::new();
     for (index, node) in run.nodes_before_and_after(3).iter().enumerate() {

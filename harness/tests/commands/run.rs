@@ -173,12 +173,18 @@ impl Env {
 
     /// `harness <subcommand>` with this test's directories.
     fn command(&self, subcommand: &str) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
+        let mut cmd = self.program(env!("CARGO_BIN_EXE_harness"));
+        cmd.arg(subcommand);
+        cmd
+    }
+
+    /// `program` with this test's directories, and nothing of the caller's that a run reads.
+    fn program(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
         cmd.env("HARNESS_STATE_DIR", self.root.join("state"))
             .env("HARNESS_DATA_DIR", self.root.join("data"))
             .env("CI", "true")
-            .env_remove("RUST_LOG")
-            .arg(subcommand);
+            .env_remove("RUST_LOG");
         for inherited in
             ["DATABASE_URL", "HARNESS_STORE", "HARNESS_CONFIG", "ARTIFACTS", "BUILD_ID", "PROW_JOB_ID", "JOB_NAME"]
         {
@@ -783,6 +789,41 @@ fn cloud_e2e_passes_every_test_against_the_reference_ccm_and_skips_none() {
     assert!(unexpected.is_empty(), "`local` declares every capability and hook: {unexpected:#?}");
     let all = harness::suites::cloud_e2e::tests();
     assert_eq!(passed.len() + skipped.len(), all.len(), "{passed:#?}");
+    env.assert_nothing_left();
+}
+
+/// A harness copied away from its checkout (into an image, onto another machine) still runs
+/// `harness run` with no flags, from an empty directory: it runs the reference CCM beside it, and
+/// records the commit it was built from as the CCM's version. The run does not see the checkout
+/// (a tmpfs over it, in a mount namespace of its own), as on a machine that has none: a cargo
+/// build, or a file read from the sources, would fail it.
+#[test]
+fn a_harness_copied_out_of_its_checkout_runs_with_no_flags() {
+    let env = Env::new();
+    let bin = env.root.join("bin");
+    let work = env.root.join("work");
+    for dir in [&bin, &work] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let reference = toolchain::workspace::build_reference_ccm().expect("building reference-ccm");
+    std::fs::copy(env!("CARGO_BIN_EXE_harness"), bin.join("harness")).unwrap();
+    std::fs::copy(&reference, bin.join("reference-ccm")).unwrap();
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let head = Command::new("git").arg("-C").arg(checkout).args(["rev-parse", "HEAD"]).output().unwrap();
+    let head = String::from_utf8(head.stdout).unwrap().trim().to_owned();
+
+    let mut cmd = env.program("unshare");
+    cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(r#"mount -t tmpfs checkout-hidden "$0" && cd "$1" && exec "$2" run"#)
+        .args([checkout, &work, &bin.join("harness")]);
+    let output = cmd.output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let finished: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(work.join("_artifacts/finished.json")).unwrap()).unwrap();
+    assert_eq!(finished["result"], "SUCCESS", "{finished}");
+    assert_eq!(finished["metadata"]["provider-version"], head.as_str(), "{finished}");
+    // The CCM beside it ran: with the checkout hidden, cargo could have built none.
+    assert!(finished["metadata"]["ccm-version"].as_str().is_some_and(|v| !v.is_empty()), "{finished}");
     env.assert_nothing_left();
 }
 

@@ -24,8 +24,9 @@ fn run(version: &str) {
 
     // The nodes as the CCM left them, against vcsim's VMs.
     let cluster = run.read("cluster-before.json");
-    let vms: BTreeMap<String, String> = serde_json::from_value(cluster["vsphere"]["vms"].clone()).unwrap();
-    let zones: BTreeMap<String, String> = serde_json::from_value(cluster["vsphere"]["zones"].clone()).unwrap();
+    assert_eq!(cluster["cloud"]["kind"], "vcsim", "cluster.json tags its cloud: {cluster}");
+    let vms: BTreeMap<String, String> = serde_json::from_value(cluster["cloud"]["vms"].clone()).unwrap();
+    let zones: BTreeMap<String, String> = serde_json::from_value(cluster["cloud"]["zones"].clone()).unwrap();
     assert_eq!(vms.len(), 3, "{cluster}");
     let mut seen_zones = std::collections::BTreeSet::new();
     for (index, node) in run.nodes_before_and_after(3).iter().enumerate() {

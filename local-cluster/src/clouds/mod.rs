@@ -6,8 +6,8 @@
 //!   machine per node, the CCM's cloud config), and what it runs on the nodes' network;
 //! - [`CloudState`]: a running cloud, as `cluster.json` records it (serde-tagged by the cloud's
 //!   name): the CCM's environment and cloud config, machine actions, and its load balancers and
-//!   routes read back, `None` where the cloud has none (as upstream's `LoadBalancer() (LoadBalancer,
-//!   bool)`).
+//!   routes read back through the optional [`LoadBalancers`] and [`Routes`], `None` where the cloud
+//!   has none (as upstream's `LoadBalancer() (LoadBalancer, bool)`).
 //!
 //! `up`, `machines` and `start_ccm` dispatch through these only: outside a cloud's folder and
 //! [`REGISTRY`], nothing names a cloud. A new cloud is a folder, a line in [`REGISTRY`] and a row

@@ -1,3 +1,5 @@
+//! Full tier: needs PostgreSQL (the server `scripts/test` starts).
+//!
 //! Every query of the index, run against both databases: a SQLite file, and the Postgres server
 //! that `scripts/test` starts (`HARNESS_TEST_POSTGRES_URL`; each test gets a database of its own).
 

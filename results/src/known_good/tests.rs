@@ -1,3 +1,5 @@
+//! Full tier: needs PostgreSQL (the server `scripts/test` starts).
+//!
 //! Loads that take in only what was indexed since give what a full load gives, on both databases.
 
 use super::*;
