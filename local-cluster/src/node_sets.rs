@@ -12,7 +12,7 @@ use kube::Client;
 
 use super::clouds::{Machine, Machines};
 use super::{
-    ClusterError, LocalCluster, NodeKind, Result, SERVICE_IP, UpOptions, dns, images, nodes, pki, real, register_nodes,
+    ClusterError, LocalCluster, Result, SERVICE_IP, UpOptions, dns, images, nodes, pki, real, register_nodes,
     wait_for_ready_nodes,
 };
 use toolchain::Toolchain;
@@ -51,13 +51,9 @@ pub(crate) trait NodeSet: Send + Sync {
     /// Where a cloud takes load-balancer ingress IPs, when not its default pool.
     fn ingress_pool(&self) -> Option<&'static str>;
 
-    /// What kind of node these are.
-    fn kind(&self) -> NodeKind;
-
     /// The machines of `options`' nodes, as their cloud gets them.
     fn machines(&self, options: &UpOptions) -> Machines {
         Machines {
-            node_kind: self.kind(),
             list: (0..options.nodes).map(|index| self.machine(&options.name, index)).collect(),
             ingress_pool: self.ingress_pool(),
         }
@@ -108,10 +104,6 @@ impl NodeSet for KwokNodes {
 
     fn ingress_pool(&self) -> Option<&'static str> {
         None
-    }
-
-    fn kind(&self) -> NodeKind {
-        NodeKind::Kwok
     }
 
     async fn start(&self, joining: &Joining<'_>, cluster: &mut LocalCluster) -> Result<()> {
@@ -197,10 +189,6 @@ impl NodeSet for RealNodes {
     fn ingress_pool(&self) -> Option<&'static str> {
         // On the cluster's own network, where the data plane makes them carry traffic.
         Some(real::LB_POOL)
-    }
-
-    fn kind(&self) -> NodeKind {
-        NodeKind::Real
     }
 
     /// Starts the hub and one real node per `options.nodes`, waits for them to register, gives

@@ -738,10 +738,15 @@ fn find_go() -> Result<Go> {
 
 /// Finds an executable on PATH, as a shell would.
 pub fn search_path(name: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(name)).find(|candidate| {
-        use std::os::unix::fs::PermissionsExt;
-        fs::metadata(candidate).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+/// Whether `path` is a file someone may execute.
+pub fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 fn write_module(build_root: &Path, module: &GoModule) -> Result<PathBuf> {

@@ -43,11 +43,7 @@ pub fn build_workspace_binary(package: &str, bin: &str) -> Result<PathBuf> {
 /// `bin` beside the running executable, else on `PATH`.
 fn installed_binary(bin: &str) -> Result<PathBuf> {
     let beside = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.join(bin)));
-    let executable = |path: &Path| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    match beside.clone().filter(|path| executable(path)).or_else(|| super::search_path(bin)) {
+    match beside.clone().filter(|path| super::is_executable(path)).or_else(|| super::search_path(bin)) {
         Some(path) => Ok(path),
         None => Err(ToolchainError::NoCheckout {
             bin: bin.to_owned(),

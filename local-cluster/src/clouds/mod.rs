@@ -32,7 +32,7 @@ use kube::Client;
 pub use config::clouds::{CloudFacts, Lack};
 
 use super::machines::MachineAction;
-use super::{ClusterError, LocalCluster, NodeKind, Result, UpOptions, process};
+use super::{ClusterError, LocalCluster, Result, UpOptions, process};
 
 /// Every cloud, the default first.
 pub static REGISTRY: &[&dyn CloudKind] = &[&local::Local, &moto::Moto, &vcsim::Vcsim, &openstack::Openstack];
@@ -82,7 +82,6 @@ pub struct Machine {
 /// The machines of a cluster's nodes.
 #[derive(Debug, Clone)]
 pub struct Machines {
-    pub node_kind: NodeKind,
     pub list: Vec<Machine>,
     /// Where load-balancer ingress IPs come from, when not the cloud's default pool (real
     /// nodes: their own network, where the data plane carries traffic).
