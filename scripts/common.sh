@@ -63,10 +63,12 @@ install_debian_packages() {
 
 # The `openstack` provider's cloud (`harness cluster up --cloud openstack`) runs Debian's MariaDB
 # (every OpenStack service's database) and RabbitMQ (Nova's message bus) as processes of the
-# cluster: installed if missing; `harness toolchain install --all` checks for them.
-openstack_packages=(mariadb-server rabbitmq-server)
-require_openstack_packages() {
-  install_debian_packages "what the openstack cloud needs" "${openstack_packages[@]}"
+# cluster: installed if missing; `harness toolchain install --all` checks for them before it builds
+# anything. Each cloud declares these (`CloudKind::debian_packages`), and a unit test of
+# local-cluster holds this line to the declarations.
+cloud_packages=(mariadb-server rabbitmq-server)
+require_cloud_packages() {
+  install_debian_packages "what the emulated clouds need" "${cloud_packages[@]}"
 }
 
 # CI starts from a fresh clone each time: keep cargo's outputs in the user cache dir so a warm

@@ -607,14 +607,16 @@ fn a_bad_version_string_says_how_to_write_one() {
 }
 
 #[test]
-fn the_local_deployer_refuses_unpinned_versions_and_manifest_deploys() {
+fn the_local_deployer_takes_a_release_it_does_not_embed_and_refuses_manifest_deploys() {
+    // v1.38.0-beta.0 is pinned from the Go module proxy when a run needs it, not refused here.
     let text = edit("    deployer: {kind: existing}", "    deployer: {kind: local}")
-        .replace("[v1.37.1]", "[v1.30.0]")
+        .replace("[v1.37.1]", "[v1.38.0-beta.0]")
         .replace("deploy: {kind: process}", "deploy: {kind: manifest, path: ccm.yaml}");
     let all = problems(&text);
-    assert!(matches!(all[0].problem, Problem::VersionNotPinned { .. }), "{all:#?}");
-    assert!(matches!(all[1].problem, Problem::LocalNeedsProcess("manifest")), "{all:#?}");
-    assert_eq!(all.len(), 2);
+    assert!(matches!(all[0].problem, Problem::LocalNeedsProcess("manifest")), "{all:#?}");
+    assert_eq!(all.len(), 1, "{all:#?}");
+    let config = load(&text.replace("deploy: {kind: manifest, path: ccm.yaml}", "deploy: {kind: process}")).unwrap();
+    assert_eq!(config.providers[0].kubernetes[0].to_string(), "v1.38.0-beta.0");
 }
 
 #[test]

@@ -90,11 +90,6 @@ pub enum Problem {
         "Kubernetes {version} is on release line {line} like {other}: jobs are per release line, so list one version per minor"
     )]
     SameReleaseLine { version: String, other: String, line: String },
-    #[error(
-        "the `local` deployer runs only the pinned Kubernetes releases ({pinned}), not {version}; \
-         use one of them, or pin {version} with tools/kube/pin.sh"
-    )]
-    VersionNotPinned { version: String, pinned: String },
     #[error("`{value}` is not a duration{reason}: write it like 90s, 20m, 2h or 1h30m")]
     BadDuration { value: String, reason: &'static str },
     #[error("`{pattern}` is not a valid regular expression: {error}")]
@@ -452,7 +447,7 @@ impl Checker<'_> {
         let release_branches = self.release_branches(raw.branches.unwrap_or_default(), &branch, &at.key("branches"));
         let prow = self.prow(raw.prow, &at.key("prow"));
         let deployer = self.deployer(raw.deployer, &at.key("deployer"));
-        let kubernetes = self.versions(raw.kubernetes, &at.key("kubernetes"), deployer.as_ref().map(Deployer::kind));
+        let kubernetes = self.versions(raw.kubernetes, &at.key("kubernetes"));
         // `None` when the deployer is invalid (reported): placeholders are then not second-guessed.
         let deployer_kind = deployer.as_ref().map(Deployer::kind);
         let ccm = self.ccm(raw.ccm, &at.key("ccm"), deployer_kind);
@@ -601,12 +596,14 @@ impl Checker<'_> {
         (self.problems.len() == before).then_some(product)
     }
 
-    fn versions(&mut self, raw: Vec<String>, at: &YamlPath, deployer: Option<DeployerKind>) -> Vec<KubernetesVersion> {
+    /// Any release or pre-release tag: one the harness does not embed is pinned from the Go
+    /// module proxy when a run first needs it (`toolchain::resolve_or_pin`), and refused then,
+    /// before anything starts, if the proxy does not serve it.
+    fn versions(&mut self, raw: Vec<String>, at: &YamlPath) -> Vec<KubernetesVersion> {
         if raw.is_empty() {
             let hint = "list the Kubernetes versions to test, newest first, e.g. [v1.37.1, v1.36.4]";
             self.report(at, Problem::EmptyList { what: "kubernetes", hint });
         }
-        let pinned = crate::pins::kubernetes_versions();
         let mut versions: Vec<KubernetesVersion> = Vec::new();
         for (i, text) in raw.iter().enumerate() {
             let at = at.index(i);
@@ -625,10 +622,6 @@ impl Checker<'_> {
                 };
                 self.report(&at, problem);
                 continue;
-            }
-            if deployer == Some(DeployerKind::Local) && !pinned.contains(&version.to_string().as_str()) {
-                let problem = Problem::VersionNotPinned { version: version.to_string(), pinned: pinned.join(", ") };
-                self.report(&at, problem);
             }
             versions.push(version);
         }

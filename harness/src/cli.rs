@@ -33,7 +33,7 @@ pub enum Command {
     /// Build and cache the Kubernetes binaries (from the Go module proxy) the local cluster runs.
     #[command(subcommand)]
     Toolchain(ToolchainCommand),
-    /// Local clusters: a real control plane on loopback with simulated nodes.
+    /// Local clusters: a real control plane on loopback, real or simulated nodes, and an emulated cloud.
     #[command(subcommand)]
     Cluster(ClusterCommand),
     /// Run one provider × Kubernetes version end to end, as a CI job does: build the CCM, bring a
@@ -225,10 +225,35 @@ pub enum ToolchainCommand {
 
 #[derive(Debug, Args)]
 pub struct VersionArg {
-    /// Kubernetes version: v1.37.1, 1.37 (newest pinned patch) or latest; `toolchain install` also
-    /// takes any release or pre-release tag the Go module proxy serves (v1.37.0-rc.1), pinned at run time.
+    /// Kubernetes version: v1.37.1, 1.37 (newest pinned patch), any release or pre-release tag the
+    /// Go module proxy serves (v1.37.2, v1.38.0-beta.0: pinned at run time and cached), or latest,
+    /// latest-1.37 (the newest release the proxy serves, else the newest cached)
     #[arg(long = "kubernetes", value_name = "VERSION")]
     pub kubernetes: Option<String>,
+}
+
+impl VersionArg {
+    /// The release `--kubernetes` names: an embedded pin, else one pinned from the Go module proxy.
+    async fn release(&self) -> Result<toolchain::Release> {
+        let Some(requested) = resolve_marker(self.kubernetes.clone()).await? else {
+            return Ok(toolchain::default_release());
+        };
+        let work = tokio::task::spawn_blocking(move || toolchain::resolve_or_pin(&requested));
+        Ok(until_interrupted(work).await???)
+    }
+
+    /// The release `--kubernetes` names among those pinned already (embedded or earlier).
+    async fn pinned(&self) -> Result<toolchain::Release> {
+        Ok(toolchain::resolve(resolve_marker(self.kubernetes.clone()).await?.as_deref())?)
+    }
+}
+
+/// `--kubernetes` with a marker (`latest`, `latest-1.37`) replaced by the release tag it stands for.
+pub async fn resolve_marker(requested: Option<String>) -> Result<Option<String>> {
+    let Some(requested) = requested else { return Ok(None) };
+    let work =
+        tokio::task::spawn_blocking(move || toolchain::resolve_marker(&requested).map(|tag| tag.unwrap_or(requested)));
+    Ok(Some(until_interrupted(work).await???))
 }
 
 #[derive(Debug, Args)]
@@ -255,8 +280,9 @@ pub enum ClusterCommand {
         #[arg(long, default_value_t = 3)]
         nodes: u32,
         /// What the nodes are: `real` (kubelet, containerd and runc in namespaces of their own,
-        /// pods really run; needs root and implies `--cloud local`) or `kwok` (simulated; scales
-        /// to thousands, nothing runs in a pod). Default: the cloud's own (`moto`'s is kwok), else real.
+        /// pods really run; needs root, and runs the local cloud when `--cloud` names none) or `kwok`
+        /// (simulated; scales to thousands, nothing runs in a pod). Default: the cloud's own
+        /// (`moto`'s is kwok), else real.
         #[arg(long, value_enum)]
         node_kind: Option<local_cluster::NodeKind>,
         #[command(flatten)]
@@ -440,18 +466,30 @@ fn write_or_print(output: Option<std::path::PathBuf>, text: &str) -> Result<()> 
     }
 }
 
+/// A provider's pinned CCM for every pinned Kubernetes release.
+async fn install_provider_ccm(ccm: &'static toolchain::provider_ccm::ProviderCcm, force: bool) -> Result<()> {
+    let mut built = std::collections::BTreeSet::new();
+    for release in toolchain::releases() {
+        // One release may serve two minors (vsphere's): built once even with --force.
+        let again = ccm.version(&release).is_ok_and(|version| !built.insert(version));
+        let work = tokio::task::spawn_blocking(move || ccm.install(&release, force && !again));
+        let binary = until_interrupted(work).await???;
+        println!("{} for Kubernetes {}: {}", ccm.project, release.version, binary.display());
+    }
+    Ok(())
+}
+
 async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
     match command {
         ToolchainCommand::Install { version, all, force } => {
-            let releases = match (all, version.kubernetes) {
-                (true, _) => toolchain::releases(),
-                // A tag no embedded pin names is pinned from the Go module proxy first.
-                (false, Some(requested)) => {
-                    let work = tokio::task::spawn_blocking(move || toolchain::resolve_or_pin(&requested));
-                    vec![until_interrupted(work).await???]
+            if all {
+                // What the clouds need from the machine, before anything is built for them.
+                for cloud in local_cluster::clouds::REGISTRY {
+                    cloud.check_host()?;
                 }
-                (false, None) => vec![toolchain::default_release()],
-            };
+            }
+            // A tag no embedded pin names is pinned from the Go module proxy first.
+            let releases = if all { toolchain::releases() } else { vec![version.release().await?] };
             for release in releases {
                 let work = tokio::task::spawn_blocking(move || {
                     let on_demand: &[&str] = if all { toolchain::ON_DEMAND } else { &[] };
@@ -468,19 +506,12 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
                 println!("Kubernetes {} node images: {}", installed.version, images.display());
             }
             if all {
-                // What the built-in providers run: their CCMs for each Kubernetes minor, and each
-                // cloud's own programs.
-                for ccm in toolchain::PROVIDER_CCMS {
-                    let mut built = std::collections::BTreeSet::new();
-                    for release in toolchain::releases() {
-                        // One release may serve two minors (vsphere's): built once even with --force.
-                        let again = ccm.version(&release).is_ok_and(|version| !built.insert(version));
-                        let work = tokio::task::spawn_blocking(move || ccm.install(&release, force && !again));
-                        let binary = until_interrupted(work).await???;
-                        println!("{} for Kubernetes {}: {}", ccm.project, release.version, binary.display());
-                    }
-                }
+                // What each emulated cloud declares: its provider's CCM for each Kubernetes minor,
+                // and the cloud's own programs.
                 for cloud in local_cluster::clouds::REGISTRY {
+                    if let Some(ccm) = cloud.provider_ccm() {
+                        install_provider_ccm(ccm, force).await?;
+                    }
                     let work = tokio::task::spawn_blocking(move || cloud.install(force));
                     for line in until_interrupted(work).await??? {
                         println!("{line}");
@@ -500,11 +531,11 @@ async fn run_toolchain(command: ToolchainCommand) -> Result<()> {
             }
         }
         ToolchainCommand::Path { version } => {
-            let release = toolchain::resolve(version.kubernetes.as_deref())?;
+            let release = version.pinned().await?;
             println!("{}", toolchain::installed(&release)?.dir.join("bin").display());
         }
         ToolchainCommand::Verify { version } => {
-            let release = toolchain::resolve(version.kubernetes.as_deref())?;
+            let release = version.pinned().await?;
             let verified = tokio::task::spawn_blocking(move || toolchain::verify(&release)).await??;
             println!("Kubernetes {} toolchain verified: {}", verified.version, verified.dir.display());
         }
@@ -524,7 +555,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
             ccm_binary,
             conformance_image,
         } => {
-            let release = toolchain::resolve(version.kubernetes.as_deref())?;
+            let release = version.release().await?;
             // Real nodes need a CCM to lift the uninitialized taint: the default cloud's reference CCM.
             let default = config::clouds::default_cloud().name;
             let cloud_facts = cloud.as_deref().and_then(config::clouds::named);

@@ -149,6 +149,21 @@ pub enum ToolchainError {
     #[error("Go toolchain not usable ({detail}): install Go 1.{MIN_GO_MINOR} or newer on PATH, or set GO=/path/to/go")]
     GoMissing { detail: String },
     #[error(
+        "Kubernetes {version} needs Go {needs} (the `go` line of its go.mod), and {go} is {have}, which the harness \
+         runs with GOTOOLCHAIN=local: set GO=/path/to/go{needs}-or-newer, or use a release this Go builds"
+    )]
+    GoTooOld { version: String, needs: String, go: PathBuf, have: String },
+    #[error(
+        "the Go module proxy does not serve k8s.io/kubernetes {version} (or did not answer: check GOPROXY): \
+         name a release it serves (harness run --kubernetes latest, or latest-1.37, takes the newest)"
+    )]
+    NotServed { version: String },
+    #[error(
+        "{marker}: the Go module proxy serves no such release (or did not answer: check GOPROXY), and the harness \
+         has none (it has {known}): name a release tag, or another minor (latest-1.37)"
+    )]
+    NoRelease { marker: String, known: String },
+    #[error(
         "Kubernetes {version} toolchain is not installed in {dir}; run `harness toolchain install --kubernetes {version}`"
     )]
     NotInstalled { version: String, dir: PathBuf },
@@ -242,6 +257,30 @@ pub fn resolve(requested: Option<&str>) -> Result<Release> {
             requested: requested.to_string(),
             pinned: releases().iter().map(|r| r.version).collect::<Vec<_>>().join(", "),
         })
+}
+
+/// The release tag a marker stands for (`latest`, `latest-1.37`): the newest stable release the Go
+/// module proxy serves (of that minor), else, when the proxy does not answer, the newest the
+/// harness has (embedded, or pinned earlier), with a warning. `Ok(None)` when `requested` is no
+/// marker. What `--kubernetes latest` means to every command.
+pub fn resolve_marker(requested: &str) -> Result<Option<String>> {
+    let Some(marker) = proxy_pins::Marker::parse(requested) else { return Ok(None) };
+    let known: Vec<proxy_pins::Tag> =
+        releases().iter().filter_map(|r| proxy_pins::Tag::parse(r.version)).chain(proxy_pins::cached()).collect();
+    let newest_minor = known.iter().map(|tag| tag.minor).max().unwrap_or_default();
+    let served = proxy_pins::served(&marker.candidates(newest_minor)).unwrap_or_else(|error| {
+        tracing::warn!("{marker}: could not ask the Go module proxy: {error}");
+        Vec::new()
+    });
+    let tag = marker.pick(&served).or_else(|| {
+        let newest = marker.pick(&known)?;
+        tracing::warn!("{marker}: the Go module proxy named no release; taking the newest the harness has, {newest}");
+        Some(newest)
+    });
+    tag.map(|tag| Some(tag.to_string())).ok_or_else(|| ToolchainError::NoRelease {
+        marker: marker.to_string(),
+        known: known.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+    })
 }
 
 /// The release whose pin [`proxy_pins`] made earlier for the tag `version`, if any.

@@ -90,26 +90,34 @@ impl Programs {
     }
 }
 
-/// The installed programs, or what is missing and how to install it.
-pub fn installed() -> Result<Programs> {
-    let venv_bin = SERVICES.installed()?;
+/// The Debian packages Debian's servers come from: the harness runs them but does not install them.
+pub const DEBIAN_PACKAGES: &[&str] = &["mariadb-server", "rabbitmq-server"];
+
+/// Debian's servers the cloud runs: `mariadbd`, `mariadb-install-db`, RabbitMQ's own start script
+/// and `epmd`, in that order; or which packages to install.
+pub fn servers() -> Result<[PathBuf; 4]> {
     let debian = |name: &str, places: &[&str]| -> Result<PathBuf> {
         places.iter().map(PathBuf::from).chain(search_path(name)).find(|p| p.is_file()).ok_or_else(|| {
+            let packages = DEBIAN_PACKAGES.join(" ");
             ToolchainError::ProviderNotInstalled {
                 what: format!("{name} (the openstack provider's cloud needs it)"),
-                hint: "install Debian's mariadb-server and rabbitmq-server (scripts/test does: \
-                       apt-get install mariadb-server rabbitmq-server)"
-                    .into(),
+                hint: format!("install Debian's {packages} (apt-get install {packages}; scripts/test does)"),
             }
         })
     };
-    Ok(Programs {
-        venv_bin,
-        mariadbd: debian("mariadbd", &["/usr/sbin/mariadbd"])?,
-        mariadb_install_db: debian("mariadb-install-db", &["/usr/bin/mariadb-install-db"])?,
-        rabbitmq_server: debian("rabbitmq-server", &["/usr/lib/rabbitmq/bin/rabbitmq-server"])?,
-        epmd: debian("epmd", &["/usr/bin/epmd"])?,
-    })
+    Ok([
+        debian("mariadbd", &["/usr/sbin/mariadbd"])?,
+        debian("mariadb-install-db", &["/usr/bin/mariadb-install-db"])?,
+        debian("rabbitmq-server", &["/usr/lib/rabbitmq/bin/rabbitmq-server"])?,
+        debian("epmd", &["/usr/bin/epmd"])?,
+    ])
+}
+
+/// The installed programs, or what is missing and how to install it.
+pub fn installed() -> Result<Programs> {
+    let [mariadbd, mariadb_install_db, rabbitmq_server, epmd] = servers()?;
+    let venv_bin = SERVICES.installed()?;
+    Ok(Programs { venv_bin, mariadbd, mariadb_install_db, rabbitmq_server, epmd })
 }
 
 /// Installs the virtualenv unless it is there (or `force`); returns every program.

@@ -219,6 +219,9 @@ pub fn make(tag: &Tag) -> Result<()> {
     if dir.join("local-upstream-ccm").join("go.sum").exists() {
         return Ok(());
     }
+    if served(std::slice::from_ref(tag))?.is_empty() {
+        return Err(ToolchainError::NotServed { version: tag.to_string() });
+    }
     let parent = pins_dir();
     fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
     let lock_path = parent.join(format!("{tag}.lock"));
@@ -263,6 +266,39 @@ fn go(dir: &Path, args: &[&str], what: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// Refuses a release whose go.mod needs a newer Go than the one the harness builds with: under
+/// GOTOOLCHAIN=local its first `go` command would fail, and with the error only in a log.
+fn check_go_line(tag: &Tag, go_mod: &str) -> Result<()> {
+    let Some(needs) = go_mod.lines().find_map(|line| line.trim().strip_prefix("go ")).map(str::trim) else {
+        return Ok(());
+    };
+    let go = find_go()?;
+    let have = go.version.strip_prefix("go").unwrap_or(&go.version);
+    match go_newer(needs, have) {
+        true => Err(ToolchainError::GoTooOld {
+            version: tag.to_string(),
+            needs: needs.to_owned(),
+            go: go.path,
+            have: go.version.clone(),
+        }),
+        false => Ok(()),
+    }
+}
+
+/// Whether Go version `a` (`1.27.0`, `1.27`, `1.27rc1`) is newer than `b`.
+fn go_newer(a: &str, b: &str) -> bool {
+    let numbers = |v: &str| -> Vec<u32> {
+        v.split('.')
+            .map(|part| part.chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap_or(0))
+            .collect()
+    };
+    let (mut a, mut b) = (numbers(a), numbers(b));
+    let len = a.len().max(b.len());
+    a.resize(len, 0);
+    b.resize(len, 0);
+    a > b
+}
+
 fn make_kube(tag: &Tag, dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
     let module = format!("{KUBERNETES_MODULE}@{tag}");
@@ -275,6 +311,7 @@ fn make_kube(tag: &Tag, dir: &Path) -> Result<()> {
     })?;
     let upstream_path = PathBuf::from(info["GoMod"].as_str().unwrap_or_default());
     let upstream = fs::read_to_string(&upstream_path).map_err(io_err("reading", &upstream_path))?;
+    check_go_line(tag, &upstream)?;
     let ginkgo = required(&upstream, "github.com/onsi/ginkgo/v2").ok_or_else(|| ToolchainError::BuildFailed {
         what: what.clone(),
         status: "its go.mod does not require github.com/onsi/ginkgo/v2".into(),
@@ -355,6 +392,71 @@ pub fn parse_served(output: &str) -> Vec<Tag> {
     tags
 }
 
+/// A marker for the newest release: `latest`, or `latest-1.37` for the newest of one minor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    Latest,
+    LatestOf { minor: u32 },
+}
+
+impl Marker {
+    /// `latest` or `latest-1.MINOR`; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Marker> {
+        match text.trim().strip_prefix("latest")? {
+            "" => Some(Marker::Latest),
+            rest => {
+                let minor = rest.strip_prefix("-1.")?;
+                let canonical =
+                    !minor.is_empty() && minor.bytes().all(|b| b.is_ascii_digit()) && !minor.starts_with('0');
+                canonical.then(|| minor.parse().ok()).flatten().map(|minor| Marker::LatestOf { minor })
+            }
+        }
+    }
+
+    /// The stable tags the marker may stand for, oldest first: every patch of its minor, or for
+    /// `latest` of `newest_known_minor` and the minor after it (a release the harness does not
+    /// know of yet).
+    pub fn candidates(self, newest_known_minor: u32) -> Vec<Tag> {
+        let minors = match self {
+            Marker::Latest => newest_known_minor..=newest_known_minor + 1,
+            Marker::LatestOf { minor } => minor..=minor,
+        };
+        minors.flat_map(|minor| (0..=MAX_PATCH).map(move |patch| Tag { minor, patch, pre: None })).collect()
+    }
+
+    /// The newest of `tags` the marker stands for.
+    pub fn pick(self, tags: &[Tag]) -> Option<Tag> {
+        let fits = |tag: &&Tag| {
+            tag.pre.is_none()
+                && match self {
+                    Marker::Latest => true,
+                    Marker::LatestOf { minor } => tag.minor == minor,
+                }
+        };
+        tags.iter().filter(fits).max().cloned()
+    }
+}
+
+impl std::fmt::Display for Marker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Marker::Latest => write!(f, "latest"),
+            Marker::LatestOf { minor } => write!(f, "latest-1.{minor}"),
+        }
+    }
+}
+
+/// The tags of the pins made earlier, in the cache.
+pub fn cached() -> Vec<Tag> {
+    let entries = fs::read_dir(pins_dir()).into_iter().flatten().flatten();
+    let mut tags: Vec<Tag> = entries
+        .filter(|entry| entry.path().join("local-upstream-ccm").join("go.sum").is_file())
+        .filter_map(|entry| Tag::parse(entry.file_name().to_str()?))
+        .collect();
+    tags.sort();
+    tags
+}
+
 /// Pre-release numbers probed of each kind: Kubernetes has tagged at most alpha.5, beta.3, rc.3.
 pub const MAX_PRE: u32 = 6;
 
@@ -390,6 +492,43 @@ mod tests {
 
     fn tag(text: &str) -> Tag {
         Tag::parse(text).unwrap_or_else(|| panic!("{text} parses"))
+    }
+
+    #[test]
+    fn a_go_line_newer_than_the_machines_go_is_told_apart() {
+        assert!(go_newer("1.27.0", "1.26.8"));
+        assert!(go_newer("1.27", "1.26.8"));
+        assert!(!go_newer("1.26.0", "1.26.8"));
+        assert!(!go_newer("1.26", "1.26.0"));
+        assert!(go_newer("1.26.10", "1.26.9"), "numbers, not text");
+    }
+
+    #[test]
+    fn markers_are_latest_or_latest_of_one_minor_and_nothing_else() {
+        assert_eq!(Marker::parse("latest"), Some(Marker::Latest));
+        assert_eq!(Marker::parse(" latest-1.37 "), Some(Marker::LatestOf { minor: 37 }));
+        for text in ["latest-1.", "latest-2.37", "latest-1.037", "latest-1.37.1", "latest-", "latests", "v1.37.1"] {
+            assert_eq!(Marker::parse(text), None, "{text}");
+        }
+        assert_eq!(Marker::LatestOf { minor: 37 }.to_string(), "latest-1.37");
+    }
+
+    #[test]
+    fn a_marker_picks_the_newest_stable_tag_of_its_minor() {
+        let tags: Vec<Tag> = ["v1.36.5", "v1.37.0", "v1.37.2", "v1.38.0-beta.0", "v1.37.10"]
+            .iter()
+            .map(|t| Tag::parse(t).unwrap())
+            .collect();
+        assert_eq!(Marker::Latest.pick(&tags).unwrap().to_string(), "v1.37.10", "semver, not text, and no pre-release");
+        assert_eq!(Marker::LatestOf { minor: 36 }.pick(&tags).unwrap().to_string(), "v1.36.5");
+        assert_eq!(Marker::LatestOf { minor: 35 }.pick(&tags), None);
+        let candidates = Marker::Latest.candidates(37);
+        assert!(
+            candidates.contains(&Tag::parse("v1.38.0").unwrap())
+                && candidates.contains(&Tag::parse("v1.37.30").unwrap())
+        );
+        assert!(candidates.iter().all(|tag| tag.pre.is_none() && (37..=38).contains(&tag.minor)));
+        assert!(Marker::LatestOf { minor: 36 }.candidates(37).iter().all(|tag| tag.minor == 36));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use sha2::Digest as _;
 
 use cli_support::signals::Interrupted;
 
-use config::Cell;
+use config::{Cell, KubernetesVersion};
 
 use super::ConfigArg;
 use harness::run::{self, RunOptions, RunReport, steps::StepResult};
@@ -21,7 +21,10 @@ pub struct RunArgs {
     /// The provider of providers.yaml to test.
     #[arg(long, default_value = "local")]
     pub provider: String,
-    /// The Kubernetes version, of the provider's matrix: v1.37.1, 1.37 [default: its first].
+    /// The Kubernetes version: one of the provider's matrix (v1.37.1, 1.37), any other release or
+    /// pre-release tag the Go module proxy serves (v1.37.2: pinned, built and cached on first use,
+    /// its job the matrix's for that minor), or latest, latest-1.37 (the newest the proxy serves)
+    /// [default: the matrix's first].
     #[arg(long, value_name = "VERSION")]
     pub kubernetes: Option<String>,
     /// The provider's commit or version under test, recorded in finished.json.
@@ -74,7 +77,9 @@ pub struct MatrixArgs {
     /// Only these providers [default: all].
     #[arg(long = "provider")]
     pub providers: Vec<String>,
-    /// Only these Kubernetes versions (v1.37.1 or 1.37) [default: each provider's matrix].
+    /// Only these Kubernetes versions (v1.37.1 or 1.37), or another release of a minor in the
+    /// matrix, run in that minor's cells instead (v1.37.2, latest-1.37: pinned at run time)
+    /// [default: each provider's matrix].
     #[arg(long = "kubernetes")]
     pub versions: Vec<String>,
     /// Comma-separated suites to run [default: each provider's].
@@ -91,9 +96,23 @@ impl MatrixArgs {
     /// Whether `--provider` and `--kubernetes` keep `cell` (no filter keeps every cell).
     pub(super) fn selects(&self, cell: &Cell<'_>) -> bool {
         let provider = self.providers.is_empty() || self.providers.contains(&cell.provider.name);
-        let version = self.versions.is_empty()
-            || self.versions.iter().any(|v| cell.provider.kubernetes_version(Some(v)) == Some(cell.kubernetes));
-        provider && version
+        provider && (self.versions.is_empty() || self.version_of(cell).is_some())
+    }
+
+    /// The Kubernetes version `cell` runs: its own when `--kubernetes` names it (`v1.37.1`,
+    /// `1.37`), or another release of its minor that `--kubernetes` names (`v1.37.2`, not in the
+    /// matrix: pinned at run time), or its own when there is no filter.
+    pub(super) fn version_of(&self, cell: &Cell<'_>) -> Option<KubernetesVersion> {
+        if self.versions.is_empty() {
+            return Some(cell.kubernetes.clone());
+        }
+        self.versions.iter().find_map(|requested| {
+            if cell.provider.kubernetes_version(Some(requested)) == Some(cell.kubernetes) {
+                return Some(cell.kubernetes.clone());
+            }
+            let other: KubernetesVersion = requested.trim().parse().ok()?;
+            (other.minor_line() == cell.kubernetes.minor_line()).then_some(other)
+        })
     }
 }
 
@@ -149,8 +168,8 @@ pub async fn run_one(args: RunArgs) -> Result<()> {
     let config = args.common.config.load()?;
     let build_id = args.build_id.clone().unwrap_or_else(default_build_id);
     let mut opts = args.common.options(&args.provider, build_id, args.common.artifacts.clone(), args.cluster_name);
-    (opts.kubernetes, opts.provider_version, opts.suites, opts.job) =
-        (args.kubernetes, args.provider_version, args.suites, args.job);
+    (opts.provider_version, opts.suites, opts.job) = (args.provider_version, args.suites, args.job);
+    opts.kubernetes = super::resolve_marker(args.kubernetes).await?;
     let report = run::run(&config, &opts).await?;
     print_report(&report);
     outcome(&report)
@@ -158,8 +177,13 @@ pub async fn run_one(args: RunArgs) -> Result<()> {
 
 /// Every cell of the matrix (`config::jobs::cells`: provider × Kubernetes version × job, each job
 /// with its own suites), or those the filters keep, each a `harness run` on a cluster of its own.
-pub async fn run_matrix(args: MatrixArgs) -> Result<()> {
+pub async fn run_matrix(mut args: MatrixArgs) -> Result<()> {
     let config = args.common.config.load()?;
+    let mut versions = Vec::new();
+    for requested in std::mem::take(&mut args.versions) {
+        versions.extend(super::resolve_marker(Some(requested)).await?);
+    }
+    args.versions = versions;
     for name in &args.providers {
         if config.provider(name).is_none() {
             bail!("unknown provider {name:?}: providers.yaml defines {}", provider_names(&config));
@@ -177,7 +201,7 @@ pub async fn run_matrix(args: MatrixArgs) -> Result<()> {
         // Its own cluster (name, state dir, free ports) and artifacts directory per cell.
         let artifacts = args.common.artifacts.join(&cell.name);
         let mut opts = args.common.options(&cell.provider.name, format!("{base}{i}"), artifacts, cluster_name(cell));
-        opts.kubernetes = Some(cell.kubernetes.to_string());
+        opts.kubernetes = args.version_of(cell).map(|version| version.to_string());
         opts.job = Some(cell.name.clone());
         opts.suites = Some(args.suites.clone().unwrap_or_else(|| cell.suites().to_vec()));
         let config = &config;

@@ -117,3 +117,38 @@ providers:
     let short = config.cells().into_iter().find(|cell| cell.provider.name == "b").unwrap();
     assert_eq!(super::run::cluster_name(&short), "m-b-1-37", "as before jobs were honoured");
 }
+
+/// `harness matrix --kubernetes v1.37.2`, a release no matrix lists: every cell of minor 1.37 runs
+/// on it instead (pinned at run time), and the other minors' cells do not run.
+#[test]
+fn the_matrix_runs_a_release_outside_it_in_the_cells_of_its_minor() {
+    let yaml = "\
+testgrid:
+  gcs_bucket: my-logs
+providers:
+  - name: a
+    repo: https://github.com/o/a
+    branch: main
+    kubernetes: [v1.37.1, v1.36.4]
+    ccm:
+      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}
+      deploy: {kind: process}
+    deployer: {kind: existing}
+    capabilities: [instances]
+    suites: [cloud-e2e]
+";
+    let config = ProvidersConfig::parse(yaml, Path::new("providers.yaml")).unwrap();
+    let matrix = |args: &[&str]| {
+        let argv = ["harness", "matrix"].iter().chain(args).copied().collect::<Vec<_>>();
+        let Command::Matrix(args) = Cli::try_parse_from(argv).unwrap().command else { panic!("not `harness matrix`") };
+        let cells = config.cells().into_iter().filter(|cell| args.selects(cell));
+        cells.map(|cell| (cell.name.clone(), args.version_of(&cell).unwrap().to_string())).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        matrix(&["--kubernetes", "v1.37.2"]),
+        [("ci-cloud-provider-a-k8s-1.37".to_owned(), "v1.37.2".to_owned())]
+    );
+    assert_eq!(matrix(&["--kubernetes", "1.36"]), [("ci-cloud-provider-a-k8s-1.36".to_owned(), "v1.36.4".to_owned())]);
+    assert_eq!(matrix(&["--kubernetes", "v1.38.0"]), Vec::<(String, String)>::new(), "no cell of minor 1.38");
+    assert_eq!(matrix(&[]).len(), 2);
+}

@@ -89,7 +89,7 @@ pub(super) fn deployer(
     let artifacts = opts.artifacts.join(results::layout::ARTIFACTS);
     let setting = deploy::RunSetting {
         cluster_name: &opts.cluster_name,
-        kubernetes: plan.version,
+        kubernetes: &plan.version,
         artifacts: &artifacts,
         provider_dir: &opts.provider_dir,
         vars,

@@ -45,7 +45,10 @@ use steps::{StepResult, Steps};
 pub enum RunError {
     #[error("unknown provider {name:?}: providers.yaml defines {known}")]
     UnknownProvider { name: String, known: String },
-    #[error("provider {provider} is not tested against Kubernetes {requested:?}: its matrix is {known}")]
+    #[error(
+        "provider {provider} has no Kubernetes {requested:?}: its matrix is {known}; or name a release tag the Go \
+         module proxy serves (v1.37.2), latest or latest-1.37"
+    )]
     UnknownVersion { provider: String, requested: String, known: String },
     #[error("unknown suite {name:?} for provider {provider}: providers.yaml defines {known}")]
     UnknownSuite { provider: String, name: String, known: String },
@@ -149,11 +152,29 @@ pub fn generated_build_id() -> String {
 struct Plan<'a> {
     config: &'a ProvidersConfig,
     provider: &'a Provider,
-    version: &'a KubernetesVersion,
+    /// From the provider's matrix, or any release tag `--kubernetes` names (pinned at run time).
+    version: KubernetesVersion,
     suites: Vec<&'a config::Suite>,
     job: String,
     /// `--provider-version`, else the commit the bundled CCM is built from, else `unknown`.
     provider_version: String,
+}
+
+/// Pins the run's Kubernetes release from the Go module proxy when the harness embeds no pin of
+/// it and the run needs its toolchain (a local cluster, or upstream `e2e.test`), so that a release
+/// the proxy does not serve, or one this Go cannot build, is refused before anything starts.
+async fn pin_kubernetes(plan: &Plan<'_>) -> Result<(), RunError> {
+    let local = matches!(plan.provider.deployer, config::Deployer::Local { .. });
+    let ginkgo = plan
+        .suites
+        .iter()
+        .any(|suite| matches!(suite.kind, SuiteKind::Ginkgo { .. } | SuiteKind::CertifiedConformance { .. }));
+    if !local && !ginkgo {
+        return Ok(());
+    }
+    let version = plan.version.to_string();
+    tokio::task::spawn_blocking(move || toolchain::resolve_or_pin(&version)).await.expect("pinning does not panic")?;
+    Ok(())
 }
 
 fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, RunError> {
@@ -161,11 +182,17 @@ fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, 
         name: opts.provider.clone(),
         known: config.providers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", "),
     })?;
-    let version = provider.kubernetes_version(opts.kubernetes.as_deref()).ok_or_else(|| RunError::UnknownVersion {
-        provider: provider.name.clone(),
-        requested: opts.kubernetes.clone().unwrap_or_default(),
-        known: provider.kubernetes.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", "),
-    })?;
+    let version = match provider.kubernetes_version(opts.kubernetes.as_deref()) {
+        Some(version) => version.clone(),
+        // A release outside the matrix, as CI tests a patch the day it ships.
+        None => {
+            opts.kubernetes.as_deref().and_then(|v| v.trim().parse().ok()).ok_or_else(|| RunError::UnknownVersion {
+                provider: provider.name.clone(),
+                requested: opts.kubernetes.clone().unwrap_or_default(),
+                known: provider.kubernetes.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", "),
+            })?
+        }
+    };
     let names = opts.suites.clone().unwrap_or_else(|| provider.suites.clone());
     let suites = names
         .iter()
@@ -183,13 +210,14 @@ fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, 
     }
     // Certification runs are a job of their own, so that its grid shows only full, skip-free runs.
     let job = opts.job.clone().unwrap_or_else(|| {
-        config::jobs::job_name(&provider.name, certifies.then_some(config::CERTIFICATION_JOB), version)
+        config::jobs::job_name(&provider.name, certifies.then_some(config::CERTIFICATION_JOB), &version)
     });
     if certifies && suites.len() > 1 {
         let others = suites.iter().filter(|s| s.name != config::CERTIFIED_CONFORMANCE).map(|s| s.name.as_str());
         return Err(RunError::CertificationNotAlone { job, others: others.collect::<Vec<_>>().join(", ") });
     }
-    let provider_version = opts.provider_version.clone().unwrap_or_else(|| default_provider_version(provider, version));
+    let provider_version =
+        opts.provider_version.clone().unwrap_or_else(|| default_provider_version(provider, &version));
     Ok(Plan { config, provider, version, suites, job, provider_version })
 }
 
@@ -233,8 +261,9 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     let store = ResultStore::open(&opts.store)?;
     let index = Index::open(&opts.database).await?;
     deploy::check_programs(&plan.provider.deployer)?;
+    pin_kubernetes(&plan).await?;
     reuse_artifacts_dir(&opts.artifacts, &index).await?;
-    let writer = BuildWriter::create(&opts.artifacts, &started(plan.provider, plan.version, &location))?;
+    let writer = BuildWriter::create(&opts.artifacts, &started(plan.provider, &plan.version, &location))?;
     std::fs::create_dir_all(writer.artifacts_dir())
         .map_err(|source| RunError::Artifacts { dir: writer.artifacts_dir(), source })?;
 

@@ -53,6 +53,25 @@ pub trait CloudKind: Sync {
     /// `harness toolchain install --all` and the cloud's first use both come here.
     fn install(&self, force: bool) -> Result<Vec<String>>;
 
+    /// The third-party CCM the harness pins for this cloud's provider, which `harness toolchain
+    /// install --all` builds for every pinned release; `None` for a cloud whose CCM is built here.
+    fn provider_ccm(&self) -> Option<&'static toolchain::provider_ccm::ProviderCcm> {
+        None
+    }
+
+    /// The Debian packages the cloud needs that the harness does not install itself (servers run
+    /// from the machine), which `scripts/test` installs.
+    fn debian_packages(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Checks that the machine has what [`debian_packages`](Self::debian_packages) provides,
+    /// naming the packages to install when not: `toolchain install --all` asks before building
+    /// anything, and the cloud's install asks again.
+    fn check_host(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// The cloud, ready to start with `settings`; installs what it runs first if it is not yet.
     fn prepare(&self, settings: &CloudSettings) -> Result<Arc<dyn Cloud>>;
 }
@@ -253,4 +272,33 @@ pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
     tokio::task::spawn_blocking(work).await.map_err(|e| CloudError::new(facts, CloudErrorKind::Setup, what, e))?
+}
+
+#[cfg(test)]
+mod declarations {
+    use super::REGISTRY;
+
+    #[test]
+    fn every_pinned_provider_ccm_is_declared_by_exactly_one_cloud() {
+        let mut declared: Vec<&str> =
+            REGISTRY.iter().filter_map(|cloud| cloud.provider_ccm()).map(|c| c.binary).collect();
+        let mut pinned: Vec<&str> = toolchain::PROVIDER_CCMS.iter().map(|ccm| ccm.binary).collect();
+        declared.sort_unstable();
+        pinned.sort_unstable();
+        assert_eq!(declared, pinned, "`toolchain install --all` builds the CCMs the clouds declare");
+    }
+
+    #[test]
+    fn the_scripts_install_the_debian_packages_every_cloud_declares() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/common.sh");
+        let script = std::fs::read_to_string(&path).unwrap();
+        let line = script.lines().find_map(|line| line.strip_prefix("cloud_packages=(")).expect("cloud_packages=(…)");
+        let mut installed: Vec<&str> = line.trim_end_matches(')').split_whitespace().collect();
+        let mut declared: Vec<&str> =
+            REGISTRY.iter().flat_map(|cloud| cloud.debian_packages().iter().copied()).collect();
+        installed.sort_unstable();
+        declared.sort_unstable();
+        declared.dedup();
+        assert_eq!(installed, declared, "scripts/common.sh's cloud_packages");
+    }
 }

@@ -76,6 +76,10 @@ impl CloudKind for Moto {
         Ok(vec![format!("moto {}: {}", toolchain::aws::moto_version(), moto.display())])
     }
 
+    fn provider_ccm(&self) -> Option<&'static toolchain::provider_ccm::ProviderCcm> {
+        Some(&toolchain::aws::CCM)
+    }
+
     fn prepare(&self, _settings: &CloudSettings) -> Result<Arc<dyn Cloud>> {
         Ok(Arc::new(MotoSetup { moto_server: toolchain::aws::install_moto(false)? }))
     }

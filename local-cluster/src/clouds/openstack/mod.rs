@@ -77,6 +77,18 @@ impl CloudKind for Openstack {
         Ok(vec![format!("OpenStack services (nova {nova}): {}", programs.venv_bin.display())])
     }
 
+    fn provider_ccm(&self) -> Option<&'static toolchain::provider_ccm::ProviderCcm> {
+        Some(&toolchain::openstack::CCM)
+    }
+
+    fn debian_packages(&self) -> &'static [&'static str] {
+        toolchain::openstack::DEBIAN_PACKAGES
+    }
+
+    fn check_host(&self) -> Result<()> {
+        Ok(toolchain::openstack::servers().map(drop)?)
+    }
+
     fn prepare(&self, _settings: &CloudSettings) -> Result<Arc<dyn Cloud>> {
         Ok(Arc::new(OpenstackSetup { programs: toolchain::openstack::install(false)? }))
     }

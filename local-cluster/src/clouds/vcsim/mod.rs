@@ -70,6 +70,10 @@ impl CloudKind for Vcsim {
         Ok(vec![format!("vcsim and govc {}: {}", toolchain::vsphere::govmomi_version(), govmomi.vcsim.display())])
     }
 
+    fn provider_ccm(&self) -> Option<&'static toolchain::provider_ccm::ProviderCcm> {
+        Some(&toolchain::vsphere::CCM)
+    }
+
     fn prepare(&self, settings: &CloudSettings) -> Result<Arc<dyn Cloud>> {
         let govmomi = toolchain::vsphere::install_govmomi(false)?;
         let tags = settings.tags.clone().unwrap_or_else(VsphereTags::default_tags);
