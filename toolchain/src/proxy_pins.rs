@@ -191,11 +191,24 @@ fn pin_dir(tag: &Tag) -> PathBuf {
     pins_dir().join(tag.to_string())
 }
 
+/// The shape of a pin this harness makes, written into each as `format`: a pin of another shape
+/// (one made before the node binaries were among its tools) is made again, not built from.
+const PIN_FORMAT: &str = "2: kubelet, kube-proxy and agnhost among the tools, checked offline";
+
+/// Whether `dir` holds a whole pin of this harness's [`PIN_FORMAT`].
+fn is_current(dir: &Path) -> bool {
+    dir.join("local-upstream-ccm").join("go.sum").is_file()
+        && fs::read_to_string(dir.join("format")).is_ok_and(|format| format == PIN_FORMAT)
+}
+
 /// The modules of a pin made earlier, leaked so that they live as long as the embedded ones (one
 /// pin per version per process); `None` when `version` has no pin in the cache.
 pub fn load(version: &str) -> Option<(&'static str, &'static GoModule, &'static GoModule)> {
     let tag = Tag::parse(version)?;
     let dir = pin_dir(&tag);
+    if !is_current(&dir) {
+        return None;
+    }
     let read = |module: &str, name: &str| fs::read_to_string(dir.join(module).join(name)).ok();
     let leak = |text: String| -> &'static str { Box::leak(text.into_boxed_str()) };
     let kube = GoModule {
@@ -216,7 +229,7 @@ pub fn load(version: &str) -> Option<(&'static str, &'static GoModule, &'static 
 /// Makes `tag`'s pin from the Go module proxy unless it is in the cache (see the module doc).
 pub fn make(tag: &Tag) -> Result<()> {
     let dir = pin_dir(tag);
-    if dir.join("local-upstream-ccm").join("go.sum").exists() {
+    if is_current(&dir) {
         return Ok(());
     }
     if served(std::slice::from_ref(tag))?.is_empty() {
@@ -227,7 +240,7 @@ pub fn make(tag: &Tag) -> Result<()> {
     let lock_path = parent.join(format!("{tag}.lock"));
     let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
     lock.lock().map_err(io_err("locking", &lock_path))?;
-    if dir.join("local-upstream-ccm").join("go.sum").exists() {
+    if is_current(&dir) {
         return Ok(());
     }
     let step = cli_support::progress::step(format!("pinning Kubernetes {tag} from the Go module proxy"));
@@ -243,6 +256,8 @@ pub fn make(tag: &Tag) -> Result<()> {
             }
         }
     }
+    let format = partial.join("format");
+    fs::write(&format, PIN_FORMAT).map_err(io_err("writing", &format))?;
     let _ = fs::remove_dir_all(&dir);
     fs::rename(&partial, &dir).map_err(io_err("renaming into place", &dir))?;
     step.done();
@@ -319,9 +334,12 @@ fn make_kube(tag: &Tag, dir: &Path) -> Result<()> {
     })?;
     let go_mod = dir.join("go.mod");
     fs::write(&go_mod, kube_go_mod(tag, &upstream)).map_err(io_err("writing", &go_mod))?;
-    let tools: Vec<String> = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
+    // What tools/kube/pin.sh names: every binary the toolchain builds from this module.
+    let commands = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy"];
+    let tools: Vec<String> = commands
         .iter()
         .map(|cmd| format!("{KUBERNETES_MODULE}/cmd/{cmd}@{tag}"))
+        .chain([format!("{KUBERNETES_MODULE}/test/images/agnhost@{tag}")])
         .chain([format!("github.com/onsi/ginkgo/v2/ginkgo@{ginkgo}")])
         .collect();
     let mut args = vec!["get", "-tool"];
@@ -341,7 +359,33 @@ fn make_kube(tag: &Tag, dir: &Path) -> Result<()> {
     let imports = dir.join("e2e_imports.go");
     fs::write(&imports, e2e_imports(tag, &packages)).map_err(io_err("writing", &imports))?;
     go(dir, &["mod", "tidy"], &what)?;
-    Ok(())
+    check_offline(dir, &["-test", "k8s.io/kubernetes/test/e2e"], &what)?;
+    check_offline(dir, &["tool"], &what)
+}
+
+/// `go list -deps ARGS` with no network and go.mod and go.sum as written: what the toolchain's
+/// builds then need is all in the pin (as tools/kube/pin.sh checks its own).
+fn check_offline(dir: &Path, args: &[&str], what: &str) -> Result<()> {
+    let go = find_go()?;
+    let output = go
+        .command()
+        .env("GOFLAGS", "-mod=readonly")
+        .env("GOPROXY", "off")
+        .current_dir(dir)
+        .args(["list", "-deps"])
+        .args(args)
+        .output()
+        .map_err(io_err("running go in", dir))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let log = dir.join("pin.log");
+    let _ = fs::write(&log, &output.stderr);
+    Err(ToolchainError::BuildFailed {
+        what: format!("{what}: go list -deps {} with no network", args.join(" ")),
+        status: output.status.to_string(),
+        log,
+    })
 }
 
 fn make_ccm(tag: &Tag, dir: &Path, kube_sum: &Path) -> Result<()> {
@@ -450,7 +494,7 @@ impl std::fmt::Display for Marker {
 pub fn cached() -> Vec<Tag> {
     let entries = fs::read_dir(pins_dir()).into_iter().flatten().flatten();
     let mut tags: Vec<Tag> = entries
-        .filter(|entry| entry.path().join("local-upstream-ccm").join("go.sum").is_file())
+        .filter(|entry| is_current(&entry.path()))
         .filter_map(|entry| Tag::parse(entry.file_name().to_str()?))
         .collect();
     tags.sort();
