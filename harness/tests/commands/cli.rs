@@ -53,12 +53,15 @@ fn help_lists_the_commands() {
 #[test]
 fn an_unknown_kubernetes_version_names_the_pinned_ones() {
     let state = tempfile::tempdir().unwrap();
-    let output = harness(state.path())
-        .args(["cluster", "up", "--node-kind", "kwok", "--kubernetes", "v1.99.0"])
-        .output()
-        .unwrap();
+    let up = |version: &str| {
+        let args = ["cluster", "up", "--node-kind", "kwok", "--kubernetes", version];
+        harness(state.path()).args(args).output().unwrap()
+    };
+    // A minor that is no tag: the pinned releases, and how to pin another.
     let pinned = toolchain::default_release().version;
-    assert_fails_with(output, &["'v1.99.0' is not pinned", pinned, "tools/kube/pin.sh"]);
+    assert_fails_with(up("1.99"), &["'1.99' is not pinned", pinned, "tools/kube/pin.sh"]);
+    // A tag is asked of the Go module proxy, which serves no v1.99.0.
+    assert_fails_with(up("v1.99.0"), &["does not serve k8s.io/kubernetes v1.99.0", "--kubernetes latest"]);
 }
 
 #[test]
