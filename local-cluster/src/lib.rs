@@ -16,6 +16,7 @@ pub mod clouds;
 pub mod dns;
 pub mod images;
 mod launch;
+mod listen_ports;
 pub mod machines;
 mod node_sets;
 pub mod nodes;
@@ -38,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use cli_support::progress;
 use cli_support::roots::state_root;
 use launch::Launch;
+pub(crate) use listen_ports::free_ports;
 use node_sets::{Joining, KwokNodes, NodeSet, RealNodes};
 use process::ProcessRecord;
 use toolchain::{Release, ToolchainError};
@@ -337,20 +339,6 @@ impl LocalCluster {
     }
 }
 
-/// `N` distinct free ports on 127.0.0.1: every listener is held until all are picked, so no two
-/// components get the same port.
-pub(crate) fn free_ports<const N: usize>() -> Result<[u16; N]> {
-    let listeners: Vec<TcpListener> = (0..N)
-        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-        .collect::<std::io::Result<_>>()
-        .map_err(io_err("binding a free port on", Path::new("127.0.0.1")))?;
-    let mut ports = [0u16; N];
-    for (port, listener) in ports.iter_mut().zip(&listeners) {
-        *port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-    }
-    Ok(ports)
-}
-
 /// A password made for one cluster's cloud (24 hex digits from the OS's randomness).
 pub(crate) fn new_password() -> String {
     let mut bytes = [0u8; 12];
@@ -399,8 +387,9 @@ pub async fn up(options: UpOptions) -> Result<LocalCluster> {
 }
 
 /// How many times `up` starts a cluster when a component finds the port it was given taken: the
-/// ports are free when picked ([`free_ports`]), but until the component binds one, any other
-/// process on the machine may take it (another cluster's, an outgoing connection's).
+/// ports are free when picked ([`free_ports`], outside the range outgoing connections draw from),
+/// but until the component binds one, another process on the machine may take it (another
+/// cluster's, a test's that picks its own).
 const PORT_ATTEMPTS: u32 = 3;
 
 impl ClusterError {
