@@ -761,20 +761,29 @@ pub fn release_line_of(branch: &str) -> Option<String> {
     (numeric(major) && numeric(minor)).then(|| line.to_owned())
 }
 
-/// A Kubernetes release, `vMAJOR.MINOR.PATCH` with an optional `-pre.release` suffix.
+/// A Kubernetes version: a release, `vMAJOR.MINOR.PATCH` with an optional `-pre.release` suffix, or
+/// a CI build's version as upstream's `hack/lib/version.sh` makes it from `git describe`
+/// (`v1.37.1-3+0123456789abcd`, `v1.38.0-alpha.1.234+3f2a6b1c0d9e8f`, `…-dirty`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KubernetesVersion {
     pub major: u32,
     pub minor: u32,
     pub patch: u32,
-    /// e.g. `alpha.1`, `rc.0`.
+    /// e.g. `alpha.1`, `rc.0`, `3` (three commits after a release).
     pub pre: Option<String>,
+    /// What follows `+`: the commit's abbreviated hash (and `-dirty`) of a CI build.
+    pub build: Option<String>,
 }
 
 impl KubernetesVersion {
     /// `1.37`: the release line, as used in job names.
     pub fn minor_line(&self) -> String {
         format!("{}.{}", self.major, self.minor)
+    }
+
+    /// A CI build's version (it has a `+build`), not a release's.
+    pub fn is_ci_build(&self) -> bool {
+        self.build.is_some()
     }
 }
 
@@ -783,12 +792,19 @@ impl FromStr for KubernetesVersion {
 
     fn from_str(text: &str) -> Result<Self, String> {
         let bad = |why: &str| {
-            format!("`{text}` is not a Kubernetes release version ({why}): write it like v1.37.1 or v1.38.0-alpha.1")
+            format!(
+                "`{text}` is not a Kubernetes version ({why}): write a release like v1.37.1 or v1.38.0-alpha.1, \
+                 or a CI build's like v1.37.1-3+0123456789abcd"
+            )
         };
         let rest = text.strip_prefix('v').ok_or_else(|| bad("it must start with `v`"))?;
-        let (numbers, pre) = match rest.split_once('-') {
-            Some((numbers, pre)) => (numbers, Some(pre)),
+        let (core, build) = match rest.split_once('+') {
+            Some((core, build)) => (core, Some(build)),
             None => (rest, None),
+        };
+        let (numbers, pre) = match core.split_once('-') {
+            Some((numbers, pre)) => (numbers, Some(pre)),
+            None => (core, None),
         };
         let parts: Vec<&str> = numbers.split('.').collect();
         let [major, minor, patch] = parts[..] else { return Err(bad("it needs major.minor.patch")) };
@@ -797,24 +813,33 @@ impl FromStr for KubernetesVersion {
                 !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && (part == "0" || !part.starts_with('0'));
             canonical.then(|| part.parse::<u32>().ok()).flatten().ok_or_else(|| bad("each part is a number"))
         };
-        let pre = match pre {
-            Some(pre)
-                if pre.is_empty()
-                    || !pre.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric())) =>
-            {
-                return Err(bad("the pre-release is dot-separated letters and digits"));
-            }
-            pre => pre.map(str::to_owned),
-        };
-        Ok(KubernetesVersion { major: number(major)?, minor: number(minor)?, patch: number(patch)?, pre })
+        // Semver's identifiers: dot-separated, each of letters, digits and `-`.
+        let identifiers =
+            |s: &str| s.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+        if pre.is_some_and(|pre| !identifiers(pre)) {
+            return Err(bad("the pre-release is dot-separated letters, digits and `-`"));
+        }
+        if build.is_some_and(|build| !identifiers(build)) {
+            return Err(bad("what follows `+` is dot-separated letters, digits and `-`"));
+        }
+        Ok(KubernetesVersion {
+            major: number(major)?,
+            minor: number(minor)?,
+            patch: number(patch)?,
+            pre: pre.map(str::to_owned),
+            build: build.map(str::to_owned),
+        })
     }
 }
 
 impl fmt::Display for KubernetesVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "v{}.{}.{}", self.major, self.minor, self.patch)?;
-        match &self.pre {
-            Some(pre) => write!(f, "-{pre}"),
+        if let Some(pre) = &self.pre {
+            write!(f, "-{pre}")?;
+        }
+        match &self.build {
+            Some(build) => write!(f, "+{build}"),
             None => Ok(()),
         }
     }

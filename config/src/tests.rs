@@ -469,11 +469,7 @@ fn a_version_written_as_a_number_is_still_read_as_text() {
     // YAML's `1.30` is a float, but serde_yaml_ng hands a string field the scalar as written.
     let problem = only_problem(&edit("    kubernetes: [v1.37.1]", "    kubernetes: [1.30]"));
     assert_eq!(problem.location, at(7, 18));
-    assert!(
-        problem.problem.to_string().starts_with("`1.30` is not a Kubernetes release version"),
-        "{}",
-        problem.problem
-    );
+    assert!(problem.problem.to_string().starts_with("`1.30` is not a Kubernetes version"), "{}", problem.problem);
 }
 
 #[test]
@@ -602,8 +598,29 @@ fn a_bad_version_string_says_how_to_write_one() {
     assert_eq!(problem.location, at(7, 18));
     assert_eq!(
         problem.problem.to_string(),
-        "`v1.37` is not a Kubernetes release version (it needs major.minor.patch): write it like v1.37.1 or v1.38.0-alpha.1"
+        "`v1.37` is not a Kubernetes version (it needs major.minor.patch): write a release like v1.37.1 or \
+         v1.38.0-alpha.1, or a CI build's like v1.37.1-3+0123456789abcd"
     );
+}
+
+#[test]
+fn a_ci_builds_version_is_read_and_written_as_upstream_makes_it() {
+    for text in
+        ["v1.37.1-3+0123456789abcd", "v1.38.0-alpha.1.234+3f2a6b1c0d9e8f", "v1.37.1-fixture.0.2+abcdefabcdefab-dirty"]
+    {
+        let version: KubernetesVersion = text.parse().unwrap();
+        assert!(version.is_ci_build(), "{text}");
+        assert_eq!(version.to_string(), text);
+    }
+    let version: KubernetesVersion = "v1.37.1-3+0123456789abcd".parse().unwrap();
+    assert_eq!(
+        (version.minor, version.pre.as_deref(), version.build.as_deref()),
+        (37, Some("3"), Some("0123456789abcd"))
+    );
+    assert!(!"v1.37.1".parse::<KubernetesVersion>().unwrap().is_ci_build());
+    for bad in ["v1.37.1+", "v1.37.1-3+abc..d", "v1.37.1-3+abc_d"] {
+        assert!(bad.parse::<KubernetesVersion>().is_err(), "{bad}");
+    }
 }
 
 #[test]

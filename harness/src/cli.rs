@@ -203,7 +203,7 @@ pub enum ToolchainCommand {
         /// providers' CCMs for each (aws, vsphere, openstack), and what each emulated cloud runs
         /// (moto; vcsim with govc; OpenStack's services, which need Debian's mariadb-server and
         /// rabbitmq-server, as scripts/test installs them).
-        #[arg(long, conflicts_with = "kubernetes")]
+        #[arg(long, conflicts_with_all = ["kubernetes", "kubernetes_source"])]
         all: bool,
         /// Rebuild even if the cache holds the version (e.g. after it was reported corrupt).
         #[arg(long)]
@@ -230,11 +230,20 @@ pub struct VersionArg {
     /// latest-1.37 (the newest release the proxy serves, else the newest cached)
     #[arg(long = "kubernetes", value_name = "VERSION")]
     pub kubernetes: Option<String>,
+    /// A kubernetes/kubernetes git checkout to build Kubernetes from, at whatever commit it is (under
+    /// Prow, the path alias k8s.io/kubernetes): versioned as upstream's hack/lib/version.sh does,
+    /// cached by commit
+    #[arg(long, value_name = "DIR", conflicts_with = "kubernetes", env = "HARNESS_KUBERNETES_SOURCE")]
+    pub kubernetes_source: Option<std::path::PathBuf>,
 }
 
 impl VersionArg {
-    /// The release `--kubernetes` names: an embedded pin, else one pinned from the Go module proxy.
+    /// The release `--kubernetes` names (an embedded pin, else one pinned from the Go module proxy)
+    /// or `--kubernetes-source` builds.
     async fn release(&self) -> Result<toolchain::Release> {
+        if let Some(dir) = &self.kubernetes_source {
+            return Ok(toolchain::from_checkout(dir)?);
+        }
         let Some(requested) = resolve_marker(self.kubernetes.clone()).await? else {
             return Ok(toolchain::default_release());
         };
@@ -244,6 +253,9 @@ impl VersionArg {
 
     /// The release `--kubernetes` names among those pinned already (embedded or earlier).
     async fn pinned(&self) -> Result<toolchain::Release> {
+        if let Some(dir) = &self.kubernetes_source {
+            return Ok(toolchain::from_checkout(dir)?);
+        }
         Ok(toolchain::resolve(resolve_marker(self.kubernetes.clone()).await?.as_deref())?)
     }
 }

@@ -16,6 +16,7 @@
 //! `.partial` directory with their manifest records) and builds only the missing ones.
 
 pub mod aws;
+pub mod checkout;
 pub mod openstack;
 pub mod provider_ccm;
 pub mod virtualenv;
@@ -154,6 +155,11 @@ pub enum ToolchainError {
     )]
     GoTooOld { version: String, needs: String, go: PathBuf, have: String },
     #[error(
+        "{dir} is not a kubernetes/kubernetes checkout: {reason}; give --kubernetes-source the root of a git clone \
+         of kubernetes/kubernetes (where Prow's path alias k8s.io/kubernetes puts it)"
+    )]
+    NotACheckout { dir: PathBuf, reason: String },
+    #[error(
         "the Go module proxy does not serve k8s.io/kubernetes {version} (or did not answer: check GOPROXY): \
          name a release it serves (harness run --kubernetes latest, or latest-1.37, takes the newest)"
     )]
@@ -213,12 +219,28 @@ pub struct Release {
     ccm: &'static GoModule,
     /// Pinned at run time ([`proxy_pins`]) rather than embedded.
     pub made_at_run_time: bool,
+    /// Built from a kubernetes/kubernetes checkout ([`from_checkout`]) rather than a release's module.
+    pub source: Option<&'static checkout::Checkout>,
 }
 
 impl Release {
     /// `1` and `37` of `v1.37.1`.
     pub fn minor(&self) -> &'static str {
         self.version.split('.').nth(1).unwrap_or_default()
+    }
+
+    /// What names its caches (toolchain, node images): its version, or for a checkout
+    /// `checkout-<commit>[-dirty-<digest>]`, since a version string names no commit at a tag.
+    pub fn cache_key(&self) -> String {
+        match self.source {
+            Some(checkout) => format!("checkout-{}", checkout.entry_name()),
+            None => self.version.to_owned(),
+        }
+    }
+
+    /// Its version as an image tag: `+` is not allowed there, and upstream writes it `_`.
+    pub fn image_tag(&self) -> String {
+        self.version.replace('+', "_")
     }
 }
 
@@ -231,6 +253,7 @@ pub fn releases() -> Vec<Release> {
             module,
             ccm: pins::upstream_ccm(module).expect("every Kubernetes pin has a local-upstream-ccm module"),
             made_at_run_time: false,
+            source: None,
         })
         .collect()
 }
@@ -245,6 +268,9 @@ pub fn resolve(requested: Option<&str>) -> Result<Release> {
     let Some(requested) = requested.map(str::trim).filter(|r| !r.is_empty() && *r != "latest") else {
         return Ok(default_release());
     };
+    if let Some(checkout) = checkout::registered(requested) {
+        return Ok(release_of(checkout));
+    }
     let wanted = requested.strip_prefix('v').unwrap_or(requested);
     releases()
         .into_iter()
@@ -286,7 +312,42 @@ pub fn resolve_marker(requested: &str) -> Result<Option<String>> {
 /// The release whose pin [`proxy_pins`] made earlier for the tag `version`, if any.
 fn made_at_run_time(version: &str) -> Option<Release> {
     let (version, module, ccm) = proxy_pins::load(version)?;
-    Some(Release { version, module, ccm, made_at_run_time: true })
+    Some(Release { version, module, ccm, made_at_run_time: true, source: None })
+}
+
+/// The release built from the kubernetes/kubernetes checkout `dir` (`--kubernetes-source`): its
+/// Kubernetes binaries, `e2e.test` and images from the checkout's commit, etcd and the
+/// `local-upstream-ccm` from the pins of its minor. Refused before anything is built when `dir` is
+/// no checkout or its go.mod needs a newer Go than the machine's. Registered, so [`resolve`] finds it
+/// by its version for the rest of the process.
+pub fn from_checkout(dir: &Path) -> Result<Release> {
+    let checkout = checkout::Checkout::open(dir)?;
+    if let Some(needs) = &checkout.go_line {
+        proxy_pins::check_go_version(&checkout.version, needs)?;
+    }
+    Ok(release_of(checkout::register(checkout)))
+}
+
+fn release_of(checkout: &'static checkout::Checkout) -> Release {
+    let go_mod = fs::read_to_string(checkout.dir.join("go.mod")).unwrap_or_default();
+    let minor = checkout.major_minor().1.trim_end_matches('+').to_owned();
+    let same_minor = releases().into_iter().find(|r| r.minor() == minor).unwrap_or_else(default_release);
+    // What the cache entry depends on, so that its binaries' source records change with the commit.
+    let files: &'static [(&'static str, &'static str)] =
+        Box::leak(Box::new([("checkout", &*Box::leak(checkout.entry_name().into_boxed_str()))]));
+    let module: &'static GoModule = Box::leak(Box::new(GoModule {
+        dir: Box::leak(format!("checkout-{}", checkout.entry_name()).into_boxed_str()),
+        go_mod: Box::leak(go_mod.into_boxed_str()),
+        go_sum: "",
+        files,
+    }));
+    Release {
+        version: Box::leak(checkout.version.clone().into_boxed_str()),
+        module,
+        ccm: same_minor.ccm,
+        made_at_run_time: true,
+        source: Some(checkout),
+    }
 }
 
 /// [`resolve`], else a pin made from the Go module proxy for the release or pre-release tag
@@ -370,7 +431,11 @@ fn stale(release: &Release, manifest: &Manifest) -> Vec<&'static str> {
 }
 
 fn toolchain_dir(release: &Release) -> PathBuf {
-    cache_root().join("toolchains").join(release.version)
+    cache_root().join("toolchains").join(entry_name(release))
+}
+
+fn entry_name(release: &Release) -> String {
+    release.cache_key()
 }
 
 /// The installed toolchain for `release`, checked against its manifest (sizes only: fast).
@@ -465,7 +530,8 @@ pub fn install_with(release: &Release, force: bool, extra: &[&str]) -> Result<To
     let toolchains = root.join("toolchains");
     fs::create_dir_all(&toolchains).map_err(io_err("creating", &toolchains))?;
     // Two installs of one version at once (parallel tests, two terminals) take turns.
-    let lock_path = toolchains.join(format!("{}.lock", release.version));
+    let entry = entry_name(release);
+    let lock_path = toolchains.join(format!("{entry}.lock"));
     let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
     lock.lock().map_err(io_err("locking", &lock_path))?;
     let dir = toolchain_dir(release);
@@ -486,7 +552,7 @@ pub fn install_with(release: &Release, force: bool, extra: &[&str]) -> Result<To
     kept.retain(|name, _| BINARIES.contains(&name.as_str()) || ON_DEMAND.contains(&name.as_str()));
 
     let go = find_go()?;
-    let partial = toolchains.join(format!("{}.partial", release.version));
+    let partial = toolchains.join(format!("{entry}.partial"));
     let _ = fs::remove_dir_all(&partial);
     let bin = partial.join("bin");
     fs::create_dir_all(&bin).map_err(io_err("creating", &bin))?;
@@ -507,8 +573,17 @@ pub fn install_with(release: &Release, force: bool, extra: &[&str]) -> Result<To
             build.version_vars.iter().fold("-s -w".to_string(), |f, (var, v)| format!("{f} -X {var}={v}"));
         let ldflags = if build.stamped { kubernetes_ldflags.as_str() } else { own_ldflags.as_str() };
         let step = progress::step(format!("building {}", build.label));
-        let module_dir = write_module(&build_root, build.module)?;
-        go_build(&go, &module_dir, build, ldflags, &bin)?;
+        match release.source.filter(|_| std::ptr::eq(build.module, release.module)) {
+            Some(checkout) => {
+                let logs = build_root.join(release.module.dir);
+                fs::create_dir_all(&logs).map_err(io_err("creating", &logs))?;
+                go_build(&go, &checkout.dir, &logs, build, ldflags, &bin)?;
+            }
+            None => {
+                let module_dir = write_module(&build_root, build.module)?;
+                go_build(&go, &module_dir, &module_dir, build, ldflags, &bin)?;
+            }
+        }
         step.done();
     }
 
@@ -537,6 +612,9 @@ pub fn install_with(release: &Release, force: bool, extra: &[&str]) -> Result<To
 
     let _ = fs::remove_dir_all(&dir);
     fs::rename(&partial, &dir).map_err(io_err("renaming into place", &dir))?;
+    if release.source.is_some() {
+        checkout::prune_entries(&toolchains, &dir);
+    }
     installed_with(release, extra)
 }
 
@@ -809,6 +887,9 @@ fn write_module(build_root: &Path, module: &GoModule) -> Result<PathBuf> {
 /// The source of the release's `k8s.io/kubernetes` module in Go's module cache (downloaded through
 /// the module proxy unless there): what node images are built from.
 pub fn kubernetes_source(release: &Release) -> Result<PathBuf> {
+    if let Some(checkout) = release.source {
+        return Ok(checkout.dir.clone());
+    }
     let go = find_go()?;
     let dir = write_module(&cache_root().join("build"), release.module)?;
     let output = go
@@ -831,6 +912,9 @@ pub fn kubernetes_source(release: &Release) -> Result<PathBuf> {
 /// The release's publication time on the module proxy, upstream's `buildDate` format
 /// (reproducible, unlike the time of the build).
 fn build_date(release: &Release, go: &Go, build_root: &Path) -> Result<String> {
+    if let Some(checkout) = release.source {
+        return Ok(checkout.commit_time.clone());
+    }
     let dir = write_module(build_root, release.module)?;
     let output = go
         .command()
@@ -845,20 +929,25 @@ fn build_date(release: &Release, go: &Go, build_root: &Path) -> Result<String> {
 /// The `-X` flags upstream's `hack/lib/version.sh` sets, so `--version` and `/version` tell the
 /// truth (and `e2e.test`'s framework logs the right version).
 fn version_ldflags(release: &Release, build_date: &str) -> String {
-    let minor = release.minor();
-    [
-        ("k8s.io/component-base/version.gitVersion", release.version),
-        ("k8s.io/component-base/version.gitMajor", "1"),
-        ("k8s.io/component-base/version.gitMinor", minor),
-        ("k8s.io/component-base/version.gitTreeState", "clean"),
-        ("k8s.io/component-base/version.buildDate", build_date),
-        ("k8s.io/client-go/pkg/version.gitVersion", release.version),
-        ("k8s.io/client-go/pkg/version.gitMajor", "1"),
-        ("k8s.io/client-go/pkg/version.gitMinor", minor),
-        ("k8s.io/client-go/pkg/version.buildDate", build_date),
-    ]
-    .iter()
-    .fold("-s -w".to_string(), |flags, (var, value)| format!("{flags} -X {var}={value}"))
+    let (major, minor, tree_state, commit) = match release.source {
+        Some(checkout) => {
+            let (major, minor) = checkout.major_minor();
+            (major, minor, checkout.tree_state.as_str(), Some(checkout.commit.as_str()))
+        }
+        None => ("1".into(), release.minor().into(), "clean", None),
+    };
+    let mut vars = vec![
+        ("gitVersion", release.version),
+        ("gitMajor", major.as_str()),
+        ("gitMinor", minor.as_str()),
+        ("gitTreeState", tree_state),
+        ("buildDate", build_date),
+    ];
+    vars.extend(commit.map(|commit| ("gitCommit", commit)));
+    ["k8s.io/component-base/version", "k8s.io/client-go/pkg/version"]
+        .iter()
+        .flat_map(|package| vars.iter().map(move |(var, value)| format!("-X {package}.{var}={value}")))
+        .fold("-s -w".to_string(), |flags, flag| format!("{flags} {flag}"))
 }
 
 /// The arguments of `go` for `build`, writing into `bin`.
@@ -868,14 +957,17 @@ fn go_args(build: &Build, ldflags: &str, bin: &Path) -> Vec<std::ffi::OsString> 
         GoCommand::Build => (vec!["build".into()], bin.join("")),
         GoCommand::TestBinary => (vec!["test".into(), "-c".into(), "-vet=off".into()], bin.join(build.outputs[0])),
     };
-    args.extend(["-trimpath", "-ldflags", ldflags, "-o"].map(Into::into));
+    // The version is stamped from `ldflags`: Go's own VCS stamping would run git in a checkout
+    // (and fail on one another user owns).
+    args.extend(["-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o"].map(Into::into));
     args.push(out.into());
     args.extend(build.packages.iter().map(Into::into));
     args
 }
 
-fn go_build(go: &Go, module_dir: &Path, build: &Build, ldflags: &str, bin: &Path) -> Result<()> {
-    let log_path = module_dir.join(format!("build-{}.log", build.outputs[0]));
+/// Runs `go` for `build` in `module_dir`, its output to a log in `log_dir`.
+fn go_build(go: &Go, module_dir: &Path, log_dir: &Path, build: &Build, ldflags: &str, bin: &Path) -> Result<()> {
+    let log_path = log_dir.join(format!("build-{}.log", build.outputs[0]));
     let log = fs::File::create(&log_path).map_err(io_err("creating", &log_path))?;
     let status = go
         .command()

@@ -136,7 +136,7 @@ pub(super) fn build_cached<T>(build: &Build, into: &CacheEntry, installed: impl 
     fs::create_dir_all(&bin).map_err(io_err("creating", &bin))?;
     let step = progress::step(format!("building {}", build.label));
     let module_dir = super::write_module(&cache_root().join("build"), build.module)?;
-    go_build(&go, &module_dir, build, &into.ldflags, &bin)?;
+    go_build(&go, &module_dir, &module_dir, build, &into.ldflags, &bin)?;
     step.done();
     let _ = fs::remove_dir_all(&into.dir);
     fs::rename(&partial, &into.dir).map_err(io_err("renaming into place", &into.dir))?;

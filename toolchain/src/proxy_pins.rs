@@ -284,14 +284,19 @@ fn go(dir: &Path, args: &[&str], what: &str) -> Result<String> {
 /// Refuses a release whose go.mod needs a newer Go than the one the harness builds with: under
 /// GOTOOLCHAIN=local its first `go` command would fail, and with the error only in a log.
 fn check_go_line(tag: &Tag, go_mod: &str) -> Result<()> {
-    let Some(needs) = go_mod.lines().find_map(|line| line.trim().strip_prefix("go ")).map(str::trim) else {
-        return Ok(());
-    };
+    match go_mod.lines().find_map(|line| line.trim().strip_prefix("go ")).map(str::trim) {
+        Some(needs) => check_go_version(&tag.to_string(), needs),
+        None => Ok(()),
+    }
+}
+
+/// Refuses Kubernetes `version` when its go.mod's `go` line, `needs`, is newer than the machine's Go.
+pub(crate) fn check_go_version(version: &str, needs: &str) -> Result<()> {
     let go = find_go()?;
     let have = go.version.strip_prefix("go").unwrap_or(&go.version);
     match go_newer(needs, have) {
         true => Err(ToolchainError::GoTooOld {
-            version: tag.to_string(),
+            version: version.to_owned(),
             needs: needs.to_owned(),
             go: go.path,
             have: go.version.clone(),

@@ -27,6 +27,11 @@ pub struct RunArgs {
     /// [default: the matrix's first].
     #[arg(long, value_name = "VERSION")]
     pub kubernetes: Option<String>,
+    /// A kubernetes/kubernetes git checkout to build Kubernetes from, at whatever commit it is (under
+    /// Prow, the path alias k8s.io/kubernetes): the run's version is upstream's for that commit
+    /// (v1.37.1-3+0123456789abcd), its job the matrix's for that minor.
+    #[arg(long, value_name = "DIR", conflicts_with = "kubernetes", env = "HARNESS_KUBERNETES_SOURCE")]
+    pub kubernetes_source: Option<std::path::PathBuf>,
     /// The provider's commit or version under test, recorded in finished.json.
     #[arg(long, env = "PROVIDER_VERSION")]
     pub provider_version: Option<String>,
@@ -169,7 +174,11 @@ pub async fn run_one(args: RunArgs) -> Result<()> {
     let build_id = args.build_id.clone().unwrap_or_else(default_build_id);
     let mut opts = args.common.options(&args.provider, build_id, args.common.artifacts.clone(), args.cluster_name);
     (opts.provider_version, opts.suites, opts.job) = (args.provider_version, args.suites, args.job);
-    opts.kubernetes = super::resolve_marker(args.kubernetes).await?;
+    opts.kubernetes = match &args.kubernetes_source {
+        // Opened (and refused, when it is no checkout) before anything starts.
+        Some(dir) => Some(toolchain::from_checkout(dir)?.version.to_owned()),
+        None => super::resolve_marker(args.kubernetes).await?,
+    };
     let report = run::run(&config, &opts).await?;
     print_report(&report);
     outcome(&report)

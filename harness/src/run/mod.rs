@@ -309,6 +309,7 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
         provider_version: Some(plan.provider_version.clone()),
         ccm_version,
         job_version: Some(plan.version.to_string()),
+        repos: kubernetes_repos(&plan.version),
         ..Versions::default()
     };
     let finished = Finished {
@@ -340,6 +341,17 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
         build_dir,
         published,
     })
+}
+
+/// `kubernetes/kubernetes` at the commit the run built, as Prow records a repository it cloned
+/// (`<branch>:<commit>`), when the run's Kubernetes is a checkout's (`--kubernetes-source`).
+fn kubernetes_repos(version: &KubernetesVersion) -> std::collections::BTreeMap<String, String> {
+    let Some(checkout) = toolchain::checkout::registered(&version.to_string()) else { return Default::default() };
+    let at = match &checkout.branch {
+        Some(branch) => format!("{branch}:{}", checkout.commit),
+        None => checkout.commit.clone(),
+    };
+    [("kubernetes/kubernetes".to_owned(), at)].into()
 }
 
 /// The steps that decide whether a run tested anything: Build (the CCM) and Up (the cluster).

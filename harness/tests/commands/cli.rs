@@ -65,6 +65,35 @@ fn an_unknown_kubernetes_version_names_the_pinned_ones() {
 }
 
 #[test]
+fn a_kubernetes_source_that_is_no_checkout_is_refused_before_anything_starts() {
+    let state = tempfile::tempdir().unwrap();
+    let empty_cache = tempfile::tempdir().unwrap();
+    let not_kubernetes = tempfile::tempdir().unwrap();
+    std::fs::write(not_kubernetes.path().join("go.mod"), "module example.com/ccm\n\ngo 1.26.0\n").unwrap();
+    let source = not_kubernetes.path().to_str().unwrap();
+    for args in [
+        vec!["toolchain", "install", "--kubernetes-source", source],
+        vec!["cluster", "up", "--node-kind", "kwok", "--kubernetes-source", source],
+        vec!["run", "--config", PROVIDERS_YAML, "--provider", "local", "--kubernetes-source", source],
+    ] {
+        let output = harness(state.path()).args(&args).env("HARNESS_CACHE_DIR", empty_cache.path()).output().unwrap();
+        assert_fails_with(
+            output,
+            &["is not a kubernetes/kubernetes checkout", "not module k8s.io/kubernetes", "--kubernetes-source"],
+        );
+    }
+    // Nothing was built or started.
+    assert_eq!(std::fs::read_dir(empty_cache.path()).unwrap().count(), 0);
+    let both = ["toolchain", "install", "--kubernetes", "v1.37.1", "--kubernetes-source", source];
+    let output = harness(state.path()).args(both).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "a command line clap refuses");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot be used with"));
+}
+
+/// The repository's providers.yaml.
+const PROVIDERS_YAML: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../providers.yaml");
+
+#[test]
 fn a_missing_go_toolchain_says_how_to_get_one() {
     let state = tempfile::tempdir().unwrap();
     let empty_cache = tempfile::tempdir().unwrap();

@@ -29,12 +29,12 @@ pub const ID: &str = "Conformance";
 fn cache_dir(release: &Release) -> PathBuf {
     let images = super::dir(release);
     let parent = images.parent().expect("images/format-N/<version>");
-    parent.join(format!("{}-conformance", release.version))
+    parent.join(format!("{}-conformance", release.cache_key()))
 }
 
 /// `registry.k8s.io/conformance:<version>`, the name Hydrophone derives from the server version.
 pub fn reference(release: &Release) -> String {
-    format!("{}/conformance:{}", oci::MIRRORED_REGISTRY, release.version)
+    format!("{}/conformance:{}", oci::MIRRORED_REGISTRY, release.image_tag())
 }
 
 /// The conformance image of `release` and its registry index, built unless cached.
@@ -48,12 +48,12 @@ pub fn install(release: &Release, toolchain: &Toolchain) -> Result<(Image, PathB
     }
     let parent = dir.parent().expect("images/format-N");
     fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
-    let _turn = take_turn(&parent.join(format!("{}-conformance.lock", release.version)))?;
+    let _turn = take_turn(&parent.join(format!("{}-conformance.lock", release.cache_key())))?;
     if index.is_file() {
         return Ok((image, index));
     }
     let step = cli_support::progress::step(format!("building the conformance image of Kubernetes {}", release.version));
-    let partial = parent.join(format!("{}-conformance.partial", release.version));
+    let partial = parent.join(format!("{}-conformance.partial", release.cache_key()));
     let _ = fs::remove_dir_all(&partial);
     fs::create_dir_all(&partial).map_err(io_err("creating", &partial))?;
     build(release, toolchain, &partial)
@@ -145,6 +145,6 @@ ENV KUBECONFIG=""
         assert_eq!(env[1..], expected.iter().map(String::as_str).collect::<Vec<_>>()[..]);
         assert!(env[0].starts_with("PATH=") && env[0].contains("/usr/local/bin"), "kubeconformance is found on PATH");
         assert_eq!(config["Entrypoint"], json!(["kubeconformance"]));
-        assert_eq!(reference(&release), format!("registry.k8s.io/conformance:{}", release.version));
+        assert_eq!(reference(&release), format!("registry.k8s.io/conformance:{}", release.image_tag()));
     }
 }

@@ -239,7 +239,7 @@ pub fn references(manifest_go: &str) -> BTreeMap<String, String> {
 pub fn dir(release: &Release) -> PathBuf {
     // Under the recipes' format: harnesses of other formats on the machine (an older checkout's
     // CI run beside this one) build and read caches of their own, never each other's.
-    cli_support::roots::cache_root().join("images").join(format!("format-{FORMAT}")).join(release.version)
+    cli_support::roots::cache_root().join("images").join(format!("format-{FORMAT}")).join(release.cache_key())
 }
 
 /// The index the cluster's registry serves `release`'s images by.
@@ -275,7 +275,7 @@ fn install_from(release: &Release, toolchain: &Toolchain, early: BTreeMap<Part, 
     fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
     // Two `up`s at once (parallel tests) take turns; the second finds the first's images.
     // (Not `with_extension`: a version's dots are not an extension.)
-    let _turn = take_turn(&parent.join(format!("{}.lock", release.version)))?;
+    let _turn = take_turn(&parent.join(format!("{}.lock", release.cache_key())))?;
     if let Some(images) = cached(&dir) {
         return Ok(images);
     }
@@ -283,6 +283,9 @@ fn install_from(release: &Release, toolchain: &Toolchain, early: BTreeMap<Part, 
     let source = toolchain::kubernetes_source(release)?;
     let built = Builder { release, toolchain, source: &source, layers: early }.build_all(&dir)?;
     step.done();
+    if release.source.is_some() {
+        toolchain::checkout::prune_entries(parent, &dir);
+    }
     Ok(built)
 }
 
@@ -315,14 +318,14 @@ pub fn install_alongside(
 fn source_layers(release: &Release) -> Result<BTreeMap<Part, Vec<u8>>> {
     let parent = dir(release).parent().expect("images/<version>").to_path_buf();
     fs::create_dir_all(&parent).map_err(io_err("creating", &parent))?;
-    let _turn = take_turn(&parent.join(format!("{}.lock", release.version)))?;
+    let _turn = take_turn(&parent.join(format!("{}.lock", release.cache_key())))?;
     if cached(&dir(release)).is_some() {
         return Ok(BTreeMap::new());
     }
     let started = std::time::Instant::now();
     let source = toolchain::kubernetes_source(release)?;
     let work = tempfile::Builder::new()
-        .prefix(&format!("{}.sources", release.version))
+        .prefix(&format!("{}.sources", release.cache_key()))
         .tempdir_in(&parent)
         .map_err(io_err("creating a directory in", &parent))?;
     busybox::binary(&source, work.path())?;
@@ -351,7 +354,7 @@ impl Builder<'_> {
         let manifest_path = self.source.join("test/utils/image/manifest.go");
         let manifest_go = fs::read_to_string(&manifest_path).map_err(io_err("reading", &manifest_path))?;
         let names = references(&manifest_go);
-        let partial = dir.parent().expect("images/<version>").join(format!("{}.partial", self.release.version));
+        let partial = dir.parent().expect("images/<version>").join(format!("{}.partial", self.release.cache_key()));
         let _ = fs::remove_dir_all(&partial);
         fs::create_dir_all(&partial).map_err(io_err("creating", &partial))?;
 

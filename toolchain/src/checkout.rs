@@ -1,0 +1,389 @@
+//! A kubernetes/kubernetes git checkout as the source of a toolchain (`--kubernetes-source DIR`):
+//! what a real k/k job has, where Prow's clonerefs puts the repository at its path alias
+//! (`$GOPATH/src/k8s.io/kubernetes`). Its binaries are built inside the checkout, with its own
+//! `go.work`, `staging/` and `vendor/`, and stamped as upstream's `hack/lib/version.sh` stamps them:
+//! `git describe --tags --match='v*' --abbrev=14` made semver (`v1.37.1-3+0123456789abcd`,
+//! `-dirty` for a tree `git status` calls dirty), the commit, the tree state, and the commit's time
+//! as the build date. Its cache entry is keyed by commit and tree state, never by version string.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
+
+use crate::{Result, ToolchainError};
+
+/// What `git status` says of the checkout's tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TreeState {
+    Clean,
+    Dirty,
+}
+
+impl TreeState {
+    /// As upstream stamps it (`gitTreeState`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TreeState::Clean => "clean",
+            TreeState::Dirty => "dirty",
+        }
+    }
+}
+
+/// A kubernetes/kubernetes checkout at one commit.
+#[derive(Debug, Clone)]
+pub struct Checkout {
+    pub dir: PathBuf,
+    /// The full commit hash of `HEAD`.
+    pub commit: String,
+    /// The branch checked out, unless `HEAD` is detached (as Prow's clonerefs leaves it).
+    pub branch: Option<String>,
+    pub tree_state: TreeState,
+    /// Upstream's version of the commit: `v1.37.1`, `v1.37.1-3+0123456789abcd`, `…-dirty`.
+    pub version: String,
+    /// The commit's time, as upstream's `buildDate` (`2026-01-01T00:00:00Z`).
+    pub commit_time: String,
+    /// The `go` line of its go.mod (`1.26.0`).
+    pub go_line: Option<String>,
+    /// What the build depends on beyond the commit: a digest of the changes of a dirty tree.
+    changes: Option<String>,
+}
+
+impl Checkout {
+    /// Opens `dir` as a kubernetes/kubernetes checkout, or says what it is not.
+    pub fn open(dir: &Path) -> Result<Checkout> {
+        let not = |reason: String| ToolchainError::NotACheckout { dir: dir.to_path_buf(), reason };
+        let go_mod =
+            std::fs::read_to_string(dir.join("go.mod")).map_err(|e| not(format!("it has no readable go.mod ({e})")))?;
+        if module_path(&go_mod) != Some("k8s.io/kubernetes") {
+            return Err(not("its go.mod is not module k8s.io/kubernetes".into()));
+        }
+        for part in ["cmd/kube-apiserver", "staging/src/k8s.io"] {
+            if !dir.join(part).is_dir() {
+                return Err(not(format!("it has no {part}/")));
+            }
+        }
+        let dir = dir.canonicalize().map_err(|e| not(format!("cannot resolve it: {e}")))?;
+        let git = Git { dir: &dir };
+        let commit =
+            git.run(&["rev-parse", "HEAD^{commit}"]).map_err(|e| not(format!("it is not a git checkout: {e}")))?;
+        let branch = git.run(&["rev-parse", "--abbrev-ref", "HEAD"]).ok().filter(|b| b != "HEAD");
+        let status = git.run(&["status", "--porcelain"]).map_err(not)?;
+        let tree_state = if status.is_empty() { TreeState::Clean } else { TreeState::Dirty };
+        let described =
+            git.run(&["describe", "--tags", "--match=v*", "--abbrev=14", "HEAD^{commit}"]).map_err(|e| {
+                not(format!("no tag v* is reachable from its HEAD, so it has no version (git describe: {e})"))
+            })?;
+        let version = semver_of_describe(&described, tree_state)
+            .ok_or_else(|| not(format!("git describe gives '{described}', which is no semantic version")))?;
+        let commit_time =
+            git.run(&["show", "-s", "--date=format-local:%Y-%m-%dT%H:%M:%SZ", "--format=%cd", "HEAD"]).map_err(not)?;
+        let changes = match tree_state {
+            TreeState::Clean => None,
+            TreeState::Dirty => Some(git.changes_digest(&status).map_err(not)?),
+        };
+        Ok(Checkout { dir, commit, branch, tree_state, version, commit_time, go_line: go_line(&go_mod), changes })
+    }
+
+    /// The name of its toolchain's cache entry: `<commit>`, or `<commit>-dirty-<digest of the
+    /// changes>` (a dirty tree that changes again is a new entry, its unchanged packages still
+    /// in Go's build cache).
+    pub fn entry_name(&self) -> String {
+        match &self.changes {
+            None => self.commit.clone(),
+            Some(changes) => format!("{}-dirty-{}", self.commit, &changes[..16]),
+        }
+    }
+
+    /// `1` and `37` of its version; `37+` when it is not exactly a release, as upstream's `gitMinor`.
+    pub fn major_minor(&self) -> (String, String) {
+        major_minor(&self.version).unwrap_or_else(|| ("1".into(), String::new()))
+    }
+}
+
+struct Git<'a> {
+    dir: &'a Path,
+}
+
+impl Git<'_> {
+    /// `git` in the checkout, trimmed stdout; a checkout another user owns (a CI volume) is read too.
+    fn run(&self, args: &[&str]) -> std::result::Result<String, String> {
+        let output = Command::new("git")
+            .arg("-c")
+            .arg(format!("safe.directory={}", self.dir.display()))
+            .arg("-C")
+            .arg(self.dir)
+            .args(args)
+            .env("TZ", "UTC")
+            .output()
+            .map_err(|e| format!("cannot run git: {e}"))?;
+        match output.status.success() {
+            true => Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned()),
+            false => Err(String::from_utf8_lossy(&output.stderr).trim().to_owned()),
+        }
+    }
+
+    /// A digest of what a dirty tree changes: the diff against HEAD and every untracked file.
+    fn changes_digest(&self, status: &str) -> std::result::Result<String, String> {
+        let mut hasher = Sha256::new();
+        hasher.update(self.run(&["diff", "HEAD", "--binary"])?);
+        for untracked in status.lines().filter_map(|line| line.strip_prefix("?? ")) {
+            hasher.update(untracked);
+            let path = self.dir.join(untracked);
+            hash_tree(&mut hasher, &path);
+        }
+        Ok(format!("{:x}", hasher.finalize()))
+    }
+}
+
+/// Every file under `path` (a file or a directory git lists as untracked), path and contents.
+fn hash_tree(hasher: &mut Sha256, path: &Path) {
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> =
+            std::fs::read_dir(path).into_iter().flatten().flatten().map(|entry| entry.path()).collect();
+        entries.sort();
+        for entry in entries {
+            hasher.update(entry.to_string_lossy().as_bytes());
+            hash_tree(hasher, &entry);
+        }
+    } else if let Ok(contents) = std::fs::read(path) {
+        hasher.update(&contents);
+    }
+}
+
+fn module_path(go_mod: &str) -> Option<&str> {
+    go_mod.lines().find_map(|line| line.trim().strip_prefix("module ")).map(|path| path.trim().trim_matches('"'))
+}
+
+fn go_line(go_mod: &str) -> Option<String> {
+    go_mod.lines().find_map(|line| line.trim().strip_prefix("go ")).map(|v| v.trim().to_owned())
+}
+
+/// `git describe` made a semantic version as `hack/lib/version.sh` makes it:
+/// `v1.37.1-3-g<14 hex>` → `v1.37.1-3+<hex>`; `v1.37.0-alpha.1-5-g<hex>` → `v1.37.0-alpha.1.5+<hex>`;
+/// an exact tag stays; `-dirty` is added for a dirty tree. `None` when the result is no semver.
+pub fn semver_of_describe(described: &str, tree: TreeState) -> Option<String> {
+    let mut version = described.to_owned();
+    if let Some((base, hash)) = described.rsplit_once("-g")
+        && hash.len() == 14
+        && hash.chars().all(|c| c.is_ascii_hexdigit())
+        && let Some((tag, distance)) = base.rsplit_once('-')
+        && !distance.is_empty()
+        && distance.chars().all(|c| c.is_ascii_digit())
+    {
+        // A tag with a pre-release (`v1.37.0-alpha.1`) continues its pre-release; a release tag starts one.
+        let joiner = if tag.contains('-') { '.' } else { '-' };
+        version = format!("{tag}{joiner}{distance}+{hash}");
+    }
+    if tree == TreeState::Dirty {
+        version.push_str("-dirty");
+    }
+    is_semver(&version).then_some(version)
+}
+
+/// `^v([0-9]+)\.([0-9]+)(\.[0-9]+)?(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`, upstream's check.
+fn is_semver(version: &str) -> bool {
+    let Some(rest) = version.strip_prefix('v') else { return false };
+    let (core, build) = match rest.split_once('+') {
+        Some((core, build)) => (core, Some(build)),
+        None => (rest, None),
+    };
+    let (numbers, pre) = match core.split_once('-') {
+        Some((numbers, pre)) => (numbers, Some(pre)),
+        None => (core, None),
+    };
+    let identifiers = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+    let parts: Vec<&str> = numbers.split('.').collect();
+    (2..=3).contains(&parts.len())
+        && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        && pre.is_none_or(identifiers)
+        && build.is_none_or(identifiers)
+}
+
+/// Upstream's `gitMajor` and `gitMinor` of a version: `37+` when anything follows `vX.Y.Z`.
+fn major_minor(version: &str) -> Option<(String, String)> {
+    let rest = version.strip_prefix('v')?;
+    let mut parts = rest.splitn(3, '.');
+    let major = parts.next()?.to_owned();
+    let minor_and_rest = parts.next()?;
+    let minor: String = minor_and_rest.chars().take_while(char::is_ascii_digit).collect();
+    let patch_and_rest = parts.next().unwrap_or_default();
+    let exact = !minor_and_rest[minor.len()..].contains(['-', '+']) && !patch_and_rest.contains(['-', '+']);
+    Some((major, if exact { minor } else { format!("{minor}+") }))
+}
+
+/// How many checkouts' entries a cache keeps: each is ~1 GB of binaries and ~1.3 GB of node
+/// images, and a bisection builds one per commit it tries.
+pub const KEPT_ENTRIES: usize = 4;
+
+/// Removes the `checkout-*` entries of `cache` (and their `.lock` files) but the [`KEPT_ENTRIES`]
+/// newest by modification time; `keep` (the one just made) is never removed.
+pub fn prune_entries(cache: &Path, keep: &Path) {
+    let mut entries: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(cache)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with("checkout-"))
+        .filter(|entry| {
+            entry.file_type().is_ok_and(|t| t.is_dir()) && !entry.file_name().to_string_lossy().contains('.')
+        })
+        .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
+        .collect();
+    entries.sort_by(|a, b| b.0.cmp(&a.0));
+    for (_, old) in entries.into_iter().skip(KEPT_ENTRIES).filter(|(_, path)| path != keep) {
+        tracing::info!("removing {}: the cache keeps the {KEPT_ENTRIES} newest checkouts' builds", old.display());
+        let _ = std::fs::remove_dir_all(&old);
+        let _ = std::fs::remove_file(old.with_extension("lock"));
+    }
+}
+
+/// Checkouts opened by this process ([`register`]), so that [`crate::resolve`] finds a checkout's
+/// release by the version a run recorded for it.
+static REGISTERED: Mutex<Vec<&'static Checkout>> = Mutex::new(Vec::new());
+
+/// Keeps `checkout` for the rest of the process and gives it back as a `'static` reference.
+pub fn register(checkout: Checkout) -> &'static Checkout {
+    let mut registered = REGISTERED.lock().expect("not poisoned");
+    if let Some(known) =
+        registered.iter().find(|known| known.entry_name() == checkout.entry_name() && known.dir == checkout.dir)
+    {
+        return known;
+    }
+    let checkout: &'static Checkout = Box::leak(Box::new(checkout));
+    registered.push(checkout);
+    checkout
+}
+
+/// The checkout this process registered whose version is `version`, if any.
+pub fn registered(version: &str) -> Option<&'static Checkout> {
+    REGISTERED.lock().expect("not poisoned").iter().rev().find(|checkout| checkout.version == version).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describe_is_made_semver_as_upstream_makes_it() {
+        let clean = TreeState::Clean;
+        assert_eq!(semver_of_describe("v1.37.1", clean).as_deref(), Some("v1.37.1"));
+        assert_eq!(semver_of_describe("v1.37.1-3-g0123456789abcd", clean).as_deref(), Some("v1.37.1-3+0123456789abcd"));
+        assert_eq!(
+            semver_of_describe("v1.37.0-alpha.1-234-g3f2a6b1c0d9e8f", clean).as_deref(),
+            Some("v1.37.0-alpha.1.234+3f2a6b1c0d9e8f")
+        );
+        assert_eq!(
+            semver_of_describe("v1.37.1-fixture.0-2-gabcdefabcdefab", TreeState::Dirty).as_deref(),
+            Some("v1.37.1-fixture.0.2+abcdefabcdefab-dirty")
+        );
+        assert_eq!(semver_of_describe("v1.37.1", TreeState::Dirty).as_deref(), Some("v1.37.1-dirty"));
+        assert_eq!(semver_of_describe("release-1.37", clean), None);
+        assert_eq!(semver_of_describe("v1.37.1_x", clean), None);
+    }
+
+    #[test]
+    fn the_minor_says_plus_for_anything_but_a_release() {
+        assert_eq!(major_minor("v1.37.1"), Some(("1".into(), "37".into())));
+        assert_eq!(major_minor("v1.37.1-3+0123456789abcd"), Some(("1".into(), "37+".into())));
+        assert_eq!(major_minor("v1.38.0-alpha.1.5+0123456789abcd"), Some(("1".into(), "38+".into())));
+        assert_eq!(major_minor("v1.37.1-dirty"), Some(("1".into(), "37+".into())));
+    }
+
+    #[test]
+    fn a_directory_that_is_no_kubernetes_checkout_is_named_with_what_it_lacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = Checkout::open(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("no readable go.mod") && error.contains("--kubernetes-source"), "{error}");
+        std::fs::write(dir.path().join("go.mod"), "module example.com/other\n\ngo 1.26.0\n").unwrap();
+        let error = Checkout::open(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("not module k8s.io/kubernetes"), "{error}");
+    }
+
+    /// A repository shaped enough like k/k for [`Checkout::open`]: go.mod, cmd/kube-apiserver, staging.
+    fn tiny_checkout(tag: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("cmd/kube-apiserver")).unwrap();
+        std::fs::create_dir_all(root.join("staging/src/k8s.io/api")).unwrap();
+        std::fs::write(root.join("go.mod"), "module k8s.io/kubernetes\n\ngo 1.26.0\n").unwrap();
+        std::fs::write(root.join("cmd/kube-apiserver/apiserver.go"), "package main\n").unwrap();
+        std::fs::write(root.join("staging/src/k8s.io/api/doc.go"), "package api\n").unwrap();
+        let git = |args: &[&str]| {
+            let status = Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@localhost", "-C"])
+                .arg(root)
+                .args(args)
+                .env("GIT_COMMITTER_DATE", "2026-03-04T05:06:07Z")
+                .env("GIT_AUTHOR_DATE", "2026-03-04T05:06:07Z")
+                .status()
+                .unwrap();
+            assert!(status.success(), "git {args:?}");
+        };
+        git(&["init", "-q", "-b", "master"]);
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "first"]);
+        git(&["tag", tag]);
+        std::fs::write(root.join("cmd/kube-apiserver/apiserver.go"), "package main\n\n// changed\n").unwrap();
+        git(&["commit", "-q", "-am", "second"]);
+        dir
+    }
+
+    #[test]
+    fn a_commit_after_its_tag_is_versioned_keyed_and_dated_by_git() {
+        let repo = tiny_checkout("v1.37.1-fixture.0");
+        let checkout = Checkout::open(repo.path()).unwrap();
+        assert_eq!(checkout.commit.len(), 40);
+        assert_eq!(checkout.tree_state, TreeState::Clean);
+        assert_eq!(checkout.version, format!("v1.37.1-fixture.0.1+{}", &checkout.commit[..14]));
+        assert_eq!(checkout.major_minor(), ("1".into(), "37+".into()));
+        assert_eq!(checkout.commit_time, "2026-03-04T05:06:07Z");
+        assert_eq!(checkout.entry_name(), checkout.commit);
+        assert_eq!(checkout.go_line.as_deref(), Some("1.26.0"));
+        assert_eq!(checkout.branch.as_deref(), Some("master"));
+    }
+
+    #[test]
+    fn a_dirty_tree_is_its_own_entry_and_a_further_change_another() {
+        let repo = tiny_checkout("v1.37.1");
+        let file = repo.path().join("cmd/kube-apiserver/apiserver.go");
+        std::fs::write(&file, "package main\n\n// edited\n").unwrap();
+        let first = Checkout::open(repo.path()).unwrap();
+        assert_eq!(first.tree_state, TreeState::Dirty);
+        assert!(first.version.ends_with("-dirty"), "{}", first.version);
+        assert!(first.entry_name().starts_with(&format!("{}-dirty-", first.commit)));
+        std::fs::write(repo.path().join("cmd/kube-apiserver/new.go"), "package main\n").unwrap();
+        let second = Checkout::open(repo.path()).unwrap();
+        assert_ne!(first.entry_name(), second.entry_name(), "an untracked file changes the build");
+    }
+
+    #[test]
+    fn only_the_newest_checkout_entries_are_kept() {
+        let cache = tempfile::tempdir().unwrap();
+        let made: Vec<PathBuf> = (0..KEPT_ENTRIES + 2)
+            .map(|i| {
+                let entry = cache.path().join(format!("checkout-{i:040}"));
+                std::fs::create_dir(&entry).unwrap();
+                let at = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000 + i as u64);
+                std::fs::File::open(&entry).unwrap().set_modified(at).unwrap();
+                entry
+            })
+            .collect();
+        let release = cache.path().join("v1.37.1");
+        std::fs::create_dir(&release).unwrap();
+        std::fs::create_dir(cache.path().join("checkout-x.partial")).unwrap();
+        prune_entries(cache.path(), &made[0]);
+        let left: Vec<bool> = made.iter().map(|entry| entry.exists()).collect();
+        // The oldest is kept as the one just made; the second oldest goes.
+        assert_eq!(left[..2], [true, false], "{left:?}");
+        assert!(left[2..].iter().all(|kept| *kept), "{left:?}");
+        assert!(release.exists() && cache.path().join("checkout-x.partial").exists());
+    }
+
+    #[test]
+    fn a_checkout_without_a_tag_has_no_version_and_says_so() {
+        let repo = tiny_checkout("not-a-version");
+        let error = Checkout::open(repo.path()).unwrap_err().to_string();
+        assert!(error.contains("no tag v*"), "{error}");
+    }
+}
