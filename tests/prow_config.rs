@@ -105,8 +105,11 @@ fn full_options() -> ProwOptions {
 fn prow_accepts_the_generated_jobs() {
     let local = prow_yaml(&ProvidersConfig::bundled(), &ProwOptions::default());
     let aws = prow_yaml(&aws_example(), &full_options());
-    let checked = checkconfig(&[("local.yaml", &local), ("aws.yaml", &aws)]);
-    assert!(checked.success, "checkconfig rejected\n{local}\n{aws}\n{}", checked.output);
+    // Jobs of kubernetes/kubernetes' master: a second clone, at k/k's path alias.
+    let master = ProwOptions { kubernetes_ref: Some("master".into()), ..ProwOptions::default() };
+    let master = prow_yaml(&ProvidersConfig::bundled(), &master);
+    let checked = checkconfig(&[("local.yaml", &local), ("aws.yaml", &aws), ("master.yaml", &master)]);
+    assert!(checked.success, "checkconfig rejected\n{local}\n{aws}\n{master}\n{}", checked.output);
     assert!(checked.output.contains("checkconfig passes without any error!"), "{}", checked.output);
 }
 

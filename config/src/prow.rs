@@ -84,7 +84,19 @@ pub struct ProwOptions {
     pub env: BTreeMap<String, String>,
     /// The test container's resources.
     pub resources: ResourceRequirements,
+    /// A kubernetes/kubernetes branch every job tests instead of the matrix's releases: the pod
+    /// utilities clone it at [`KUBERNETES_PATH_ALIAS`] and `harness run` builds it
+    /// (`--kubernetes-source`); one job per provider and job of the newest minor, named
+    /// `…-k8s-<branch>`, certification jobs left out (they certify releases).
+    pub kubernetes_ref: Option<String>,
 }
+
+/// Where Prow's clonerefs puts kubernetes/kubernetes, under `$GOPATH/src`: its import path, as
+/// every k/k job has it.
+pub const KUBERNETES_PATH_ALIAS: &str = "k8s.io/kubernetes";
+
+/// The pod utilities' `$GOPATH` in a decorated job's containers (Prow's code mount).
+pub const PROW_GOPATH: &str = "/home/prow/go";
 
 impl Default for ProwOptions {
     fn default() -> Self {
@@ -100,6 +112,7 @@ impl Default for ProwOptions {
             labels: BTreeMap::new(),
             env: BTreeMap::new(),
             resources: ResourceRequirements::default(),
+            kubernetes_ref: None,
         }
     }
 }
@@ -236,9 +249,32 @@ pub const HARNESS_COMMAND: &str = "harness";
 /// One periodic per cell of `config`, sorted by name.
 pub fn prow_jobs(config: &ProvidersConfig, opts: &ProwOptions) -> ProwConfig {
     let shared = shared_dashboards(config);
-    let mut periodics: Vec<Periodic> = cells(config).iter().map(|cell| periodic(config, cell, opts, &shared)).collect();
+    let cells = match &opts.kubernetes_ref {
+        Some(branch) => branch_cells(cells(config), branch),
+        None => cells(config),
+    };
+    let mut periodics: Vec<Periodic> = cells.iter().map(|cell| periodic(config, cell, opts, &shared)).collect();
     periodics.sort_by(|a, b| a.name.cmp(&b.name));
     ProwConfig { periodics }
+}
+
+/// The cells of a job testing kubernetes/kubernetes at `branch`: per provider and job, the newest
+/// minor's, renamed `…-k8s-<branch>` (`ci-cloud-provider-aws-k8s-master`); no certification job.
+fn branch_cells<'a>(cells: Vec<Cell<'a>>, branch: &str) -> Vec<Cell<'a>> {
+    let mut newest: BTreeMap<(String, String), Cell<'a>> = BTreeMap::new();
+    for cell in cells.into_iter().filter(|cell| !cell.job.certification) {
+        let suffix = format!("k8s-{}", cell.kubernetes.minor_line());
+        let Some(stem) = cell.name.strip_suffix(&suffix) else { continue };
+        let key = (cell.provider.name.clone(), stem.to_owned());
+        let newer = newest.get(&key).is_none_or(|kept| {
+            (cell.kubernetes.major, cell.kubernetes.minor) > (kept.kubernetes.major, kept.kubernetes.minor)
+        });
+        if newer {
+            let name = format!("{stem}k8s-{branch}");
+            newest.insert(key, Cell { name, ..cell });
+        }
+    }
+    newest.into_values().collect()
 }
 
 /// [`prow_jobs`] as the YAML file Prow's `--job-config-path` reads, with a header saying where it
@@ -260,11 +296,14 @@ pub fn harness_args(cell: &Cell<'_>, opts: &ProwOptions, run_timeout: Duration) 
     if let Some(path) = &opts.config_path {
         args.extend(["--config".to_owned(), path.clone()]);
     }
+    args.extend(["--provider".to_owned(), cell.provider.name.clone()]);
+    match &opts.kubernetes_ref {
+        Some(_) => {
+            args.extend(["--kubernetes-source".to_owned(), format!("{PROW_GOPATH}/src/{KUBERNETES_PATH_ALIAS}")])
+        }
+        None => args.extend(["--kubernetes".to_owned(), cell.kubernetes.to_string()]),
+    }
     args.extend([
-        "--provider".to_owned(),
-        cell.provider.name.clone(),
-        "--kubernetes".to_owned(),
-        cell.kubernetes.to_string(),
         "--suites".to_owned(),
         cell.suites().join(","),
         "--job".to_owned(),
@@ -338,13 +377,7 @@ fn periodic(config: &ProvidersConfig, cell: &Cell<'_>, opts: &ProwOptions, share
         cluster: opts.cluster.clone(),
         decorate: true,
         decoration_config: DecorationConfig { timeout: format_duration(timeouts.prow) },
-        extra_refs: vec![Refs {
-            org: opts.repo.org.clone(),
-            repo: opts.repo.repo.clone(),
-            base_ref: opts.base_ref.clone(),
-            path_alias: opts.path_alias.clone(),
-            workdir: true,
-        }],
+        extra_refs: extra_refs(opts),
         labels: opts.labels.clone(),
         annotations: annotations(cell, opts, shared),
         spec: PodSpec {
@@ -358,6 +391,25 @@ fn periodic(config: &ProvidersConfig, cell: &Cell<'_>, opts: &ProwOptions, share
             }],
         },
     }
+}
+
+/// The harness repository, where the job starts, and kubernetes/kubernetes when a job tests a branch.
+fn extra_refs(opts: &ProwOptions) -> Vec<Refs> {
+    let harness = Refs {
+        org: opts.repo.org.clone(),
+        repo: opts.repo.repo.clone(),
+        base_ref: opts.base_ref.clone(),
+        path_alias: opts.path_alias.clone(),
+        workdir: true,
+    };
+    let kubernetes = opts.kubernetes_ref.as_ref().map(|branch| Refs {
+        org: "kubernetes".into(),
+        repo: "kubernetes".into(),
+        base_ref: branch.clone(),
+        path_alias: Some(KUBERNETES_PATH_ALIAS.into()),
+        workdir: false,
+    });
+    std::iter::once(harness).chain(kubernetes).collect()
 }
 
 /// Whether the cell's cluster has real nodes: each is a kubelet, containerd and runc in network and

@@ -106,6 +106,11 @@ pub struct ProwArgs {
     /// `testgrid-alert-email` of every job.
     #[arg(long)]
     pub alert_email: Option<String>,
+    /// Test kubernetes/kubernetes at this branch (master, release-1.37) instead of the matrix's
+    /// releases: each job clones it at its path alias k8s.io/kubernetes and runs `harness run
+    /// --kubernetes-source` there; one job per provider and job, named …-k8s-<branch>.
+    #[arg(long, value_name = "BRANCH")]
+    pub kubernetes_ref: Option<String>,
     /// Write it to this file instead of stdout.
     #[arg(long, short)]
     pub output: Option<std::path::PathBuf>,
@@ -456,6 +461,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 repo: args.repo,
                 base_ref: args.base_ref,
                 alert_email: args.alert_email,
+                kubernetes_ref: args.kubernetes_ref,
                 ..Default::default()
             };
             let yaml = config::prow::prow_yaml(&args.config.load()?, &options);

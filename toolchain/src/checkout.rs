@@ -230,7 +230,7 @@ pub fn prune_entries(cache: &Path, keep: &Path) {
         })
         .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
         .collect();
-    entries.sort_by(|a, b| b.0.cmp(&a.0));
+    entries.sort_by_key(|entry| std::cmp::Reverse(entry.0));
     for (_, old) in entries.into_iter().skip(KEPT_ENTRIES).filter(|(_, path)| path != keep) {
         tracing::info!("removing {}: the cache keeps the {KEPT_ENTRIES} newest checkouts' builds", old.display());
         let _ = std::fs::remove_dir_all(&old);

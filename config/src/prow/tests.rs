@@ -233,6 +233,40 @@ fn every_cell_is_one_job_sorted_by_name() {
 }
 
 #[test]
+fn a_kubernetes_branch_is_one_job_per_provider_and_job_cloning_kubernetes_at_its_path_alias() {
+    let opts = ProwOptions { kubernetes_ref: Some("master".into()), ..ProwOptions::default() };
+    let jobs = prow_jobs(&matrix(), &opts);
+    let names: Vec<&str> = jobs.periodics.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ci-cloud-provider-a-conformance-k8s-master",
+            "ci-cloud-provider-a-e2e-k8s-master",
+            "ci-cloud-provider-b-k8s-master",
+            "ci-cloud-provider-c-k8s-master",
+        ]
+    );
+    let e2e = job(&jobs, "ci-cloud-provider-a-e2e-k8s-master");
+    let kubernetes = Refs {
+        org: "kubernetes".into(),
+        repo: "kubernetes".into(),
+        base_ref: "master".into(),
+        path_alias: Some("k8s.io/kubernetes".into()),
+        workdir: false,
+    };
+    assert_eq!(e2e.extra_refs.len(), 2);
+    assert!(e2e.extra_refs[0].workdir, "the job still starts in the harness' checkout");
+    assert_eq!(e2e.extra_refs[1], kubernetes);
+    let args = &e2e.spec.containers[0].args;
+    assert_eq!(
+        args[1..7],
+        ["--provider", "a", "--kubernetes-source", "/home/prow/go/src/k8s.io/kubernetes", "--suites", "cloud-e2e"]
+    );
+    // Its own suites and interval: the newest minor's job's.
+    assert_eq!(e2e.interval, "2h");
+}
+
+#[test]
 fn output_does_not_depend_on_provider_order() {
     let config = matrix();
     let mut reversed = config.clone();
@@ -301,6 +335,7 @@ fn options_reach_every_job() {
         labels: strings(&[("preset-service-account", "true")]),
         env: strings(&[("RUST_LOG", "debug"), ("HARNESS_CACHE_DIR", "/cache")]),
         resources: ResourceRequirements { requests: strings(&[("cpu", "2")]), limits: BTreeMap::new() },
+        kubernetes_ref: None,
     };
     let config = ProvidersConfig::bundled();
     let jobs = prow_jobs(&config, &opts);
