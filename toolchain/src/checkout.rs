@@ -182,23 +182,9 @@ pub fn semver_of_describe(described: &str, tree: TreeState) -> Option<String> {
     is_semver(&version).then_some(version)
 }
 
-/// `^v([0-9]+)\.([0-9]+)(\.[0-9]+)?(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`, upstream's check.
+/// Upstream refuses to build a version that is no semver; ours are read as [`config::KubernetesVersion`].
 fn is_semver(version: &str) -> bool {
-    let Some(rest) = version.strip_prefix('v') else { return false };
-    let (core, build) = match rest.split_once('+') {
-        Some((core, build)) => (core, Some(build)),
-        None => (rest, None),
-    };
-    let (numbers, pre) = match core.split_once('-') {
-        Some((numbers, pre)) => (numbers, Some(pre)),
-        None => (core, None),
-    };
-    let identifiers = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
-    let parts: Vec<&str> = numbers.split('.').collect();
-    (2..=3).contains(&parts.len())
-        && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-        && pre.is_none_or(identifiers)
-        && build.is_none_or(identifiers)
+    version.parse::<config::KubernetesVersion>().is_ok()
 }
 
 /// Upstream's `gitMajor` and `gitMinor` of a version: `37+` when anything follows `vX.Y.Z`.
