@@ -465,7 +465,12 @@ fn sigint_half_way_through_cluster_up_on_real_nodes_leaves_nothing() {
         kill(nix::unistd::Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
         let output = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(signalled.elapsed() < Duration::from_secs(60), "up took {:?} to stop", signalled.elapsed());
+        let took = signalled.elapsed();
+        eprintln!("SIGINT when {stage}: up stopped in {took:.1?}");
+        // Bounded, far below up's own 600 s: alone, 24.7 s once the kubelets run (up finishes a
+        // step under way before it sees the signal) and 1.6 s once the CCM runs; 60.5 s for the
+        // first beside the rest of the full tier on 2 cores.
+        assert!(took < Duration::from_secs(120), "up took {took:?} to stop after SIGINT when {stage}:\n{stderr}");
         assert_eq!(output.status.code(), Some(130), "SIGINT when {stage}:\n{stderr}");
         assert!(stderr.contains("interrupted by SIGINT"), "SIGINT when {stage}:\n{stderr}");
         assert!(!dir.exists(), "the state dir of a cluster that never came up is left: {}", dir.display());
