@@ -8,7 +8,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
@@ -224,28 +223,6 @@ pub fn prune_entries(cache: &Path, keep: &Path) {
     }
 }
 
-/// Checkouts opened by this process ([`register`]), so that [`crate::resolve`] finds a checkout's
-/// release by the version a run recorded for it.
-static REGISTERED: Mutex<Vec<&'static Checkout>> = Mutex::new(Vec::new());
-
-/// Keeps `checkout` for the rest of the process and gives it back as a `'static` reference.
-pub fn register(checkout: Checkout) -> &'static Checkout {
-    let mut registered = REGISTERED.lock().expect("not poisoned");
-    if let Some(known) =
-        registered.iter().find(|known| known.entry_name() == checkout.entry_name() && known.dir == checkout.dir)
-    {
-        return known;
-    }
-    let checkout: &'static Checkout = Box::leak(Box::new(checkout));
-    registered.push(checkout);
-    checkout
-}
-
-/// The checkout this process registered whose version is `version`, if any.
-pub fn registered(version: &str) -> Option<&'static Checkout> {
-    REGISTERED.lock().expect("not poisoned").iter().rev().find(|checkout| checkout.version == version).copied()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,6 +304,18 @@ mod tests {
         assert_eq!(checkout.entry_name(), checkout.commit);
         assert_eq!(checkout.go_line.as_deref(), Some("1.26.0"));
         assert_eq!(checkout.branch.as_deref(), Some("master"));
+    }
+
+    #[test]
+    fn a_checkouts_release_is_made_once_and_found_by_its_version() {
+        let repo = tiny_checkout("v1.37.1-fixture.0");
+        let release = crate::from_checkout(repo.path()).unwrap();
+        let again = crate::from_checkout(repo.path()).unwrap();
+        assert!(std::ptr::eq(release.source.unwrap(), again.source.unwrap()), "one release per checkout and commit");
+        let found = crate::resolve(Some(release.version)).unwrap();
+        assert!(std::ptr::eq(found.source.unwrap(), release.source.unwrap()), "{}", release.version);
+        assert_eq!(release.cache_key(), format!("checkout-{}", release.source.unwrap().commit));
+        assert_eq!(release.image_tag(), release.version.replace('+', "_"));
     }
 
     #[test]

@@ -268,8 +268,8 @@ pub fn resolve(requested: Option<&str>) -> Result<Release> {
     let Some(requested) = requested.map(str::trim).filter(|r| !r.is_empty() && *r != "latest") else {
         return Ok(default_release());
     };
-    if let Some(checkout) = checkout::registered(requested) {
-        return Ok(release_of(checkout));
+    if let Some(release) = registered_checkout(requested) {
+        return Ok(release);
     }
     let wanted = requested.strip_prefix('v').unwrap_or(requested);
     releases()
@@ -325,7 +325,24 @@ pub fn from_checkout(dir: &Path) -> Result<Release> {
     if let Some(needs) = &checkout.go_line {
         proxy_pins::check_go_version(&checkout.version, needs)?;
     }
-    Ok(release_of(checkout::register(checkout)))
+    let mut registered = CHECKOUTS.lock().expect("not poisoned");
+    let same = |release: &&Release| {
+        release.source.is_some_and(|known| known.dir == checkout.dir && known.entry_name() == checkout.entry_name())
+    };
+    if let Some(known) = registered.iter().find(same) {
+        return Ok(*known);
+    }
+    let release = release_of(Box::leak(Box::new(checkout)));
+    registered.push(release);
+    Ok(release)
+}
+
+/// The releases [`from_checkout`] made in this process, so that [`resolve`] finds a checkout's by
+/// the version a run recorded for it (at an exact tag, that version alone would name a pin).
+static CHECKOUTS: std::sync::Mutex<Vec<Release>> = std::sync::Mutex::new(Vec::new());
+
+fn registered_checkout(version: &str) -> Option<Release> {
+    CHECKOUTS.lock().expect("not poisoned").iter().rev().find(|release| release.version == version).copied()
 }
 
 fn release_of(checkout: &'static checkout::Checkout) -> Release {
@@ -431,11 +448,7 @@ fn stale(release: &Release, manifest: &Manifest) -> Vec<&'static str> {
 }
 
 fn toolchain_dir(release: &Release) -> PathBuf {
-    cache_root().join("toolchains").join(entry_name(release))
-}
-
-fn entry_name(release: &Release) -> String {
-    release.cache_key()
+    cache_root().join("toolchains").join(release.cache_key())
 }
 
 /// The installed toolchain for `release`, checked against its manifest (sizes only: fast).
@@ -530,7 +543,7 @@ pub fn install_with(release: &Release, force: bool, extra: &[&str]) -> Result<To
     let toolchains = root.join("toolchains");
     fs::create_dir_all(&toolchains).map_err(io_err("creating", &toolchains))?;
     // Two installs of one version at once (parallel tests, two terminals) take turns.
-    let entry = entry_name(release);
+    let entry = release.cache_key();
     let lock_path = toolchains.join(format!("{entry}.lock"));
     let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
     lock.lock().map_err(io_err("locking", &lock_path))?;

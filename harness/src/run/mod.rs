@@ -346,7 +346,8 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
 /// `kubernetes/kubernetes` at the commit the run built, as Prow records a repository it cloned
 /// (`<branch>:<commit>`), when the run's Kubernetes is a checkout's (`--kubernetes-source`).
 fn kubernetes_repos(version: &KubernetesVersion) -> std::collections::BTreeMap<String, String> {
-    let Some(checkout) = toolchain::checkout::registered(&version.to_string()) else { return Default::default() };
+    let checkout = toolchain::resolve(Some(&version.to_string())).ok().and_then(|release| release.source);
+    let Some(checkout) = checkout else { return Default::default() };
     let at = match &checkout.branch {
         Some(branch) => format!("{branch}:{}", checkout.commit),
         None => checkout.commit.clone(),
