@@ -4,7 +4,8 @@
 //! (upstream's CCM over the local cloud: [`UPSTREAM_CCM`]), built from the Go
 //! module proxy at the versions pinned in `tools/kube/` and `tools/local-upstream-ccm/` (`go build`, and `go test -c
 //! k8s.io/kubernetes/test/e2e` for `e2e.test`), the Kubernetes ones stamped with their real version,
-//! and cached under the user cache dir keyed by version.
+//! and cached under the user cache dir keyed by version; or built from a kubernetes/kubernetes
+//! checkout ([`from_checkout`], [`checkout`]) and cached keyed by its commit (`checkout-<commit>`).
 //!
 //! Layout: `<cache>/toolchains/<version>/{bin/<binary>, manifest.json}`; a build happens in
 //! `<cache>/toolchains/<version>.partial` and is renamed into place once every binary is there, so
