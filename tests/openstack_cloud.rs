@@ -85,7 +85,9 @@ async fn the_openstack_cloud_gives_each_real_node_a_server_with_its_address_and_
 
     // A CCM given wrong credentials, or a network that does not exist, is refused before it starts.
     let mut cluster = cluster;
-    let ccm = toolchain::openstack::CCM.installed(&toolchain::default_release()).expect("installed with --all");
+    let ccm = toolchain::openstack::CCM
+        .installed(&toolchain::default_release(), toolchain::Libraries::Pinned)
+        .expect("installed with --all");
     let good = std::fs::read_to_string(cluster.cloud_config()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     for (name, config, wanted) in [

@@ -490,7 +490,8 @@ async fn install_provider_ccm(ccm: &'static toolchain::provider_ccm::ProviderCcm
     for release in toolchain::releases() {
         // One release may serve two minors (vsphere's): built once even with --force.
         let again = ccm.version(&release).is_ok_and(|version| !built.insert(version));
-        let work = tokio::task::spawn_blocking(move || ccm.install(&release, force && !again));
+        let work =
+            tokio::task::spawn_blocking(move || ccm.install(&release, force && !again, toolchain::Libraries::Pinned));
         let binary = until_interrupted(work).await???;
         println!("{} for Kubernetes {}: {}", ccm.project, release.version, binary.display());
     }

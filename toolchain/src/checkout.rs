@@ -70,12 +70,7 @@ impl Checkout {
         let branch = git.run(&["rev-parse", "--abbrev-ref", "HEAD"]).ok().filter(|b| b != "HEAD");
         let status = git.run(&["status", "--porcelain"]).map_err(not)?;
         let tree_state = if status.is_empty() { TreeState::Clean } else { TreeState::Dirty };
-        let described =
-            git.run(&["describe", "--tags", "--match=v*", "--abbrev=14", "HEAD^{commit}"]).map_err(|e| {
-                not(format!("no tag v* is reachable from its HEAD, so it has no version (git describe: {e})"))
-            })?;
-        let version = semver_of_describe(&described, tree_state)
-            .ok_or_else(|| not(format!("git describe gives '{described}', which is no semantic version")))?;
+        let version = git.version_of("HEAD", tree_state).map_err(not)?;
         let commit_time =
             git.run(&["show", "-s", "--date=format-local:%Y-%m-%dT%H:%M:%SZ", "--format=%cd", "HEAD"]).map_err(not)?;
         let changes = match tree_state {
@@ -93,6 +88,39 @@ impl Checkout {
             None => self.commit.clone(),
             Some(changes) => format!("{}-dirty-{}", self.commit, &changes[..16]),
         }
+    }
+
+    /// Writes at `file` a Go workspace over `module_dir` (a Go CCM's module), the checkout's own
+    /// module and every staging module it has, as `add-kubernetes-to-workspace.sh` makes one for
+    /// cloud-provider-kind and cloud-provider-gcp: built with `GOWORK=file`, the CCM takes each
+    /// `k8s.io/*` library it shares with Kubernetes from this checkout, whatever its go.mod requires.
+    pub fn write_workspace(&self, module_dir: &Path, file: &Path) -> Result<()> {
+        let staging = self.dir.join("staging/src/k8s.io");
+        let read = |path: &Path| std::fs::read_to_string(path).map_err(crate::io_err("reading", path));
+        let mut modules: Vec<PathBuf> = std::fs::read_dir(&staging)
+            .map_err(crate::io_err("reading", &staging))?
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|dir| dir.join("go.mod").is_file())
+            .collect();
+        modules.sort();
+        // go.work's `go` line must be at least every module's.
+        let module_go = go_line(&read(&module_dir.join("go.mod"))?);
+        let go = [self.go_line.clone(), module_go].into_iter().flatten().max_by_key(|v| go_version_key(v));
+        let mut text = format!(
+            "// Written by the harness: {} over kubernetes/kubernetes at {}.\n",
+            module_dir.display(),
+            self.commit
+        );
+        text.push_str(&format!("go {}\n\nuse (\n", go.unwrap_or_else(|| "1.26.0".into())));
+        for dir in std::iter::once(module_dir).chain([self.dir.as_path()]).chain(modules.iter().map(PathBuf::as_path)) {
+            text.push_str(&format!("\t{}\n", dir.display()));
+        }
+        text.push_str(")\n");
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).map_err(crate::io_err("creating", parent))?;
+        }
+        std::fs::write(file, text).map_err(crate::io_err("writing", file))
     }
 
     /// `1` and `37` of its version; `37+` when it is not exactly a release, as upstream's `gitMinor`.
@@ -121,6 +149,15 @@ impl Git<'_> {
             true => Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned()),
             false => Err(String::from_utf8_lossy(&output.stderr).trim().to_owned()),
         }
+    }
+
+    /// Upstream's version of `rev` (`git describe`, made semver as [`semver_of_describe`]).
+    fn version_of(&self, rev: &str, tree_state: TreeState) -> std::result::Result<String, String> {
+        let described = self
+            .run(&["describe", "--tags", "--match=v*", "--abbrev=14", &format!("{rev}^{{commit}}")])
+            .map_err(|e| format!("no tag v* is reachable from {rev}, so it has no version (git describe: {e})"))?;
+        semver_of_describe(&described, tree_state)
+            .ok_or_else(|| format!("git describe gives '{described}' for {rev}, which is no semantic version"))
     }
 
     /// A digest of what a dirty tree changes: the diff against HEAD and every untracked file.
@@ -157,6 +194,19 @@ fn module_path(go_mod: &str) -> Option<&str> {
 
 fn go_line(go_mod: &str) -> Option<String> {
     go_mod.lines().find_map(|line| line.trim().strip_prefix("go ")).map(|v| v.trim().to_owned())
+}
+
+/// The version a clean checkout of commit `rev` of the repository at `dir` has (what
+/// [`Checkout::open`] of a worktree of it says), without checking it out.
+pub fn version_at(dir: &Path, rev: &str) -> Result<String> {
+    Git { dir }
+        .version_of(rev, TreeState::Clean)
+        .map_err(|reason| ToolchainError::NotACheckout { dir: dir.to_path_buf(), reason })
+}
+
+/// `1.26.0` as numbers, to compare Go versions.
+fn go_version_key(version: &str) -> Vec<u32> {
+    version.split(|c: char| !c.is_ascii_digit()).map(|part| part.parse().unwrap_or(0)).collect()
 }
 
 /// `git describe` made a semantic version as `hack/lib/version.sh` makes it:
@@ -290,6 +340,31 @@ mod tests {
         std::fs::write(root.join("cmd/kube-apiserver/apiserver.go"), "package main\n\n// changed\n").unwrap();
         git(&["commit", "-q", "-am", "second"]);
         dir
+    }
+
+    /// The workspace a Go CCM is built in over a checkout: the CCM's module, the checkout, and
+    /// each staging directory that is a module, at the newer `go` line of the CCM's and the checkout's.
+    #[test]
+    fn a_ccm_workspace_uses_its_module_the_checkout_and_every_staging_module() {
+        let repo = tiny_checkout("v1.37.1-fixture.0");
+        let staging = repo.path().join("staging/src/k8s.io");
+        std::fs::write(staging.join("api/go.mod"), "module k8s.io/api\n\ngo 1.26.0\n").unwrap();
+        std::fs::create_dir_all(staging.join("not-a-module")).unwrap();
+        let checkout = Checkout::open(repo.path()).unwrap();
+        let ccm = tempfile::tempdir().unwrap();
+        std::fs::write(ccm.path().join("go.mod"), "module example.com/ccm\n\ngo 1.26.3\n").unwrap();
+        let file = ccm.path().join("workspaces/ccm.work");
+        checkout.write_workspace(ccm.path(), &file).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let uses: Vec<PathBuf> = text.lines().filter_map(|l| l.strip_prefix('\t')).map(PathBuf::from).collect();
+        let api = checkout.dir.join("staging/src/k8s.io/api");
+        assert_eq!(uses, [ccm.path().to_path_buf(), checkout.dir.clone(), api], "{text}");
+        assert!(text.contains("\ngo 1.26.3\n"), "{text}");
+        let versions: Vec<String> =
+            ["HEAD", "HEAD~1"].iter().map(|rev| version_at(repo.path(), rev).unwrap()).collect();
+        let head = format!("v1.37.1-fixture.0.1+{}", &checkout.commit[..14]);
+        assert_eq!(versions, [head, "v1.37.1-fixture.0".to_owned()], "as a clean worktree of each says");
+        assert!(version_at(repo.path(), "no-such-rev").is_err());
     }
 
     #[test]

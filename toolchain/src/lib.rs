@@ -89,12 +89,26 @@ pub const NODE_BINARIES: &[&str] = &[
 
 pub use config::pins::{BUILDABLE_CCMS, TOOLCHAIN_CCMS, UPSTREAM_CCM_BINARY as UPSTREAM_CCM};
 
-/// The CCM `bin` (one of [`BUILDABLE_CCMS`]) for `release`, built unless cached.
-pub fn install_ccm(release: &Release, bin: &str) -> Result<PathBuf> {
+/// The CCM `bin` (one of [`BUILDABLE_CCMS`]) for `release`, built unless cached. For a checkout's
+/// release, a provider's CCM takes its Kubernetes libraries from `libraries`; `local-upstream-ccm`,
+/// the toolchain's own, is built against the checkout either way.
+pub fn install_ccm(release: &Release, bin: &str, libraries: Libraries) -> Result<PathBuf> {
     match provider_ccm(bin) {
-        Some(ccm) => ccm.install(release, false),
+        Some(ccm) => ccm.install(release, false, libraries),
         None => Ok(install_with(release, false, &[bin])?.binary(bin)),
     }
+}
+
+/// Where a Go CCM built for Kubernetes from a checkout ([`from_checkout`]) takes its `k8s.io/*`
+/// libraries (client-go, cloud-provider, component-base, …) from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Libraries {
+    /// The checkout's own staging modules, in a Go workspace ([`checkout::Checkout::write_workspace`]):
+    /// a change to them that breaks the CCM's compile fails its build at that commit.
+    #[default]
+    Checkout,
+    /// The published versions the CCM's pinned release requires in its go.mod.
+    Pinned,
 }
 
 /// The providers' CCMs the toolchain builds from their own modules.
@@ -183,8 +197,8 @@ pub enum ToolchainError {
         missing.join(", ")
     )]
     Incomplete { version: String, dir: PathBuf, missing: Vec<&'static str> },
-    #[error("building {what} failed ({status}); see {log} for the compiler's output")]
-    BuildFailed { what: String, status: String, log: PathBuf },
+    #[error("building {what} failed ({status}){}; the whole output is in {log}", said(excerpt))]
+    BuildFailed { what: String, status: String, excerpt: Box<str>, log: PathBuf },
     #[error(
         "cargo could not build {bin} of package {package} ({detail}); run `cargo build -p {package} --bin {bin}` to see why"
     )]
@@ -587,15 +601,23 @@ pub fn install_with(release: &Release, force: bool, extra: &[&str]) -> Result<To
             build.version_vars.iter().fold("-s -w".to_string(), |f, (var, v)| format!("{f} -X {var}={v}"));
         let ldflags = if build.stamped { kubernetes_ldflags.as_str() } else { own_ldflags.as_str() };
         let step = progress::step(format!("building {}", build.label));
-        match release.source.filter(|_| std::ptr::eq(build.module, release.module)) {
-            Some(checkout) => {
+        match release.source {
+            // Kubernetes' own packages, in the checkout with its go.work, staging/ and vendor/.
+            Some(checkout) if std::ptr::eq(build.module, release.module) => {
                 let logs = build_root.join(release.module.dir);
                 fs::create_dir_all(&logs).map_err(io_err("creating", &logs))?;
-                go_build(&go, &checkout.dir, &logs, build, ldflags, &bin)?;
+                go_build(&go, &checkout.dir, &logs, build, ldflags, &bin, None)?;
             }
-            None => {
+            // local-upstream-ccm, against the checkout's libraries.
+            Some(checkout) if std::ptr::eq(build.module, release.ccm) => {
                 let module_dir = write_module(&build_root, build.module)?;
-                go_build(&go, &module_dir, &module_dir, build, ldflags, &bin)?;
+                let workspace = checkout_workspace(&build_root, release, checkout, &module_dir, build)?;
+                let logs = workspace.parent().expect("a workspace file has a directory");
+                go_build(&go, &module_dir, logs, build, ldflags, &bin, Some(&workspace))?;
+            }
+            _ => {
+                let module_dir = write_module(&build_root, build.module)?;
+                go_build(&go, &module_dir, &module_dir, build, ldflags, &bin, None)?;
             }
         }
         step.done();
@@ -630,6 +652,20 @@ pub fn install_with(release: &Release, force: bool, extra: &[&str]) -> Result<To
         checkout::prune_entries(&toolchains, &dir);
     }
     installed_with(release, extra)
+}
+
+/// The Go workspace file over `module_dir` and `checkout` that `build` of `release` runs with:
+/// `<build>/workspaces/<cache key>/<binary>.work`, its log beside it.
+fn checkout_workspace(
+    build_root: &Path,
+    release: &Release,
+    checkout: &checkout::Checkout,
+    module_dir: &Path,
+    build: &Build,
+) -> Result<PathBuf> {
+    let file = build_root.join("workspaces").join(release.cache_key()).join(format!("{}.work", build.outputs[0]));
+    checkout.write_workspace(module_dir, &file)?;
+    Ok(file)
 }
 
 /// How a [`Build`] runs Go.
@@ -721,7 +757,13 @@ fn plan(release: &Release) -> Vec<Build> {
             outputs: vec![UPSTREAM_CCM],
             stamped: true,
             version_vars: vec![],
-            label: format!("{UPSTREAM_CCM} (k8s.io/cloud-provider v0.{} over the local cloud)", &version[3..]),
+            label: match release.source {
+                Some(checkout) => format!(
+                    "{UPSTREAM_CCM} (k8s.io/cloud-provider of kubernetes/kubernetes {}, over the local cloud)",
+                    &checkout.commit[..12]
+                ),
+                None => format!("{UPSTREAM_CCM} (k8s.io/cloud-provider v0.{} over the local cloud)", &version[3..]),
+            },
         },
         Build {
             module: release.module,
@@ -917,7 +959,8 @@ pub fn kubernetes_source(release: &Release) -> Result<PathBuf> {
         Some(source) if output.status.success() => Ok(PathBuf::from(source)),
         _ => Err(ToolchainError::BuildFailed {
             what: format!("downloading the source of k8s.io/kubernetes {}", release.version),
-            status: format!("{}: {}", output.status, String::from_utf8_lossy(&output.stderr).trim()),
+            status: output.status.to_string(),
+            excerpt: String::from_utf8_lossy(&output.stderr).trim().into(),
             log: dir,
         }),
     }
@@ -979,12 +1022,24 @@ fn go_args(build: &Build, ldflags: &str, bin: &Path) -> Vec<std::ffi::OsString> 
     args
 }
 
-/// Runs `go` for `build` in `module_dir`, its output to a log in `log_dir`.
-fn go_build(go: &Go, module_dir: &Path, log_dir: &Path, build: &Build, ldflags: &str, bin: &Path) -> Result<()> {
+/// Runs `go` for `build` in `module_dir` (in the Go workspace `workspace` when given), its output
+/// to a log in `log_dir`.
+fn go_build(
+    go: &Go,
+    module_dir: &Path,
+    log_dir: &Path,
+    build: &Build,
+    ldflags: &str,
+    bin: &Path,
+    workspace: Option<&Path>,
+) -> Result<()> {
     let log_path = log_dir.join(format!("build-{}.log", build.outputs[0]));
     let log = fs::File::create(&log_path).map_err(io_err("creating", &log_path))?;
-    let status = go
-        .command()
+    let mut command = go.command();
+    if let Some(workspace) = workspace {
+        command.env("GOWORK", workspace);
+    }
+    let status = command
         .current_dir(module_dir)
         .args(go_args(build, ldflags, bin))
         .stdout(log.try_clone().map_err(io_err("opening", &log_path))?)
@@ -992,20 +1047,46 @@ fn go_build(go: &Go, module_dir: &Path, log_dir: &Path, build: &Build, ldflags: 
         .status()
         .map_err(io_err("running go in", module_dir))?;
     if !status.success() {
-        if let Ok(text) = fs::read_to_string(&log_path) {
-            let tail: Vec<&str> = text.lines().rev().take(15).collect();
-            for line in tail.into_iter().rev() {
-                tracing::error!("go: {line}");
-            }
+        let text = fs::read_to_string(&log_path).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(15).collect();
+        for line in tail.into_iter().rev() {
+            tracing::error!("go: {line}");
         }
         return Err(ToolchainError::BuildFailed {
             what: build.label.clone(),
             status: status.to_string(),
+            excerpt: compiler_errors(&text).into(),
             log: log_path,
         });
     }
     Ok(())
 }
+
+/// `excerpt` after a colon, or nothing when empty.
+fn said(excerpt: &str) -> String {
+    if excerpt.is_empty() { String::new() } else { format!(": {excerpt}") }
+}
+
+/// What a failed `go build` said that matters, on one line: the compiler's `file.go:line:col:
+/// message` errors (and the packages they are in), at most [`EXCERPT_LINES`]; else its last lines
+/// (a module that cannot be resolved, a linker error).
+pub(crate) fn compiler_errors(output: &str) -> String {
+    let lines: Vec<&str> = output.lines().map(str::trim).filter(|line| !line.is_empty()).collect();
+    let is_error = |line: &&str| {
+        let mut parts = line.splitn(3, ':');
+        parts.next().is_some_and(|file| file.ends_with(".go"))
+            && parts.next().is_some_and(|row| row.parse::<u32>().is_ok())
+    };
+    let errors: Vec<&str> = lines.iter().copied().filter(is_error).take(EXCERPT_LINES).collect();
+    let chosen = if errors.is_empty() { lines[lines.len().saturating_sub(EXCERPT_LINES)..].to_vec() } else { errors };
+    match chosen.is_empty() {
+        true => "it printed nothing".to_owned(),
+        false => chosen.join("; "),
+    }
+}
+
+/// The most lines of a failed build's output an error carries.
+const EXCERPT_LINES: usize = 8;
 
 fn sha256_file(path: &Path) -> Result<String> {
     let mut file = fs::File::open(path).map_err(io_err("opening", path))?;
@@ -1024,6 +1105,32 @@ fn sha256_file(path: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failed build is told by the compiler's `file.go:line:col:` errors, else its last lines.
+    #[test]
+    fn a_failed_build_is_told_by_the_compilers_errors() {
+        let output = "go: downloading k8s.io/api v0.37.1\n# cloud-provider-harness/tools/local-upstream-ccm\n\
+                      ./main.go:34:71: undefined: app.DefaultInitFuncConstructors\n\
+                      ./provider.go:9:2: \"fmt\" imported and not used\n";
+        assert_eq!(
+            compiler_errors(output),
+            "./main.go:34:71: undefined: app.DefaultInitFuncConstructors; ./provider.go:9:2: \"fmt\" imported and not used"
+        );
+        let refused = "go: downloading k8s.io/x v1\ngo: k8s.io/x@v1: reading https://proxy/k8s.io/x: 403 Forbidden\n";
+        assert_eq!(compiler_errors(refused), refused.trim().replace('\n', "; "));
+        assert_eq!(compiler_errors(""), "it printed nothing");
+        let error = ToolchainError::BuildFailed {
+            what: "local-upstream-ccm".into(),
+            status: "exit status: 1".into(),
+            excerpt: compiler_errors(output).into(),
+            log: "/cache/build.log".into(),
+        };
+        let text = error.to_string();
+        assert!(
+            text.contains("(exit status: 1): ./main.go:34:71: undefined") && text.ends_with("/cache/build.log"),
+            "{text}"
+        );
+    }
 
     /// A module's files are replaced whole (a `go` reading them alongside never sees half of one)
     /// and left alone when unchanged.

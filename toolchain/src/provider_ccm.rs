@@ -6,8 +6,9 @@
 use std::fs;
 use std::path::PathBuf;
 
+use super::checkout::Checkout;
 use super::pins::GoModule;
-use super::{Build, GoCommand, Release, Result, ToolchainError, cache_root, find_go, go_build, io_err};
+use super::{Build, GoCommand, Libraries, Release, Result, ToolchainError, cache_root, find_go, go_build, io_err};
 use cli_support::progress;
 
 /// A provider's CCM and where its releases are pinned.
@@ -62,10 +63,20 @@ impl ProviderCcm {
         cache_root().join("providers").join(self.provider).join(version)
     }
 
-    /// The installed CCM for `release`.
-    pub fn installed(&self, release: &Release) -> Result<PathBuf> {
+    /// The cache entry of its CCM for `release`: `<version>`, or built against a checkout's
+    /// libraries, `<version>+<the checkout's cache key>`.
+    fn entry(&self, release: &Release, libraries: Libraries) -> Result<PathBuf> {
         let version = self.version(release)?;
-        let binary = self.dir(version).join("bin").join(self.binary);
+        Ok(match against(release, libraries) {
+            Some(_) => self.dir(&format!("{version}+{}", release.cache_key())),
+            None => self.dir(version),
+        })
+    }
+
+    /// The installed CCM for `release`, its libraries from `libraries` (a checkout's release only).
+    pub fn installed(&self, release: &Release, libraries: Libraries) -> Result<PathBuf> {
+        let version = self.version(release)?;
+        let binary = self.entry(release, libraries)?.join("bin").join(self.binary);
         match fs::metadata(&binary) {
             Ok(meta) if meta.len() > 0 => Ok(binary),
             _ => Err(ToolchainError::ProviderNotInstalled {
@@ -75,9 +86,11 @@ impl ProviderCcm {
         }
     }
 
-    /// Builds the CCM for `release` unless it is cached (or `force`); returns the binary.
-    pub fn install(&self, release: &Release, force: bool) -> Result<PathBuf> {
+    /// Builds the CCM for `release` unless it is cached (or `force`); returns the binary. For a
+    /// checkout's release and [`Libraries::Checkout`], in a Go workspace over the checkout.
+    pub fn install(&self, release: &Release, force: bool, libraries: Libraries) -> Result<PathBuf> {
         let version = self.version(release)?;
+        let against = against(release, libraries);
         let build = Build {
             module: self.pin(release)?,
             command: GoCommand::Build,
@@ -85,10 +98,19 @@ impl ProviderCcm {
             outputs: vec![self.binary],
             stamped: false,
             version_vars: vec![],
-            label: format!("{} {version} ({}, for Kubernetes 1.{})", self.project, self.binary, release.minor()),
+            label: match against {
+                Some(checkout) => format!(
+                    "{} {version} ({}) against kubernetes/kubernetes {}",
+                    self.project,
+                    self.binary,
+                    &checkout.commit[..12]
+                ),
+                None => format!("{} {version} ({}, for Kubernetes 1.{})", self.project, self.binary, release.minor()),
+            },
         };
-        let into = CacheEntry { dir: self.dir(version), force, ldflags: self.ldflags(version) };
-        build_cached(&build, &into, || self.installed(release))
+        let dir = self.entry(release, libraries)?;
+        let into = CacheEntry { dir, force, ldflags: self.ldflags(version), against };
+        build_cached(&build, &into, || self.installed(release, libraries))
     }
 
     /// The provider's Makefile `LDFLAGS`: the version in `--version` and in the metrics.
@@ -101,12 +123,19 @@ impl ProviderCcm {
     }
 }
 
+/// The checkout a CCM for `release` is built against: its own, unless `libraries` says pinned.
+fn against(release: &Release, libraries: Libraries) -> Option<&'static Checkout> {
+    release.source.filter(|_| libraries == Libraries::Checkout)
+}
+
 /// Where [`build_cached`] puts a build's binaries: `<dir>/bin/`.
 pub(super) struct CacheEntry {
     pub dir: PathBuf,
     /// Build even when the entry is complete.
     pub force: bool,
     pub ldflags: String,
+    /// Built in a Go workspace over this checkout's libraries ([`Checkout::write_workspace`]).
+    pub against: Option<&'static Checkout>,
 }
 
 /// Builds `build` into `into` unless `installed` finds it there already (or `into.force`), one
@@ -136,7 +165,16 @@ pub(super) fn build_cached<T>(build: &Build, into: &CacheEntry, installed: impl 
     fs::create_dir_all(&bin).map_err(io_err("creating", &bin))?;
     let step = progress::step(format!("building {}", build.label));
     let module_dir = super::write_module(&cache_root().join("build"), build.module)?;
-    go_build(&go, &module_dir, &module_dir, build, &into.ldflags, &bin)?;
+    match into.against {
+        Some(checkout) => {
+            // The workspace file and the build's log: `<entry>.workspace/`, kept when the build fails.
+            let logs = parent.join(format!("{name}.workspace"));
+            let workspace = logs.join(format!("{}.work", build.outputs[0]));
+            checkout.write_workspace(&module_dir, &workspace)?;
+            go_build(&go, &module_dir, &logs, build, &into.ldflags, &bin, Some(&workspace))?;
+        }
+        None => go_build(&go, &module_dir, &module_dir, build, &into.ldflags, &bin, None)?,
+    }
     step.done();
     let _ = fs::remove_dir_all(&into.dir);
     fs::rename(&partial, &into.dir).map_err(io_err("renaming into place", &into.dir))?;

@@ -276,7 +276,12 @@ fn go(dir: &Path, args: &[&str], what: &str) -> Result<String> {
         for line in String::from_utf8_lossy(&output.stderr).lines().rev().take(10) {
             tracing::error!("go: {line}");
         }
-        return Err(ToolchainError::BuildFailed { what: what.to_owned(), status: output.status.to_string(), log });
+        return Err(ToolchainError::BuildFailed {
+            what: what.to_owned(),
+            status: output.status.to_string(),
+            excerpt: crate::compiler_errors(&String::from_utf8_lossy(&output.stderr)).into(),
+            log,
+        });
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
@@ -327,6 +332,7 @@ fn make_kube(tag: &Tag, dir: &Path) -> Result<()> {
     let info: serde_json::Value = serde_json::from_str(&info).map_err(|e| ToolchainError::BuildFailed {
         what: what.clone(),
         status: format!("go mod download -json printed no JSON: {e}"),
+        excerpt: "".into(),
         log: dir.to_path_buf(),
     })?;
     let upstream_path = PathBuf::from(info["GoMod"].as_str().unwrap_or_default());
@@ -335,6 +341,7 @@ fn make_kube(tag: &Tag, dir: &Path) -> Result<()> {
     let ginkgo = required(&upstream, "github.com/onsi/ginkgo/v2").ok_or_else(|| ToolchainError::BuildFailed {
         what: what.clone(),
         status: "its go.mod does not require github.com/onsi/ginkgo/v2".into(),
+        excerpt: "".into(),
         log: upstream_path.clone(),
     })?;
     let go_mod = dir.join("go.mod");
@@ -389,6 +396,7 @@ fn check_offline(dir: &Path, args: &[&str], what: &str) -> Result<()> {
     Err(ToolchainError::BuildFailed {
         what: format!("{what}: go list -deps {} with no network", args.join(" ")),
         status: output.status.to_string(),
+        excerpt: crate::compiler_errors(&String::from_utf8_lossy(&output.stderr)).into(),
         log,
     })
 }

@@ -169,6 +169,7 @@ fn run_logged(command: &mut Command, log: &Path, what: &str, hint: impl FnOnce()
     Err(ToolchainError::BuildFailed {
         what: format!("{what} ({})", hint()),
         status: status.to_string(),
+        excerpt: "".into(),
         log: log.into(),
     })
 }

@@ -87,7 +87,7 @@ pub fn install_govmomi(force: bool) -> Result<Govmomi> {
         version_vars: vec![],
         label: format!("govmomi {} (vcsim, govc)", govmomi_version()),
     };
-    let into = CacheEntry { dir: govmomi_dir(), force, ldflags: "-s -w".into() };
+    let into = CacheEntry { dir: govmomi_dir(), force, ldflags: "-s -w".into(), against: None };
     build_cached(&build, &into, installed_govmomi)
 }
 

@@ -65,6 +65,9 @@ pub struct BisectOptions {
     /// `--side kubernetes`: the tags to test between the ends [default: every tag the Go module
     /// proxy serves between them].
     pub points: Option<Vec<String>>,
+    /// `--side kubernetes`: a kubernetes/kubernetes checkout whose first-parent commits between
+    /// the ends are the points, each built in a worktree of its own.
+    pub kubernetes_source: Option<PathBuf>,
     pub store: String,
     pub database: String,
     pub lkg: LkgOptions,
@@ -187,6 +190,17 @@ struct Plan<'a> {
     bad: String,
     range_from: &'static str,
     snapshot: Option<Snapshot>,
+    /// `--side kubernetes --kubernetes-source`: the points are commits of this checkout.
+    checkout: Option<CheckoutRange>,
+}
+
+/// The commits of a kubernetes/kubernetes checkout a Kubernetes-side bisection runs.
+struct CheckoutRange {
+    repo: Repo,
+    /// The points, oldest first.
+    commits: Vec<String>,
+    /// Each point's version, as its build records it (`v1.37.1-3+0123456789abcd`).
+    versions: Vec<String>,
 }
 
 /// Runs a bisection to its answer (see the module doc).
@@ -303,6 +317,7 @@ async fn plan<'a>(config: &'a ProvidersConfig, provider: &'a Provider, opts: &Bi
                 bad: bad.clone(),
                 range_from: "flags",
                 snapshot: None,
+                checkout: None,
             })
         }
         (None, None) => lkg_plan(config, provider, opts).await,
@@ -344,6 +359,7 @@ async fn lkg_plan<'a>(config: &'a ProvidersConfig, provider: &'a Provider, opts:
         bad: range.first_bad.clone(),
         range_from: "lkg",
         snapshot: Some(snapshot),
+        checkout: None,
     })
 }
 
@@ -366,13 +382,21 @@ async fn kubernetes_plan<'a>(
              commit to hold fixed with --commit REV instead"
         );
     }
-    let (good_tag, bad_tag) = (kubernetes::end("good", good)?, kubernetes::end("bad", bad)?);
     let line = opts.line.clone().unwrap_or_else(|| lkg::api::DEFAULT_LINE.to_owned());
     let lines: Vec<String> = provider.release_lines().into_iter().map(|(line, _)| line).collect();
     if !lines.contains(&line) {
         bail!("provider {} has no release line {line:?}: its lines are {}", provider.name, lines.join(", "));
     }
     let commit = repo.resolve(opts.commit.as_deref().unwrap_or("HEAD"))?;
+    if let Some(source) = &opts.kubernetes_source {
+        if opts.points.is_some() {
+            bail!("--points names tags; with --kubernetes-source every first-parent commit of the range is a point");
+        }
+        let plan = checkout_plan(provider, line, commit, source, good, bad)?;
+        let (good, points) = (plan.good.clone(), plan.checkout.as_ref().map(CheckoutRange::points).unwrap_or_default());
+        return Ok((plan, good, points));
+    }
+    let (good_tag, bad_tag) = (kubernetes::end("good", good)?, kubernetes::end("bad", bad)?);
     let points = match &opts.points {
         Some(given) => kubernetes::given_points(&good_tag, &bad_tag, given)?,
         None => {
@@ -396,8 +420,61 @@ async fn kubernetes_plan<'a>(
         bad: bad_tag.to_string(),
         range_from: "flags",
         snapshot: None,
+        checkout: None,
     };
     Ok((plan, good_tag.to_string(), points))
+}
+
+/// The Kubernetes side over a checkout: the first-parent commits of `good..bad` in it are the
+/// points, each with the version its build will record (read from git, nothing checked out).
+fn checkout_plan<'a>(
+    provider: &'a Provider,
+    line: String,
+    commit: String,
+    source: &std::path::Path,
+    good: &str,
+    bad: &str,
+) -> Result<Plan<'a>> {
+    // Refused here, before anything runs, when it is no kubernetes/kubernetes checkout.
+    let checkout = toolchain::checkout::Checkout::open(source)?;
+    let repo = Repo::open(&checkout.dir)?;
+    let (good, commits) = repo.first_parent_range(good, bad)?;
+    let versions = commits
+        .iter()
+        .map(|commit| toolchain::checkout::version_at(repo.dir(), commit))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let bad = commits.last().cloned().unwrap_or_default();
+    println!(
+        "Kubernetes {}..{} in {}: {} first-parent commit(s): {}",
+        short(&good),
+        short(&bad),
+        repo.dir().display(),
+        commits.len(),
+        versions.join(" ")
+    );
+    Ok(Plan {
+        provider,
+        side: Side::Kubernetes,
+        line,
+        kubernetes: format!("{}..{}", short(&good), short(&bad)),
+        commit: Some(commit),
+        good,
+        bad,
+        range_from: "flags",
+        snapshot: None,
+        checkout: Some(CheckoutRange { repo, versions, commits }),
+    })
+}
+
+impl CheckoutRange {
+    fn points(&self) -> Vec<String> {
+        self.commits.clone()
+    }
+
+    /// The point a build of `version` ran.
+    fn position(&self, version: &str) -> Option<usize> {
+        self.versions.iter().position(|v| v == version)
+    }
 }
 
 /// The Kubernetes version the LKG's evidence builds recorded (`v1.37.1`, what `harness run` takes),
@@ -461,7 +538,13 @@ async fn resume(
         // The point is the side's own version; the other side's must be the one held fixed.
         let (point, fixed) = match plan.side {
             Side::Provider => (bisection.position(version), k == &plan.kubernetes),
-            Side::Kubernetes => (bisection.position(k), plan.commit.as_deref() == Some(version.as_str())),
+            Side::Kubernetes => {
+                let point = match &plan.checkout {
+                    Some(range) => range.position(k),
+                    None => bisection.position(k),
+                };
+                (point, plan.commit.as_deref() == Some(version.as_str()))
+            }
         };
         let Some(point) = point.filter(|_| fixed) else { continue };
         let Some(outcome) = outcome_of(index, &info).await? else { continue };
@@ -536,11 +619,24 @@ impl Ctx<'_> {
 
     /// One `harness run` of the provider built at `commit`, and its verdict read from the index.
     async fn run_point(&self, point: usize, value: &str, slot: usize, round: u32) -> Result<PointRun> {
-        // The point is a provider commit, or (the Kubernetes side) a Kubernetes version.
-        let (commit, kubernetes) = match self.plan.side {
-            Side::Provider => (value, self.plan.kubernetes.clone()),
-            Side::Kubernetes => {
-                (self.plan.commit.as_deref().expect("the Kubernetes side holds a commit"), value.to_owned())
+        // The point is a provider commit, or (the Kubernetes side) a Kubernetes version, or a
+        // commit of the Kubernetes checkout, built in a worktree of its own.
+        let mut kubernetes_worktree = None;
+        let (commit, kubernetes) = match (self.plan.side, &self.plan.checkout) {
+            (Side::Provider, _) => (value, self.plan.kubernetes.clone()),
+            (Side::Kubernetes, checkout) => {
+                let commit = self.plan.commit.as_deref().expect("the Kubernetes side holds a commit");
+                let kubernetes = match checkout {
+                    None => value.to_owned(),
+                    Some(range) => {
+                        let place = self.opts.work_dir.join("kubernetes").join(next_build_id());
+                        let worktree = range.repo.add_worktree(&place, value)?;
+                        let release = toolchain::from_checkout(worktree.dir())?;
+                        kubernetes_worktree = Some(worktree);
+                        release.version.to_owned()
+                    }
+                };
+                (commit, kubernetes)
             }
         };
         let (config, toolchain_seconds) = match self.plan.side {
@@ -571,10 +667,12 @@ impl Ctx<'_> {
             infrastructure_error: true,
             // The bundled reference CCM is built from the worktree: its commit is the point.
             cargo_workspace: Some(worktree.dir().to_path_buf()),
+            ccm_libraries: toolchain::Libraries::Checkout,
         };
         let started = Instant::now();
         let report = run::run(&config, &opts).await;
         drop(worktree);
+        drop(kubernetes_worktree);
         let _ = std::fs::remove_dir_all(&artifacts);
         let report = report.with_context(|| format!("running point {}", short(value)))?;
         if let Some(signal) = report.interrupted {
@@ -649,9 +747,10 @@ impl Ctx<'_> {
     /// What the report says of a point: its commit on the provider side; on the Kubernetes side,
     /// the version (its subject `Kubernetes vX`; no author or date).
     fn point_info(&self, point: &str) -> Result<CommitInfo> {
-        match self.plan.side {
-            Side::Provider => Ok(self.repo.commit_info(point)?),
-            Side::Kubernetes => Ok(CommitInfo {
+        match (self.plan.side, &self.plan.checkout) {
+            (Side::Provider, _) => Ok(self.repo.commit_info(point)?),
+            (Side::Kubernetes, Some(range)) => Ok(range.repo.commit_info(point)?),
+            (Side::Kubernetes, None) => Ok(CommitInfo {
                 commit: point.to_owned(),
                 subject: format!("Kubernetes {point}"),
                 author: String::new(),

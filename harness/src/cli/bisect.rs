@@ -30,7 +30,8 @@ pub struct BisectArgs {
     #[arg(long, value_name = "K")]
     pub runs_per_point: Option<u32>,
     /// The good end of the range (a commit, tag or branch) instead of the LKG's culprit range; with
-    /// --side kubernetes, a Kubernetes release or pre-release tag (v1.36.4).
+    /// --side kubernetes, a Kubernetes release or pre-release tag (v1.36.4), or with
+    /// --kubernetes-source a commit of the checkout.
     #[arg(long, value_name = "REV", requires = "bad")]
     pub good: Option<String>,
     /// The bad end of the range (with --side kubernetes, a tag such as v1.37.1).
@@ -42,8 +43,13 @@ pub struct BisectArgs {
     pub commit: Option<String>,
     /// With --side kubernetes: the tags to test between --good and --bad (comma-separated)
     /// [default: every release and pre-release tag the Go module proxy serves between them].
-    #[arg(long, value_name = "TAGS", value_delimiter = ',')]
+    #[arg(long, value_name = "TAGS", value_delimiter = ',', conflicts_with = "kubernetes_source")]
     pub points: Option<Vec<String>>,
+    /// With --side kubernetes: a kubernetes/kubernetes git checkout; --good and --bad are its
+    /// commits (or tags, branches), and every first-parent commit after --good up to --bad is a
+    /// point, built in a worktree of its own (the checkout is left as it is).
+    #[arg(long, value_name = "DIR", env = "HARNESS_KUBERNETES_SOURCE")]
+    pub kubernetes_source: Option<PathBuf>,
     /// A local clone of the provider's repository [default: the git: path of its --provider-history].
     #[arg(long, value_name = "PATH")]
     pub repo: Option<PathBuf>,
@@ -85,6 +91,7 @@ pub async fn run_bisect(args: BisectArgs) -> Result<()> {
         kubernetes: args.kubernetes,
         commit: args.commit,
         points: args.points,
+        kubernetes_source: args.kubernetes_source,
         store: args.store.unwrap_or_else(default_store_url),
         database: args.source.database(),
         lkg: args.source.options(),
@@ -106,14 +113,18 @@ fn text(report: &BisectReport) -> String {
     let first = &report.first_bad;
     if answer.is_exact() && report.side == Side::Kubernetes {
         let commit = report.provider_commit.as_deref().unwrap_or_default();
+        let what = if first.author.is_empty() { "version" } else { "commit" };
         let _ = writeln!(
             out,
-            "first bad Kubernetes version for {} at {} (line {}): {}",
+            "first bad Kubernetes {what} for {} at {} (line {}): {}",
             report.provider,
             &commit[..12.min(commit.len())],
             report.line,
             first.commit
         );
+        if !first.author.is_empty() {
+            let _ = writeln!(out, "  {}\n  author {}\n  date   {}", first.subject, first.author, first.date);
+        }
     } else if answer.is_exact() {
         let _ = writeln!(out, "first bad commit of {} (line {}): {}", report.provider, report.line, first.commit);
         let _ = writeln!(out, "  {}\n  author {}\n  date   {}", first.subject, first.author, first.date);

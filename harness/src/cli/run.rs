@@ -75,6 +75,20 @@ pub struct CommonArgs {
     /// The provider's source checkout (relative paths of its providers.yaml entry start there).
     #[arg(long, default_value = ".")]
     pub provider_dir: PathBuf,
+    /// With --kubernetes-source: where a Go provider's CCM (aws, vsphere, openstack) takes its
+    /// k8s.io libraries from. `checkout`: the checkout's staging modules, in a Go workspace (as
+    /// add-kubernetes-to-workspace.sh does), so a change there that breaks the CCM's compile fails
+    /// its Build step at that commit; `pinned`: the versions its pinned release's go.mod requires.
+    /// local-upstream-ccm, the toolchain's own, is built against the checkout either way.
+    #[arg(long, value_enum, default_value_t = CcmLibraries::Checkout)]
+    pub ccm_libraries: CcmLibraries,
+}
+
+/// `--ccm-libraries`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CcmLibraries {
+    Checkout,
+    Pinned,
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +101,16 @@ pub struct MatrixArgs {
     /// [default: each provider's matrix].
     #[arg(long = "kubernetes")]
     pub versions: Vec<String>,
+    /// A kubernetes/kubernetes git checkout to build Kubernetes from: the cells of its minor run
+    /// it, at the commit it is at or at each --kubernetes-commit, versioned as upstream versions
+    /// that commit (v1.37.1-3+0123456789abcd); the other minors' cells do not run.
+    #[arg(long, value_name = "DIR", conflicts_with = "versions", env = "HARNESS_KUBERNETES_SOURCE")]
+    pub kubernetes_source: Option<PathBuf>,
+    /// With --kubernetes-source: the commits to run, oldest first (commits, tags or branches of the
+    /// checkout; comma-separated or repeated), each built in a worktree of its own under the
+    /// harness's cache, the checkout itself left as it is [default: the checkout as it is].
+    #[arg(long = "kubernetes-commit", value_name = "REV", value_delimiter = ',', requires = "kubernetes_source")]
+    pub kubernetes_commits: Vec<String>,
     /// Comma-separated suites to run [default: each provider's].
     #[arg(long, value_delimiter = ',')]
     pub suites: Option<Vec<String>>,
@@ -124,8 +148,13 @@ impl MatrixArgs {
 /// A matrix cell's cluster: `m-<provider>[-<job>]-<minor>`; past a cluster name's 40 characters,
 /// the provider and job are cut short and a digest of the whole name keeps cells apart.
 pub(super) fn cluster_name(cell: &Cell<'_>) -> String {
+    cluster_name_with(cell, "")
+}
+
+/// [`cluster_name`] with `suffix` after the minor (`-2`: the cell at a matrix's third commit).
+fn cluster_name_with(cell: &Cell<'_>, suffix: &str) -> String {
     const MAX: usize = 40;
-    let minor = cell.kubernetes.minor_line().replace('.', "-");
+    let minor = format!("{}{suffix}", cell.kubernetes.minor_line().replace('.', "-"));
     let stem = match &cell.job.name {
         Some(job) => format!("m-{}-{job}", cell.provider.name),
         None => format!("m-{}", cell.provider.name),
@@ -158,6 +187,10 @@ impl CommonArgs {
             cluster_name,
             infrastructure_error: false,
             cargo_workspace: None,
+            ccm_libraries: match self.ccm_libraries {
+                CcmLibraries::Checkout => toolchain::Libraries::Checkout,
+                CcmLibraries::Pinned => toolchain::Libraries::Pinned,
+            },
         }
     }
 }
@@ -202,27 +235,32 @@ pub async fn run_matrix(mut args: MatrixArgs) -> Result<()> {
     if cells.is_empty() {
         bail!("the matrix is empty: no provider × Kubernetes version matches the filters");
     }
+    // Opened (and refused, when no checkout) before anything starts; worktrees kept to the end.
+    let checkout_builds = checkout_builds(&args)?;
+    let planned = plan_cells(&args, &cells, checkout_builds.as_ref())?;
     let base = run::generated_build_id();
     // A SIGINT or SIGTERM stops the cell under way (each run handles it) and every cell not started.
     let stop = std::sync::atomic::AtomicBool::new(false);
     let stop = &stop;
-    let runs = cells.iter().enumerate().map(|(i, cell)| {
+    let runs = planned.iter().enumerate().map(|(i, planned)| {
+        let cell = &planned.cell;
         // Its own cluster (name, state dir, free ports) and artifacts directory per cell.
-        let artifacts = args.common.artifacts.join(&cell.name);
-        let mut opts = args.common.options(&cell.provider.name, format!("{base}{i}"), artifacts, cluster_name(cell));
-        opts.kubernetes = args.version_of(cell).map(|version| version.to_string());
+        let artifacts = args.common.artifacts.join(&planned.dir_name);
+        let mut opts =
+            args.common.options(&cell.provider.name, format!("{base}{i}"), artifacts, planned.cluster.clone());
+        opts.kubernetes = planned.kubernetes.clone();
         opts.job = Some(cell.name.clone());
         opts.suites = Some(args.suites.clone().unwrap_or_else(|| cell.suites().to_vec()));
         let config = &config;
         async move {
             if stop.load(std::sync::atomic::Ordering::SeqCst) {
-                return (cell.name.clone(), None);
+                return (planned.dir_name.clone(), None);
             }
             let result = run::run(config, &opts).await;
             if result.as_ref().is_ok_and(|report| report.interrupted.is_some()) {
                 stop.store(true, std::sync::atomic::Ordering::SeqCst);
             }
-            (cell.name.clone(), Some(result))
+            (planned.dir_name.clone(), Some(result))
         }
     });
     let results: Vec<_> = futures::stream::iter(runs).buffer_unordered(args.parallel.max(1)).collect().await;
@@ -252,6 +290,98 @@ pub async fn run_matrix(mut args: MatrixArgs) -> Result<()> {
         bail!("{} of {} matrix cells failed: {}", failed.len(), results.len(), failed.join("; "));
     }
     Ok(())
+}
+
+/// A run of the matrix: a cell, at its version or a checkout's build.
+pub(super) struct PlannedCell<'a> {
+    pub(super) cell: Cell<'a>,
+    pub(super) kubernetes: Option<String>,
+    /// Its artifacts directory: the cell's name, and for a checkout's commit, the commit's.
+    pub(super) dir_name: String,
+    pub(super) cluster: String,
+}
+
+/// Kubernetes from `--kubernetes-source`: one build per commit (the checkout as it is, or a
+/// worktree per `--kubernetes-commit`), oldest first.
+pub(super) struct CheckoutBuilds {
+    /// Each build's version and commit.
+    builds: Vec<(String, String)>,
+    /// Removed when the matrix ends.
+    _worktrees: Vec<harness::bisect::git::Worktree>,
+}
+
+impl CheckoutBuilds {
+    /// Builds of these versions and commits, in no worktree.
+    #[cfg(test)]
+    pub(super) fn of(builds: Vec<(String, String)>) -> Self {
+        CheckoutBuilds { builds, _worktrees: Vec::new() }
+    }
+}
+
+fn checkout_builds(args: &MatrixArgs) -> Result<Option<CheckoutBuilds>> {
+    let Some(dir) = &args.kubernetes_source else { return Ok(None) };
+    let release = toolchain::from_checkout(dir)?;
+    let checkout = release.source.expect("a checkout's release has its source");
+    if args.kubernetes_commits.is_empty() {
+        let builds = vec![(release.version.to_owned(), checkout.commit.clone())];
+        return Ok(Some(CheckoutBuilds { builds, _worktrees: Vec::new() }));
+    }
+    let repo = harness::bisect::git::Repo::open(&checkout.dir)?;
+    repo.prune_worktrees();
+    let (mut builds, mut worktrees) = (Vec::new(), Vec::new());
+    for rev in &args.kubernetes_commits {
+        let commit = repo.resolve(rev)?;
+        let place = cli_support::roots::cache_root().join("kubernetes-worktrees").join(&commit);
+        if place.exists() {
+            // Left by a matrix that was killed.
+            std::fs::remove_dir_all(&place)?;
+            repo.prune_worktrees();
+        }
+        let worktree = repo.add_worktree(&place, &commit)?;
+        let release = toolchain::from_checkout(worktree.dir())?;
+        builds.push((release.version.to_owned(), commit));
+        worktrees.push(worktree);
+    }
+    Ok(Some(CheckoutBuilds { builds, _worktrees: worktrees }))
+}
+
+/// The runs of `cells`: each at its version; with a checkout, each cell of its minor at each of
+/// its builds (build after build, so a commit's cells run together).
+pub(super) fn plan_cells<'a>(
+    args: &MatrixArgs,
+    cells: &[Cell<'a>],
+    checkout: Option<&CheckoutBuilds>,
+) -> Result<Vec<PlannedCell<'a>>> {
+    let Some(checkout) = checkout else {
+        let plan = cells.iter().map(|cell| PlannedCell {
+            cell: cell.clone(),
+            kubernetes: args.version_of(cell).map(|version| version.to_string()),
+            dir_name: cell.name.clone(),
+            cluster: cluster_name(cell),
+        });
+        return Ok(plan.collect());
+    };
+    let mut plan = Vec::new();
+    for (i, (version, commit)) in checkout.builds.iter().enumerate() {
+        let parsed: KubernetesVersion = version.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+        let suffix = if checkout.builds.len() > 1 { format!("-{i}") } else { String::new() };
+        for cell in cells.iter().filter(|cell| cell.kubernetes.minor_line() == parsed.minor_line()) {
+            plan.push(PlannedCell {
+                cell: cell.clone(),
+                kubernetes: Some(version.clone()),
+                dir_name: format!("{}-{}", cell.name, &commit[..12]),
+                cluster: cluster_name_with(cell, &suffix),
+            });
+        }
+    }
+    if plan.is_empty() {
+        let (version, _) = &checkout.builds[0];
+        bail!(
+            "no cell of the matrix the filters keep is of Kubernetes {version}'s minor: the checkout's cells are \
+             those of its minor (providers.yaml's `kubernetes:` lists each provider's)"
+        );
+    }
+    Ok(plan)
 }
 
 fn provider_names(config: &config::ProvidersConfig) -> String {

@@ -152,3 +152,53 @@ providers:
     assert_eq!(matrix(&["--kubernetes", "v1.38.0"]), Vec::<(String, String)>::new(), "no cell of minor 1.38");
     assert_eq!(matrix(&[]).len(), 2);
 }
+
+/// `harness matrix --kubernetes-source DIR --kubernetes-commit A,B`: each cell of the checkout's
+/// minor runs at each commit, in commit order, with its own artifacts directory and cluster; the
+/// other minors' cells do not run, and a checkout of a minor no cell has is refused.
+#[test]
+fn the_matrix_runs_each_commit_of_a_checkout_in_the_cells_of_its_minor() {
+    let yaml = "\
+testgrid:
+  gcs_bucket: my-logs
+providers:
+  - name: a
+    repo: https://github.com/o/a
+    branch: main
+    kubernetes: [v1.37.1, v1.36.4]
+    ccm:
+      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}
+      deploy: {kind: process}
+    deployer: {kind: existing}
+    capabilities: [instances]
+    suites: [cloud-e2e]
+";
+    let config = ProvidersConfig::parse(yaml, Path::new("providers.yaml")).unwrap();
+    let argv = ["harness", "matrix", "--kubernetes-source", "/k", "--kubernetes-commit", "A,B"];
+    let Command::Matrix(args) = Cli::try_parse_from(argv).unwrap().command else { panic!("not `harness matrix`") };
+    assert_eq!(args.kubernetes_commits, ["A", "B"]);
+    let cells: Vec<_> = config.cells().into_iter().filter(|cell| args.selects(cell)).collect();
+    let (first, second) = ("0".repeat(40), "1".repeat(40));
+    let builds = super::run::CheckoutBuilds::of(vec![
+        ("v1.37.1-fixture.0".to_owned(), first.clone()),
+        (format!("v1.37.1-fixture.0.1+{}", &second[..14]), second.clone()),
+    ]);
+    let planned = super::run::plan_cells(&args, &cells, Some(&builds)).unwrap();
+    let seen: Vec<(&str, Option<&str>, &str)> =
+        planned.iter().map(|p| (p.dir_name.as_str(), p.kubernetes.as_deref(), p.cell.name.as_str())).collect();
+    let job = "ci-cloud-provider-a-k8s-1.37";
+    let second_version = format!("v1.37.1-fixture.0.1+{}", &second[..14]);
+    assert_eq!(
+        seen,
+        [
+            (format!("{job}-{}", &first[..12]).as_str(), Some("v1.37.1-fixture.0"), job),
+            (format!("{job}-{}", &second[..12]).as_str(), Some(second_version.as_str()), job),
+        ]
+    );
+    assert_ne!(planned[0].cluster, planned[1].cluster, "two commits of a cell can run at once");
+    let newer = super::run::CheckoutBuilds::of(vec![("v1.38.0-alpha.0.5+0123456789abcd".to_owned(), first)]);
+    let error = super::run::plan_cells(&args, &cells, Some(&newer)).err().unwrap().to_string();
+    assert!(error.contains("no cell of the matrix") && error.contains("v1.38.0-alpha.0.5+0123456789abcd"), "{error}");
+    let refused = Cli::try_parse_from(["harness", "matrix", "--kubernetes-commit", "A"]).err().unwrap().to_string();
+    assert!(refused.contains("--kubernetes-source"), "a commit needs the checkout: {refused}");
+}

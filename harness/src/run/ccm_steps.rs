@@ -46,8 +46,8 @@ pub(super) async fn build(
         CcmBuild::Toolchain { bin, timeout } => {
             let version = vars.get(&config::template::Placeholder::KubernetesVersion).map(String::as_str);
             let release = toolchain::resolve(version).map_err(|e| e.to_string())?;
-            let bin = bin.clone();
-            let install = tokio::task::spawn_blocking(move || toolchain::install_ccm(&release, &bin));
+            let (bin, libraries) = (bin.clone(), opts.ccm_libraries);
+            let install = tokio::task::spawn_blocking(move || toolchain::install_ccm(&release, &bin, libraries));
             let binary = tokio::time::timeout(*timeout, install)
                 .await
                 .map_err(|_| {

@@ -112,6 +112,9 @@ pub struct RunOptions {
     /// Where a `cargo` build builds: a checkout of this repository (`harness bisect`'s worktree
     /// at the commit under test); this harness's own workspace when `None`.
     pub cargo_workspace: Option<PathBuf>,
+    /// Where a Go provider's CCM (aws, vsphere, openstack) built for Kubernetes from a checkout
+    /// takes its `k8s.io/*` libraries: the checkout's staging modules, or its release's go.mod.
+    pub ccm_libraries: toolchain::Libraries,
 }
 
 /// How a run ended.

@@ -516,5 +516,24 @@ fn bisect_finds_the_kubernetes_version_that_broke_the_provider() {
         assert_eq!(output.status.code(), Some(1), "{}", text(&output));
         assert!(String::from_utf8_lossy(&output.stderr).contains(expected), "{expected}: {}", text(&output));
     }
+    // A --kubernetes-source that is no kubernetes/kubernetes checkout, named before anything runs.
+    let nowhere = env.root.join("no-kubernetes-here");
+    std::fs::create_dir_all(&nowhere).unwrap();
+    let output = env
+        .bisect(
+            "kube-bad",
+            &repo,
+            &["--provider", "kube", "--side", "kubernetes", "--good", "v1.36.4", "--bad", "v1.37.1"],
+        )
+        .arg("--kubernetes-source")
+        .arg(&nowhere)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("is not a kubernetes/kubernetes checkout") && stderr.contains("no-kubernetes-here"),
+        "{stderr}"
+    );
     assert!(!env.root.join("kube-bad/store/logs").exists(), "nothing is published");
 }

@@ -925,6 +925,122 @@ fn a_kubernetes_checkout_at_a_commit_after_its_tag_runs_versioned_as_upstream_ve
     env.assert_nothing_left();
 }
 
+/// Issue 52 end to end (items 4, 5 and 7): the k/k-shaped checkout with three commits on its tag
+/// (`tools/kube/fixture-commits.sh`: a harmless one; a kubelet change that stops tainting nodes for
+/// the CCM, which breaks every provider; a `k8s.io/cloud-provider` rename, which breaks the compile
+/// of a Go CCM). `harness matrix` runs the four commits × `local` (the reference CCM) and
+/// `local-upstream` (upstream's CCM built against the checkout's staging modules), each published
+/// and indexed; the LKG over the checkout's git history names the kubelet commit as the culprit of
+/// both; `harness bisect --side kubernetes --kubernetes-source` finds it.
+#[test]
+#[ignore = "builds Kubernetes at four commits of a k/k-shaped checkout and runs 10 clusters of real nodes (an hour cold): run by `scripts/test --releases`"]
+fn a_kubernetes_commit_that_breaks_providers_is_their_lkg_culprit_and_the_bisections_answer() {
+    let env = Env::new();
+    let checkout = env.root.join("kubernetes");
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kube");
+    let made = Command::new(tools.join("checkout-fixture.sh")).arg(&checkout).output().unwrap();
+    assert!(made.status.success(), "{}", text(&made));
+    let tag = String::from_utf8(made.stdout).unwrap().trim().to_owned();
+    let made = Command::new(tools.join("fixture-commits.sh")).arg(&checkout).output().unwrap();
+    assert!(made.status.success(), "{}", text(&made));
+    let listed = String::from_utf8(made.stdout).unwrap();
+    let commits: Vec<String> = std::iter::once(tag)
+        .chain(listed.lines().map(|line| line.split_whitespace().next().unwrap().to_owned()))
+        .collect();
+    let [c0, c1, c2, c3] = &commits[..] else { panic!("four commits: {listed}") };
+    let config = checkout_providers_yaml(&env.root);
+    let source = checkout.to_str().unwrap();
+    let short = |commit: &str| commit[..12].to_owned();
+
+    let mut matrix = env.command("matrix");
+    matrix.arg("--config").arg(&config).arg("--artifacts").arg(env.root.join("_matrix"));
+    matrix.args(["--provider", "local", "--provider", "local-upstream", "--suites", "cloud-e2e"]);
+    matrix.args(["--kubernetes-source", source, "--kubernetes-commit", &commits.join(",")]);
+    let output = matrix.output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "cells fail: {}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for (commit, passes) in [(c0, true), (c1, true), (c2, false), (c3, false)] {
+        for provider in ["local", "local-upstream"] {
+            let said = format!(
+                "== ci-cloud-provider-{provider}-k8s-1.37-{}: {}",
+                short(commit),
+                match passes {
+                    true => "PASSED",
+                    false => "FAILED",
+                }
+            );
+            assert!(stdout.contains(&said), "{said}: {}", text(&output));
+        }
+    }
+    // At the rename, upstream's CCM fails its Build step with the compiler's message.
+    let cell = env.root.join(format!("_matrix/ci-cloud-provider-local-upstream-k8s-1.37-{}", short(c3)));
+    let junit = std::fs::read_to_string(cell.join("artifacts/junit_runner.xml")).unwrap();
+    assert!(junit.contains("undefined: app.DefaultInitFuncConstructors"), "{junit}");
+    let finished: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(cell.join("finished.json")).unwrap()).unwrap();
+    let version = format!("v1.37.1-fixture.0.3+{}", &c3[..14]);
+    assert_eq!(finished["metadata"]["kubernetes-version"], version.as_str(), "{finished}");
+    assert_eq!(finished["metadata"]["repos"]["kubernetes/kubernetes"], c3.as_str(), "a detached worktree: {finished}");
+    // At the kubelet change, the reference CCM's cloud-e2e fails: no node was initialized.
+    let cell = env.root.join(format!("_matrix/ci-cloud-provider-local-k8s-1.37-{}", short(c2)));
+    let junit = std::fs::read_to_string(cell.join("artifacts/junit_cloud-e2e.xml")).unwrap();
+    assert!(junit.contains("<failure"), "{junit}");
+
+    // The LKG, the Kubernetes side ordered by the checkout's history: the kubelet commit alone.
+    let history = format!("git:{source}");
+    for provider in ["local", "local-upstream"] {
+        let mut lkg = env.command("lkg");
+        lkg.args(["show", provider, "--kubernetes-history", &history, "--output", "json", "--config"]).arg(&config);
+        let output = lkg.output().unwrap();
+        let report: serde_json::Value =
+            serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&output)));
+        let range = &report["culprit"]["kubernetes"];
+        assert_eq!(range["commits"], serde_json::json!([c2]), "{provider}: {report:#}");
+        assert_eq!(
+            (&range["last_good"], &range["first_bad"]),
+            (&c1.as_str().into(), &c2.as_str().into()),
+            "{report:#}"
+        );
+    }
+
+    // Bisection over the checkout's commits: the same commit, with its subject.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut bisect = env.command("bisect");
+    bisect.arg("--config").arg(&config).arg("--artifacts").arg(env.root.join("_bisect")).arg("--repo").arg(&repo);
+    bisect.args(["--provider", "local-upstream", "--side", "kubernetes", "--kubernetes-source", source]);
+    bisect.args(["--good", c0, "--bad", c3, "--output", "json"]);
+    let output = bisect.output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: serde_json::Value = serde_json::from_str(&stdout[stdout.find("\n{").map_or(0, |at| at + 1)..])
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&output)));
+    assert_eq!(report["first_bad"]["commit"], c2.as_str(), "{report:#}");
+    assert_eq!(
+        report["first_bad"]["subject"],
+        "kubelet: add the cloud provider's taint with the other registration taints"
+    );
+    assert_eq!(report["answer"]["last_good"], c1.as_str(), "{report:#}");
+    assert_eq!(report["commits"], 3, "{report:#}");
+    // Nothing of the checkout was touched, and no worktree is left.
+    let git = Command::new("git").arg("-C").arg(&checkout).args(["worktree", "list"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&git.stdout).lines().count(), 1, "{}", text(&git));
+    env.assert_nothing_left();
+}
+
+/// `local` (the reference CCM) and `local-upstream`, on real nodes as bundled, without the
+/// certification job: one cell each per minor.
+fn checkout_providers_yaml(dir: &Path) -> PathBuf {
+    let local = config::bundled_entry("local").expect("the bundled file has `local`");
+    let (local, _) = local.split_once("\n    certification:\n").expect("local certifies");
+    let upstream = config::bundled_entry("local-upstream").expect("the bundled file has `local-upstream`");
+    assert!(!upstream.contains("\n    certification:\n") && local.contains("node_kind: real"));
+    let path = dir.join("checkout-providers.yaml");
+    let text =
+        format!("testgrid:\n  gcs_bucket: test-logs\nproviders:\n{}\n{}\n", local.trim_end(), upstream.trim_end());
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 #[test]
 fn cloud_e2e_passes_every_test_against_upstreams_controllers_on_the_local_cloud() {
     // `local-upstream`: k8s.io/cloud-provider's own CCM (tools/local-upstream-ccm), built with the

@@ -99,7 +99,9 @@ async fn a_ccm_vcsim_refuses_to_log_in_ends_the_wait_at_once_with_its_own_error(
         .unwrap();
 
     let release = toolchain::default_release();
-    let ccm = toolchain::vsphere::CCM.installed(&release).expect("`harness toolchain install --all` ran");
+    let ccm = toolchain::vsphere::CCM
+        .installed(&release, toolchain::Libraries::Pinned)
+        .expect("`harness toolchain install --all` ran");
     let kubeconfig = cluster.state.kubeconfig.display().to_string();
     let args: Vec<String> = [
         format!("--kubeconfig={kubeconfig}"),
