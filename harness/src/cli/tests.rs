@@ -118,11 +118,8 @@ providers:
     assert_eq!(super::run::cluster_name(&short), "m-b-1-37", "as before jobs were honoured");
 }
 
-/// `harness matrix --kubernetes v1.37.2`, a release no matrix lists: every cell of minor 1.37 runs
-/// on it instead (pinned at run time), and the other minors' cells do not run.
-#[test]
-fn the_matrix_runs_a_release_outside_it_in_the_cells_of_its_minor() {
-    let yaml = "\
+/// One provider, `a`, tested on two minors.
+const TWO_MINORS: &str = "\
 testgrid:
   gcs_bucket: my-logs
 providers:
@@ -137,7 +134,12 @@ providers:
     capabilities: [instances]
     suites: [cloud-e2e]
 ";
-    let config = ProvidersConfig::parse(yaml, Path::new("providers.yaml")).unwrap();
+
+/// `harness matrix --kubernetes v1.37.2`, a release no matrix lists: every cell of minor 1.37 runs
+/// on it instead (pinned at run time), and the other minors' cells do not run.
+#[test]
+fn the_matrix_runs_a_release_outside_it_in_the_cells_of_its_minor() {
+    let config = ProvidersConfig::parse(TWO_MINORS, Path::new("providers.yaml")).unwrap();
     let matrix = |args: &[&str]| {
         let argv = ["harness", "matrix"].iter().chain(args).copied().collect::<Vec<_>>();
         let Command::Matrix(args) = Cli::try_parse_from(argv).unwrap().command else { panic!("not `harness matrix`") };
@@ -158,22 +160,7 @@ providers:
 /// other minors' cells do not run, and a checkout of a minor no cell has is refused.
 #[test]
 fn the_matrix_runs_each_commit_of_a_checkout_in_the_cells_of_its_minor() {
-    let yaml = "\
-testgrid:
-  gcs_bucket: my-logs
-providers:
-  - name: a
-    repo: https://github.com/o/a
-    branch: main
-    kubernetes: [v1.37.1, v1.36.4]
-    ccm:
-      build: {kind: cargo, package: reference-ccm, bin: reference-ccm}
-      deploy: {kind: process}
-    deployer: {kind: existing}
-    capabilities: [instances]
-    suites: [cloud-e2e]
-";
-    let config = ProvidersConfig::parse(yaml, Path::new("providers.yaml")).unwrap();
+    let config = ProvidersConfig::parse(TWO_MINORS, Path::new("providers.yaml")).unwrap();
     let argv = ["harness", "matrix", "--kubernetes-source", "/k", "--kubernetes-commit", "A,B"];
     let Command::Matrix(args) = Cli::try_parse_from(argv).unwrap().command else { panic!("not `harness matrix`") };
     assert_eq!(args.kubernetes_commits, ["A", "B"]);

@@ -872,10 +872,7 @@ fn a_release_outside_the_matrix_runs_pinned_from_the_go_module_proxy() {
 #[ignore = "builds Kubernetes from a k/k-shaped checkout assembled from Go's module cache (25 minutes cold, which a fresh CI machine cannot spare): run by `scripts/test --releases`"]
 fn a_kubernetes_checkout_at_a_commit_after_its_tag_runs_versioned_as_upstream_versions_it() {
     let env = Env::new();
-    let checkout = env.root.join("kubernetes");
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kube/checkout-fixture.sh");
-    let made = Command::new(fixture).arg(&checkout).output().unwrap();
-    assert!(made.status.success(), "{}", text(&made));
+    let (checkout, _) = checkout_fixture(&env, "checkout-fixture.sh");
     // A commit after the tag, made the same on every run so its toolchain is cached once.
     std::fs::write(checkout.join("CHANGELOG/README.md"), "A commit after the fixture's tag.\n").unwrap();
     let git = |args: &[&str]| {
@@ -936,14 +933,9 @@ fn a_kubernetes_checkout_at_a_commit_after_its_tag_runs_versioned_as_upstream_ve
 #[ignore = "builds Kubernetes at four commits of a k/k-shaped checkout and runs 10 clusters of real nodes (an hour cold): run by `scripts/test --releases`"]
 fn a_kubernetes_commit_that_breaks_providers_is_their_lkg_culprit_and_the_bisections_answer() {
     let env = Env::new();
-    let checkout = env.root.join("kubernetes");
-    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kube");
-    let made = Command::new(tools.join("checkout-fixture.sh")).arg(&checkout).output().unwrap();
-    assert!(made.status.success(), "{}", text(&made));
-    let tag = String::from_utf8(made.stdout).unwrap().trim().to_owned();
-    let made = Command::new(tools.join("fixture-commits.sh")).arg(&checkout).output().unwrap();
-    assert!(made.status.success(), "{}", text(&made));
-    let listed = String::from_utf8(made.stdout).unwrap();
+    let (checkout, tag) = checkout_fixture(&env, "checkout-fixture.sh");
+    let (_, listed) = checkout_fixture(&env, "fixture-commits.sh");
+    let tag = tag.trim().to_owned();
     let commits: Vec<String> = std::iter::once(tag)
         .chain(listed.lines().map(|line| line.split_whitespace().next().unwrap().to_owned()))
         .collect();
@@ -1025,6 +1017,15 @@ fn a_kubernetes_commit_that_breaks_providers_is_their_lkg_culprit_and_the_bisect
     let git = Command::new("git").arg("-C").arg(&checkout).args(["worktree", "list"]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&git.stdout).lines().count(), 1, "{}", text(&git));
     env.assert_nothing_left();
+}
+
+/// `tools/kube/<script> <test root>/kubernetes`: the checkout and what the script printed.
+fn checkout_fixture(env: &Env, script: &str) -> (PathBuf, String) {
+    let checkout = env.root.join("kubernetes");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kube").join(script);
+    let made = Command::new(script).arg(&checkout).output().unwrap();
+    assert!(made.status.success(), "{}", text(&made));
+    (checkout, String::from_utf8(made.stdout).unwrap())
 }
 
 /// `local` (the reference CCM) and `local-upstream`, on real nodes as bundled, without the
