@@ -3,9 +3,11 @@
 //! provider's commit held fixed, on a toolchain pinned and built for it at run time
 //! ([`toolchain::proxy_pins`]).
 //!
-//! Between two commits that are not tags, nothing is bisectable here: the proxy refuses
-//! `k8s.io/kubernetes@<commit>` (and the staging modules are published only at tags), so the
-//! points are tags only. See docs/providers.md, "Bisecting the Kubernetes side".
+//! Between two commits that are not tags, the proxy serves nothing (it refuses
+//! `k8s.io/kubernetes@<commit>`, and the staging modules are published only at tags): those are
+//! bisected in a kubernetes/kubernetes checkout (`--kubernetes-source`, the driver's
+//! `checkout_plan`), each point a commit built in a worktree. See docs/providers.md, "Bisecting
+//! the Kubernetes side".
 
 use anyhow::{Context, Result, bail};
 
