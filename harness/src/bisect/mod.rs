@@ -393,7 +393,7 @@ async fn kubernetes_plan<'a>(
             bail!("--points names tags; with --kubernetes-source every first-parent commit of the range is a point");
         }
         let plan = checkout_plan(provider, line, commit, source, good, bad)?;
-        let (good, points) = (plan.good.clone(), plan.checkout.as_ref().map(CheckoutRange::points).unwrap_or_default());
+        let (good, points) = (plan.good.clone(), plan.checkout.as_ref().map(|c| c.commits.clone()).unwrap_or_default());
         return Ok((plan, good, points));
     }
     let (good_tag, bad_tag) = (kubernetes::end("good", good)?, kubernetes::end("bad", bad)?);
@@ -467,10 +467,6 @@ fn checkout_plan<'a>(
 }
 
 impl CheckoutRange {
-    fn points(&self) -> Vec<String> {
-        self.commits.clone()
-    }
-
     /// The point a build of `version` ran.
     fn position(&self, version: &str) -> Option<usize> {
         self.versions.iter().position(|v| v == version)

@@ -331,9 +331,11 @@ fn checkout_builds(args: &MatrixArgs) -> Result<Option<CheckoutBuilds>> {
     let (mut builds, mut worktrees) = (Vec::new(), Vec::new());
     for rev in &args.kubernetes_commits {
         let commit = repo.resolve(rev)?;
-        let place = cli_support::roots::cache_root().join("kubernetes-worktrees").join(&commit);
+        // One per process: two matrices of one commit at once each have their own.
+        let name = format!("{commit}-{}", std::process::id());
+        let place = cli_support::roots::cache_root().join("kubernetes-worktrees").join(name);
         if place.exists() {
-            // Left by a matrix that was killed.
+            // Left by a killed matrix that had this process id.
             std::fs::remove_dir_all(&place)?;
             repo.prune_worktrees();
         }
