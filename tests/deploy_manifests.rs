@@ -13,7 +13,6 @@ use std::process::{Command, Output};
 use crate::common;
 
 use config::ProvidersConfig;
-use config::prow::DEFAULT_IMAGE;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
@@ -163,7 +162,9 @@ fn the_manifests_agree_with_each_other() {
     assert!(selects(&spec["selector"]["matchLabels"], pod_labels));
     let pod = &spec["template"]["spec"];
     let serve = container(pod, "harness");
-    assert_eq!(serve["image"], DEFAULT_IMAGE, "the Prow jobs' image");
+    // The Prow jobs' image at the workspace's release tag, never :latest.
+    let image = config::prow::ProwOptions::default().image;
+    assert_eq!(serve["image"], image.as_str(), "the Prow jobs' image");
     assert_eq!(serve["args"][0], "serve");
     assert_hardened("the Deployment", pod, serve);
     assert!(pod["terminationGracePeriodSeconds"].as_u64().is_some());
@@ -226,7 +227,7 @@ fn the_manifests_agree_with_each_other() {
     let job = the(&objects, "Job");
     let job_pod = &job["spec"]["template"];
     let migrate = container(&job_pod["spec"], "migrate");
-    assert_eq!(migrate["image"], DEFAULT_IMAGE);
+    assert_eq!(migrate["image"], serve["image"]);
     assert_eq!(migrate["command"], serve["command"]);
     assert_eq!(migrate["args"], Value::from(vec!["migrate"]));
     assert_eq!(secret_ref(migrate, "DATABASE_URL"), secret_ref(serve, "DATABASE_URL"));

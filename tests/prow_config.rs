@@ -1,5 +1,5 @@
 //! Prow accepts the periodic jobs `harness prow-config` generates: Prow's own config checker
-//! (`sigs.k8s.io/prow/cmd/checkconfig`, built from `tools/testing/prow-checkconfig`) loads a minimal
+//! (`sigs.k8s.io/prow/cmd/checkconfig`, built from `tools/prow`) loads a minimal
 //! Prow `config.yaml` with our job config, strictly: every warning is an error, unknown fields
 //! anywhere in a job (pod spec included) are reported, decoration must be complete, and the TestGrid
 //! annotations are required. And it rejects jobs broken on purpose, so a pass means something.
@@ -58,7 +58,7 @@ struct Checked {
 
 /// Runs checkconfig on `PROW_CONFIG` and the job config files `jobs` (name, YAML) in one directory.
 fn checkconfig(jobs: &[(&str, &str)]) -> Checked {
-    let bin = go_tool("prow-checkconfig");
+    let bin = go_tool("prow/checkconfig");
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.yaml");
     fs::write(&config, PROW_CONFIG).unwrap();
@@ -108,9 +108,49 @@ fn prow_accepts_the_generated_jobs() {
     // Jobs of kubernetes/kubernetes' master: a second clone, at k/k's path alias.
     let master = ProwOptions { kubernetes_ref: Some("master".into()), ..ProwOptions::default() };
     let master = prow_yaml(&ProvidersConfig::bundled(), &master);
+    let operators = prow_yaml(&ProvidersConfig::bundled(), &operator_options());
+    // Postsubmits on each provider's repository, the harness cloned from a mirror.
+    let pushes = ProwOptions {
+        postsubmits: true,
+        clone_uri: Some("https://git.example/mirror/cloud-provider-harness.git".into()),
+        ..ProwOptions::default()
+    };
+    let pushes = prow_yaml(&aws_example(), &pushes);
+    assert!(pushes.contains("postsubmits:\n  kubernetes/cloud-provider-aws:\n"), "{pushes}");
     let checked = checkconfig(&[("local.yaml", &local), ("aws.yaml", &aws), ("master.yaml", &master)]);
     assert!(checked.success, "checkconfig rejected\n{local}\n{aws}\n{master}\n{}", checked.output);
     assert!(checked.output.contains("checkconfig passes without any error!"), "{}", checked.output);
+    // Each variant on its own: they name the same jobs.
+    for (name, yaml) in [("operators.yaml", &operators), ("pushes.yaml", &pushes)] {
+        let checked = checkconfig(&[(name, yaml)]);
+        assert!(checked.success, "checkconfig rejected {name}\n{yaml}\n{}", checked.output);
+    }
+}
+
+/// What an operator of a small, offline build cluster sets: nothing cloned, small resources, and
+/// decoration of their own (their bucket, utility images, grace period).
+fn operator_options() -> ProwOptions {
+    let decoration = "\
+gcs_configuration: {bucket: my-ci-logs, path_strategy: explicit}
+utility_images:
+  clonerefs: registry.local/prow/clonerefs:v20250307-7a867cddc
+  initupload: registry.local/prow/initupload:v20250307-7a867cddc
+  entrypoint: registry.local/prow/entrypoint:v20250307-7a867cddc
+  sidecar: registry.local/prow/sidecar:v20250307-7a867cddc
+grace_period: 30s
+";
+    let quantities =
+        |cpu: &str, memory: &str| BTreeMap::from([("cpu".into(), cpu.into()), ("memory".into(), memory.into())]);
+    ProwOptions {
+        image: "registry.local/harness:v0.1.0-0123456789ab".into(),
+        skip_cloning: true,
+        decoration: serde_yaml_ng::from_str(decoration).unwrap(),
+        resources: config::prow::ResourceRequirements {
+            requests: quantities("1", "2Gi"),
+            limits: quantities("2", "3Gi"),
+        },
+        ..ProwOptions::default()
+    }
 }
 
 /// The generated jobs with one change, and what checkconfig must say about it.
@@ -153,6 +193,11 @@ fn prow_rejects_broken_jobs() {
         &ProwConfig::to_yaml(&no_command),
         "decorated job containers must specify command and/or args",
     );
+
+    let mut misdecorated = prow_jobs(&config, &operator_options());
+    let gcs = misdecorated.periodics[0].decoration_config.more.remove("gcs_configuration").unwrap();
+    misdecorated.periodics[0].decoration_config.more.insert("gcs_configuraton".into(), gcs);
+    rejected("misspelled decoration", &misdecorated.to_yaml(), "unknown field \\\"gcs_configuraton\\\"");
 
     // Misspelled fields, at the job's top level and inside the pod spec.
     let yaml = jobs.to_yaml();

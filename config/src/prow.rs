@@ -1,12 +1,14 @@
 //! Prow job configuration for the CI matrix: one periodic per [`Cell`] (provider × Kubernetes release
-//! line × job), running `harness run` for that cell, annotated for TestGrid.
+//! line × job), running `harness run` for that cell, annotated for TestGrid; and, when asked
+//! ([`ProwOptions::postsubmits`]), a postsubmit per provider and job on the provider's repository.
 //!
-//! The document is what Prow's `--job-config-path` reads: `periodics: [...]`. Field names are the
-//! JSON tags of Prow's own types (`sigs.k8s.io/prow` `pkg/config/jobs.go` and
-//! `pkg/apis/prowjobs/v1/types.go`, which Prow reads through `sigs.k8s.io/yaml`):
-//! `Periodic.{interval}`, `JobBase.{name, cluster, labels, annotations, spec}`,
-//! `UtilityConfig.{decorate, extra_refs, decoration_config}`, `DecorationConfig.timeout`,
-//! `Refs.{org, repo, base_ref, path_alias, workdir}`; `spec` is a Kubernetes `PodSpec`
+//! The document is what Prow's `--job-config-path` reads: `periodics: [...]`, `postsubmits: {org/repo:
+//! [...]}`. Field names are the JSON tags of Prow's own types (`sigs.k8s.io/prow` `pkg/config/jobs.go`
+//! and `pkg/apis/prowjobs/v1/types.go`, which Prow reads through `sigs.k8s.io/yaml`):
+//! `Periodic.{interval}`, `Postsubmit.{branches}`, `JobBase.{name, cluster, labels, annotations, spec}`,
+//! `UtilityConfig.{decorate, extra_refs, decoration_config}`, `DecorationConfig.{timeout,
+//! skip_cloning}` and whatever else the operator gives ([`ProwOptions::decoration`]),
+//! `Refs.{org, repo, base_ref, path_alias, workdir, clone_uri}`; `spec` is a Kubernetes `PodSpec`
 //! (`containers[].{image, command, args, env, resources, securityContext}`; privileged where the
 //! cluster has real nodes). `tests/prow_config.rs` runs Prow's
 //! `checkconfig` on the output.
@@ -18,6 +20,8 @@
 //! `gs://<bucket>/logs/<job>/<build>/`, where TestGrid reads them. The container passes them on as
 //! `$(JOB_NAME)`, `$(BUILD_ID)`, `$(ARTIFACTS)`, which Kubernetes expands from that environment (the
 //! pod utilities add those variables before the entrypoint options that carry the arguments).
+//! `harness run` writes its junit files and `metadata.json` into `$ARTIFACTS` (the sidecar merges
+//! the latter into Prow's `finished.json`, whose metadata TestGrid's column headers show).
 //! `harness run --timeout` is a little shorter than Prow's timeout ([`Timeouts`]), so that the
 //! harness, not Prow, stops a run that overruns, and still brings the cluster down and publishes.
 //!
@@ -42,9 +46,18 @@ use super::{Cell, Deployer, ProvidersConfig, cells};
 #[cfg(test)]
 mod tests;
 
-/// The image the jobs run: it must hold `harness` on its `PATH` (and what the providers' builds need:
-/// cargo and Go for the bundled `local` provider).
-pub const DEFAULT_IMAGE: &str = "ghcr.io/cloud-provider-harness/harness:latest";
+/// The repository of the harness's image, which the jobs run: `harness` on
+/// its `PATH`, tagged with the harness's version ([`image`]), never `:latest`, so a node that has
+/// it never pulls it again.
+pub const IMAGE_REPOSITORY: &str = "ghcr.io/cloud-provider-harness/harness";
+/// The jobs' `--config` when they clone nothing ([`ProwOptions::skip_cloning`]): where the
+/// harness's image carries the providers.yaml it is built with.
+pub const IMAGE_PROVIDERS_FILE: &str = "/etc/cloud-provider-harness/providers.yaml";
+
+/// The harness's image at `tag` (`v0.1.0-0123456789ab`).
+pub fn image(tag: &str) -> String {
+    format!("{IMAGE_REPOSITORY}:{tag}")
+}
 /// Prow's name for its default build cluster.
 pub const DEFAULT_CLUSTER: &str = "default";
 /// This harness's repository, which each job clones and runs in.
@@ -89,6 +102,20 @@ pub struct ProwOptions {
     /// (`--kubernetes-source`); one job per provider and job of the newest minor, named
     /// `…-k8s-<branch>`, certification jobs left out (they certify releases).
     pub kubernetes_ref: Option<String>,
+    /// `decoration_config.skip_cloning`: no repository is cloned; the jobs read the image's
+    /// providers.yaml ([`IMAGE_PROVIDERS_FILE`]) unless [`ProwOptions::config_path`] names another.
+    pub skip_cloning: bool,
+    /// `clone_uri` of the harness repository's ref: where clonerefs clones it from (a mirror, an
+    /// in-cluster git server) instead of GitHub.
+    pub clone_uri: Option<String>,
+    /// More `decoration_config` fields of every job (Prow's `DecorationConfig`, e.g.
+    /// `gcs_configuration`, `utility_images`, `grace_period`), over the Prow instance's defaults;
+    /// the timeout is [`ProwOptions::timeout`]'s.
+    pub decoration: BTreeMap<String, serde_yaml_ng::Value>,
+    /// Also a postsubmit per provider and job of its newest minor on the provider's own repository
+    /// (its `repo` and `branch`): each push runs `harness run` with the provider's checkout
+    /// (`--provider-dir`) at the pushed commit (`--provider-version $(PULL_BASE_SHA)`).
+    pub postsubmits: bool,
 }
 
 /// Where Prow's clonerefs puts kubernetes/kubernetes, under `$GOPATH/src`: its import path, as
@@ -101,7 +128,7 @@ pub const PROW_GOPATH: &str = "/home/prow/go";
 impl Default for ProwOptions {
     fn default() -> Self {
         ProwOptions {
-            image: DEFAULT_IMAGE.to_owned(),
+            image: image(concat!("v", env!("CARGO_PKG_VERSION"))),
             cluster: DEFAULT_CLUSTER.to_owned(),
             repo: DEFAULT_REPO.parse().expect("DEFAULT_REPO is org/repo"),
             base_ref: DEFAULT_BASE_REF.to_owned(),
@@ -113,6 +140,10 @@ impl Default for ProwOptions {
             env: BTreeMap::new(),
             resources: ResourceRequirements::default(),
             kubernetes_ref: None,
+            skip_cloning: false,
+            clone_uri: None,
+            decoration: BTreeMap::new(),
+            postsubmits: false,
         }
     }
 }
@@ -149,10 +180,13 @@ impl fmt::Display for RepoRef {
     }
 }
 
-/// Prow's job configuration, reduced to the periodics.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Prow's job configuration, reduced to periodics and postsubmits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProwConfig {
     pub periodics: Vec<Periodic>,
+    /// By repository (`org/repo`), as Prow's `JobConfig.PostsubmitsStatic`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub postsubmits: BTreeMap<String, Vec<Postsubmit>>,
 }
 
 impl ProwConfig {
@@ -162,8 +196,25 @@ impl ProwConfig {
     }
 }
 
+/// Prow's `Postsubmit` (with its `JobBase`, `Brancher` and `UtilityConfig`), reduced to the fields
+/// we set: its repository is the one it is listed under, cloned at the pushed commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Postsubmit {
+    pub name: String,
+    /// Regular expressions of the branches whose pushes run it.
+    pub branches: Vec<String>,
+    pub cluster: String,
+    pub decorate: bool,
+    pub decoration_config: DecorationConfig,
+    pub extra_refs: Vec<Refs>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub spec: PodSpec,
+}
+
 /// Prow's `Periodic` (with its `JobBase` and `UtilityConfig`), reduced to the fields we set.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Periodic {
     pub name: String,
     /// Go duration syntax (`6h`, `1h30m`).
@@ -178,10 +229,15 @@ pub struct Periodic {
     pub spec: PodSpec,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecorationConfig {
     /// Go duration syntax.
     pub timeout: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_cloning: Option<bool>,
+    /// The operator's other fields ([`ProwOptions::decoration`]), as given.
+    #[serde(flatten)]
+    pub more: BTreeMap<String, serde_yaml_ng::Value>,
 }
 
 /// Prow's `Refs`: a repository the pod utilities clone.
@@ -194,6 +250,9 @@ pub struct Refs {
     pub path_alias: Option<String>,
     /// The test container starts in this checkout.
     pub workdir: bool,
+    /// Where clonerefs clones it from, instead of GitHub.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone_uri: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -255,26 +314,91 @@ pub fn prow_jobs(config: &ProvidersConfig, opts: &ProwOptions) -> ProwConfig {
     };
     let mut periodics: Vec<Periodic> = cells.iter().map(|cell| periodic(config, cell, opts, &shared)).collect();
     periodics.sort_by(|a, b| a.name.cmp(&b.name));
-    ProwConfig { periodics }
+    let postsubmits = if opts.postsubmits { postsubmits(config, opts, &shared) } else { BTreeMap::new() };
+    ProwConfig { periodics, postsubmits }
 }
 
-/// The cells of a job testing kubernetes/kubernetes at `branch`: per provider and job, the newest
-/// minor's, renamed `…-k8s-<branch>` (`ci-cloud-provider-aws-k8s-master`); no certification job.
-fn branch_cells<'a>(cells: Vec<Cell<'a>>, branch: &str) -> Vec<Cell<'a>> {
+/// `cell`'s job name without its `k8s-<minor>` suffix (`ci-cloud-provider-aws-`).
+fn job_stem<'a>(cell: &'a Cell<'_>) -> Option<&'a str> {
+    cell.name.strip_suffix(&format!("k8s-{}", cell.kubernetes.minor_line()))
+}
+
+/// Per provider and job, the cell of the newest minor; no certification job (they certify releases).
+fn newest_minor_cells<'a>(cells: Vec<Cell<'a>>) -> Vec<Cell<'a>> {
     let mut newest: BTreeMap<(String, String), Cell<'a>> = BTreeMap::new();
     for cell in cells.into_iter().filter(|cell| !cell.job.certification) {
-        let suffix = format!("k8s-{}", cell.kubernetes.minor_line());
-        let Some(stem) = cell.name.strip_suffix(&suffix) else { continue };
+        let Some(stem) = job_stem(&cell) else { continue };
         let key = (cell.provider.name.clone(), stem.to_owned());
         let newer = newest.get(&key).is_none_or(|kept| {
             (cell.kubernetes.major, cell.kubernetes.minor) > (kept.kubernetes.major, kept.kubernetes.minor)
         });
         if newer {
-            let name = format!("{stem}k8s-{branch}");
-            newest.insert(key, Cell { name, ..cell });
+            newest.insert(key, cell);
         }
     }
     newest.into_values().collect()
+}
+
+/// The cells of a job testing kubernetes/kubernetes at `branch`: [`newest_minor_cells`], renamed
+/// `…-k8s-<branch>` (`ci-cloud-provider-aws-k8s-master`).
+fn branch_cells<'a>(cells: Vec<Cell<'a>>, branch: &str) -> Vec<Cell<'a>> {
+    let renamed = |cell: Cell<'a>| {
+        let name = format!("{}k8s-{branch}", job_stem(&cell).expect("newest_minor_cells keeps named cells"));
+        Cell { name, ..cell }
+    };
+    newest_minor_cells(cells).into_iter().map(renamed).collect()
+}
+
+/// The prefix of a postsubmit's name, in place of the periodics' `ci-`.
+pub const POSTSUBMIT_PREFIX: &str = "post-";
+
+/// One postsubmit per provider on GitHub and job, of its newest minor, by repository.
+fn postsubmits(
+    config: &ProvidersConfig,
+    opts: &ProwOptions,
+    shared: &BTreeSet<String>,
+) -> BTreeMap<String, Vec<Postsubmit>> {
+    let mut by_repo: BTreeMap<String, Vec<Postsubmit>> = BTreeMap::new();
+    for cell in newest_minor_cells(cells(config)) {
+        let Ok(repo) = cell.provider.repo.parse::<RepoRef>() else { continue };
+        let job = postsubmit(config, &cell, &repo, opts, shared);
+        by_repo.entry(repo.to_string()).or_default().push(job);
+    }
+    for jobs in by_repo.values_mut() {
+        jobs.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    by_repo
+}
+
+fn postsubmit(
+    config: &ProvidersConfig,
+    cell: &Cell<'_>,
+    repo: &RepoRef,
+    opts: &ProwOptions,
+    shared: &BTreeSet<String>,
+) -> Postsubmit {
+    let base = periodic(config, cell, opts, shared);
+    let name = format!("{POSTSUBMIT_PREFIX}{}", cell.name.strip_prefix("ci-").unwrap_or(&cell.name));
+    let mut annotations = base.annotations;
+    annotations.insert("testgrid-tab-name".to_owned(), format!("{POSTSUBMIT_PREFIX}{}", tab_name(cell, shared)));
+    annotations.insert("description".to_owned(), described(cell, &format!("at each push to {repo}")));
+    let mut spec = base.spec;
+    // Prow clones the pushed repository at $GOPATH/src/github.com/<org>/<repo> (no path alias).
+    let checkout = format!("{PROW_GOPATH}/src/github.com/{}/{}", repo.org, repo.repo);
+    spec.containers[0].args.extend(["--provider-dir".to_owned(), checkout]);
+    spec.containers[0].args.extend(["--provider-version".to_owned(), "$(PULL_BASE_SHA)".to_owned()]);
+    Postsubmit {
+        name,
+        // RE2 and Rust's regex escape alike: branch names may hold `.`.
+        branches: vec![format!("^{}$", regex::escape(&cell.provider.branch))],
+        cluster: base.cluster,
+        decorate: true,
+        decoration_config: base.decoration_config,
+        extra_refs: base.extra_refs,
+        labels: base.labels,
+        annotations,
+        spec,
+    }
 }
 
 /// [`prow_jobs`] as the YAML file Prow's `--job-config-path` reads, with a header saying where it
@@ -282,7 +406,7 @@ fn branch_cells<'a>(cells: Vec<Cell<'a>>, branch: &str) -> Vec<Cell<'a>> {
 pub fn prow_yaml(config: &ProvidersConfig, opts: &ProwOptions) -> String {
     let body = prow_jobs(config, opts).to_yaml();
     format!(
-        "# Prow periodic jobs of the cloud-provider-harness matrix, one per provider × Kubernetes \
+        "# Prow jobs of the cloud-provider-harness matrix, one periodic per provider × Kubernetes \
          release line × job.\n# Generated by `harness prow-config` from {}; regenerate rather than \
          edit.\n{body}",
         config.source.display()
@@ -293,8 +417,9 @@ pub fn prow_yaml(config: &ProvidersConfig, opts: &ProwOptions) -> String {
 /// [`HARNESS_COMMAND`]. `run_timeout` is [`Timeouts::run`].
 pub fn harness_args(cell: &Cell<'_>, opts: &ProwOptions, run_timeout: Duration) -> Vec<String> {
     let mut args = vec!["run".to_owned()];
-    if let Some(path) = &opts.config_path {
-        args.extend(["--config".to_owned(), path.clone()]);
+    let image_file = opts.skip_cloning.then(|| IMAGE_PROVIDERS_FILE.to_owned());
+    if let Some(path) = opts.config_path.clone().or(image_file) {
+        args.extend(["--config".to_owned(), path]);
     }
     args.extend(["--provider".to_owned(), cell.provider.name.clone()]);
     match &opts.kubernetes_ref {
@@ -376,7 +501,11 @@ fn periodic(config: &ProvidersConfig, cell: &Cell<'_>, opts: &ProwOptions, share
         interval: format_duration(cell.interval()),
         cluster: opts.cluster.clone(),
         decorate: true,
-        decoration_config: DecorationConfig { timeout: format_duration(timeouts.prow) },
+        decoration_config: DecorationConfig {
+            timeout: format_duration(timeouts.prow),
+            skip_cloning: opts.skip_cloning.then_some(true),
+            more: opts.decoration.clone(),
+        },
         extra_refs: extra_refs(opts),
         labels: opts.labels.clone(),
         annotations: annotations(cell, opts, shared),
@@ -393,14 +522,19 @@ fn periodic(config: &ProvidersConfig, cell: &Cell<'_>, opts: &ProwOptions, share
     }
 }
 
-/// The harness repository, where the job starts, and kubernetes/kubernetes when a job tests a branch.
+/// The harness repository, where the job starts, and kubernetes/kubernetes when a job tests a
+/// branch; none when nothing is cloned.
 fn extra_refs(opts: &ProwOptions) -> Vec<Refs> {
+    if opts.skip_cloning {
+        return Vec::new();
+    }
     let harness = Refs {
         org: opts.repo.org.clone(),
         repo: opts.repo.repo.clone(),
         base_ref: opts.base_ref.clone(),
         path_alias: opts.path_alias.clone(),
         workdir: true,
+        clone_uri: opts.clone_uri.clone(),
     };
     let kubernetes = opts.kubernetes_ref.as_ref().map(|branch| Refs {
         org: "kubernetes".into(),
@@ -408,6 +542,7 @@ fn extra_refs(opts: &ProwOptions) -> Vec<Refs> {
         base_ref: branch.clone(),
         path_alias: Some(KUBERNETES_PATH_ALIAS.into()),
         workdir: false,
+        clone_uri: None,
     });
     std::iter::once(harness).chain(kubernetes).collect()
 }
@@ -437,11 +572,15 @@ fn annotations(cell: &Cell<'_>, opts: &ProwOptions, shared: &BTreeSet<String>) -
 }
 
 fn description(cell: &Cell<'_>) -> String {
+    described(cell, &format!("every {}", format_duration(cell.interval())))
+}
+
+/// What a job of `cell` runs, and `when`.
+fn described(cell: &Cell<'_>, when: &str) -> String {
     format!(
-        "cloud-provider-harness: suites {} of provider {} on Kubernetes {}, every {}",
+        "cloud-provider-harness: suites {} of provider {} on Kubernetes {}, {when}",
         cell.suites().join(", "),
         cell.provider.name,
         cell.kubernetes,
-        format_duration(cell.interval())
     )
 }

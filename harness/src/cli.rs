@@ -8,6 +8,7 @@ use cli_support::signals;
 mod bisect;
 mod conformance;
 mod lkg_command;
+mod prow_config;
 mod publish_command;
 mod run;
 mod suite;
@@ -75,7 +76,7 @@ pub enum Command {
     },
     /// Print the Prow periodic jobs (with TestGrid annotations) for every provider × Kubernetes
     /// version of providers.yaml, so the matrix runs on Prow.
-    ProwConfig(ProwArgs),
+    ProwConfig(prow_config::ProwArgs),
     /// Print the TestGrid configuration (test groups, dashboards, dashboard group) for every
     /// provider × Kubernetes version job of providers.yaml.
     TestgridConfig {
@@ -85,35 +86,6 @@ pub enum Command {
         #[arg(long, short)]
         output: Option<std::path::PathBuf>,
     },
-}
-
-#[derive(Debug, Args)]
-pub struct ProwArgs {
-    #[command(flatten)]
-    pub config: ConfigArg,
-    /// The test container's image (one with `harness`, cargo and Go on PATH).
-    #[arg(long, default_value = config::prow::DEFAULT_IMAGE)]
-    pub image: String,
-    /// The Prow build cluster the jobs run on.
-    #[arg(long, default_value = config::prow::DEFAULT_CLUSTER)]
-    pub cluster: String,
-    /// The harness repository the jobs clone and start in: org/repo or its GitHub URL.
-    #[arg(long, default_value = config::prow::DEFAULT_REPO)]
-    pub repo: config::prow::RepoRef,
-    /// Its branch.
-    #[arg(long, default_value = config::prow::DEFAULT_BASE_REF)]
-    pub base_ref: String,
-    /// `testgrid-alert-email` of every job.
-    #[arg(long)]
-    pub alert_email: Option<String>,
-    /// Test kubernetes/kubernetes at this branch (master, release-1.37) instead of the matrix's
-    /// releases: each job clones it at its path alias k8s.io/kubernetes and runs `harness run
-    /// --kubernetes-source` there; one job per provider and job, named …-k8s-<branch>.
-    #[arg(long, value_name = "BRANCH")]
-    pub kubernetes_ref: Option<String>,
-    /// Write it to this file instead of stdout.
-    #[arg(long, short)]
-    pub output: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -455,16 +427,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::ProwConfig(args) => {
-            let options = config::prow::ProwOptions {
-                image: args.image,
-                cluster: args.cluster,
-                repo: args.repo,
-                base_ref: args.base_ref,
-                alert_email: args.alert_email,
-                kubernetes_ref: args.kubernetes_ref,
-                ..Default::default()
-            };
-            let yaml = config::prow::prow_yaml(&args.config.load()?, &options);
+            let yaml = config::prow::prow_yaml(&args.config.load()?, &args.options()?);
             write_or_print(args.output, &yaml)
         }
         Command::TestgridConfig { config, output } => {

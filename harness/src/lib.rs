@@ -13,3 +13,13 @@ pub mod suites;
 pub fn built_from_commit() -> Option<&'static str> {
     Some(env!("HARNESS_GIT_COMMIT")).filter(|commit| *commit != "unknown")
 }
+
+/// The tag of this harness's image: its version and the first 12 digits of its commit
+/// (`v0.1.0-0123456789ab`), or the version alone outside a git checkout.
+pub fn image_tag() -> String {
+    let version = concat!("v", env!("CARGO_PKG_VERSION"));
+    match built_from_commit() {
+        Some(commit) => format!("{version}-{}", &commit[..commit.len().min(12)]),
+        None => version.to_owned(),
+    }
+}

@@ -1,8 +1,12 @@
 //! Helpers for tests of this crate and of the end-to-end tests: not for production use.
 
 pub mod central;
+pub mod emulator;
+pub mod fake_gcs;
+pub mod go_tools;
 pub mod host;
 pub mod load;
+pub mod testgrid;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

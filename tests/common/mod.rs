@@ -4,12 +4,10 @@
 #![allow(dead_code)]
 
 pub mod builds;
-pub mod emulator;
-pub mod fake_gcs;
 pub mod fake_s3;
-pub mod go_tools;
 pub mod real;
-pub mod testgrid;
+
+pub use testing::{emulator, fake_gcs, go_tools, testgrid};
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -68,7 +68,7 @@ fn strings(map: &[(&str, &str)]) -> BTreeMap<String, String> {
 fn bundled_config_gives_one_periodic_per_cell_with_prows_field_names() {
     let config = ProvidersConfig::bundled();
     let yaml = prow_yaml(&config, &ProwOptions::default());
-    assert!(yaml.starts_with("# Prow periodic jobs"), "{yaml}");
+    assert!(yaml.starts_with("# Prow jobs of"), "{yaml}");
 
     let doc: Value = serde_yaml_ng::from_str(&yaml).unwrap();
     assert_eq!(keys(&doc), ["periodics"]);
@@ -144,7 +144,7 @@ fn bundled_config_gives_one_periodic_per_cell_with_prows_field_names() {
     assert_eq!(containers.len(), 1);
     let container = &containers[0];
     assert_eq!(keys(container), ["image", "command", "args", "resources", "securityContext"]);
-    assert_eq!(container["image"], DEFAULT_IMAGE);
+    assert_eq!(container["image"], format!("{IMAGE_REPOSITORY}:v{}", env!("CARGO_PKG_VERSION")), "never :latest");
     assert_eq!(container["command"], serde_yaml_ng::to_value(["harness"]).unwrap());
     let args: Vec<&str> = container["args"].as_sequence().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
     assert_eq!(
@@ -253,6 +253,7 @@ fn a_kubernetes_branch_is_one_job_per_provider_and_job_cloning_kubernetes_at_its
         base_ref: "master".into(),
         path_alias: Some("k8s.io/kubernetes".into()),
         workdir: false,
+        clone_uri: None,
     };
     assert_eq!(e2e.extra_refs.len(), 2);
     assert!(e2e.extra_refs[0].workdir, "the job still starts in the harness' checkout");
@@ -335,7 +336,8 @@ fn options_reach_every_job() {
         labels: strings(&[("preset-service-account", "true")]),
         env: strings(&[("RUST_LOG", "debug"), ("HARNESS_CACHE_DIR", "/cache")]),
         resources: ResourceRequirements { requests: strings(&[("cpu", "2")]), limits: BTreeMap::new() },
-        kubernetes_ref: None,
+        clone_uri: Some("https://git.example/mirror/my-harness.git".into()),
+        ..ProwOptions::default()
     };
     let config = ProvidersConfig::bundled();
     let jobs = prow_jobs(&config, &opts);
@@ -355,6 +357,7 @@ fn options_reach_every_job() {
                 base_ref: "release-1".into(),
                 path_alias: Some("example.com/harness".into()),
                 workdir: true,
+                clone_uri: opts.clone_uri.clone(),
             }]
         );
         let container = &periodic.spec.containers[0];
@@ -371,7 +374,7 @@ fn options_reach_every_job() {
     let doc: Value = serde_yaml_ng::from_str(&prow_yaml(&config, &opts)).unwrap();
     let job = &doc["periodics"][0];
     assert_eq!(keys(job)[6], "labels");
-    assert_eq!(keys(&job["extra_refs"][0]), ["org", "repo", "base_ref", "path_alias", "workdir"]);
+    assert_eq!(keys(&job["extra_refs"][0]), ["org", "repo", "base_ref", "path_alias", "workdir", "clone_uri"]);
     assert_eq!(keys(&job["spec"]["containers"][0]), ["image", "command", "args", "env", "resources"]);
     assert_eq!(keys(&job["spec"]["containers"][0]["env"][0]), ["name", "value"]);
     assert_eq!(keys(&job["spec"]["containers"][0]["resources"]), ["requests"]);
@@ -409,4 +412,64 @@ fn harness_stops_before_prow_does() {
         assert_eq!(timeouts.prow, timeouts.run + TEARDOWN_SLACK, "{}", cell.name);
         assert_eq!(Timeouts::of(&config, &cell, &ProwOptions::default()), timeouts);
     }
+}
+
+#[test]
+fn skipping_clones_reads_the_images_providers_file_and_clones_nothing() {
+    let opts = ProwOptions { skip_cloning: true, ..ProwOptions::default() };
+    let jobs = prow_jobs(&matrix(), &opts);
+    for periodic in &jobs.periodics {
+        assert_eq!(periodic.decoration_config.skip_cloning, Some(true));
+        assert!(periodic.extra_refs.is_empty(), "{}: nothing to clone", periodic.name);
+        assert_eq!(periodic.spec.containers[0].args[..3], ["run", "--config", IMAGE_PROVIDERS_FILE]);
+    }
+    let named = ProwOptions { config_path: Some("/etc/mine.yaml".into()), ..opts };
+    let jobs = prow_jobs(&matrix(), &named);
+    assert_eq!(jobs.periodics[0].spec.containers[0].args[..3], ["run", "--config", "/etc/mine.yaml"]);
+    let cloned = prow_jobs(&matrix(), &ProwOptions::default());
+    assert_eq!(cloned.periodics[0].decoration_config.skip_cloning, None, "Prow's default unless asked");
+    assert!(
+        !cloned.periodics[0].spec.containers[0].args.contains(&"--config".to_owned()),
+        "./providers.yaml of the checkout"
+    );
+}
+
+#[test]
+fn decoration_fields_reach_every_job_beside_its_timeout() {
+    let decoration: BTreeMap<String, Value> =
+        serde_yaml_ng::from_str("gcs_configuration: {bucket: my-bucket, path_strategy: explicit}\ngrace_period: 30s\n")
+            .unwrap();
+    let opts = ProwOptions { decoration: decoration.clone(), ..ProwOptions::default() };
+    let doc: Value = serde_yaml_ng::from_str(&prow_jobs(&matrix(), &opts).to_yaml()).unwrap();
+    for job in doc["periodics"].as_sequence().unwrap() {
+        let config = &job["decoration_config"];
+        assert_eq!(keys(config), ["timeout", "gcs_configuration", "grace_period"]);
+        assert_eq!(config["gcs_configuration"]["bucket"], "my-bucket");
+        assert_eq!(config["grace_period"], "30s");
+    }
+}
+
+#[test]
+fn postsubmits_run_each_push_to_a_providers_branch_on_its_newest_minor() {
+    let opts = ProwOptions { postsubmits: true, ..ProwOptions::default() };
+    let jobs = prow_jobs(&matrix(), &opts);
+    let repos: Vec<&str> = jobs.postsubmits.keys().map(String::as_str).collect();
+    assert_eq!(repos, ["o/a", "o/b", "o/c"]);
+    let names: Vec<&str> = jobs.postsubmits["o/a"].iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["post-cloud-provider-a-conformance-k8s-1.37", "post-cloud-provider-a-e2e-k8s-1.37"],
+        "1.37, not 1.36"
+    );
+    let post = &jobs.postsubmits["o/a"][1];
+    assert_eq!(post.branches, ["^main$"]);
+    assert_eq!(post.annotations["testgrid-tab-name"], "post-e2e-k8s-1.37");
+    assert!(post.extra_refs[0].workdir, "the job starts in the harness's checkout");
+    let args = &post.spec.containers[0].args;
+    let tail: Vec<&str> = args[args.len() - 4..].iter().map(String::as_str).collect();
+    assert_eq!(tail, ["--provider-dir", "/home/prow/go/src/github.com/o/a", "--provider-version", "$(PULL_BASE_SHA)"]);
+    assert!(args.windows(2).any(|w| w == ["--kubernetes", "v1.37.1"]), "{args:?}");
+    let periodic = job(&jobs, "ci-cloud-provider-a-e2e-k8s-1.37");
+    assert_eq!(post.spec.containers[0].args[..args.len() - 4], periodic.spec.containers[0].args[..]);
+    assert!(prow_jobs(&matrix(), &ProwOptions::default()).postsubmits.is_empty(), "only when asked");
 }

@@ -58,7 +58,10 @@ pub struct CommonArgs {
     #[command(flatten)]
     pub config: ConfigArg,
     /// The local build directory: started.json, finished.json, build-log.txt, artifacts/ (the
-    /// suites' $ARTIFACTS). For `matrix`, one directory per job below it.
+    /// suites' $ARTIFACTS). For `matrix`, one directory per job below it. For `run` under Prow's pod
+    /// utilities ($JOB_SPEC set), $ARTIFACTS is the artifacts/ directory Prow uploads: the build
+    /// directory is its parent, so junit files and metadata.json land in $ARTIFACTS and
+    /// started.json and finished.json are left to Prow.
     #[arg(long, env = "ARTIFACTS", default_value = "./_artifacts")]
     pub artifacts: PathBuf,
     #[command(flatten)]
@@ -205,7 +208,8 @@ fn default_build_id() -> String {
 pub async fn run_one(args: RunArgs) -> Result<()> {
     let config = args.common.config.load()?;
     let build_id = args.build_id.clone().unwrap_or_else(default_build_id);
-    let mut opts = args.common.options(&args.provider, build_id, args.common.artifacts.clone(), args.cluster_name);
+    let build_dir = build_dir(&args.common.artifacts, prow_artifacts().as_deref());
+    let mut opts = args.common.options(&args.provider, build_id, build_dir, args.cluster_name);
     (opts.provider_version, opts.suites, opts.job) = (args.provider_version, args.suites, args.job);
     opts.kubernetes = match &args.kubernetes_source {
         // Opened (and refused, when it is no checkout) before anything starts.
@@ -215,6 +219,36 @@ pub async fn run_one(args: RunArgs) -> Result<()> {
     let report = run::run(&config, &opts).await?;
     print_report(&report);
     outcome(&report)
+}
+
+/// `$ARTIFACTS` when the run is a Prow job's test container: Prow's pod utilities set `JOB_SPEC`
+/// and point `ARTIFACTS` at the directory the sidecar uploads as the build's `artifacts/`.
+fn prow_artifacts() -> Option<PathBuf> {
+    std::env::var_os("JOB_SPEC").filter(|spec| !spec.is_empty())?;
+    std::env::var_os("ARTIFACTS").filter(|dir| !dir.is_empty()).map(PathBuf::from)
+}
+
+/// The run's build directory for `--artifacts DIR`: DIR, or its parent when DIR is Prow's
+/// `$ARTIFACTS` (named `artifacts`, as Prow's decoration names it), so that the build's
+/// `artifacts/` is the directory Prow uploads (junit files, and the `metadata.json` the sidecar
+/// merges into Prow's `finished.json`) and the harness's own `started.json`, `finished.json` and
+/// `build-log.txt` are beside it, where Prow's upload does not take them.
+pub(super) fn build_dir(artifacts: &std::path::Path, prow_artifacts: Option<&std::path::Path>) -> PathBuf {
+    let is_prows = prow_artifacts.is_some_and(|prow| prow == artifacts);
+    match artifacts.parent() {
+        Some(parent) if is_prows && artifacts.file_name() == Some(results::layout::ARTIFACTS.as_ref()) => {
+            parent.to_path_buf()
+        }
+        _ if is_prows => {
+            tracing::warn!(
+                "$ARTIFACTS ({}) is not named {}, as Prow's decoration names it: it is the build directory, and metadata.json goes to its artifacts/",
+                artifacts.display(),
+                results::layout::ARTIFACTS
+            );
+            artifacts.to_path_buf()
+        }
+        _ => artifacts.to_path_buf(),
+    }
 }
 
 /// Every cell of the matrix (`config::jobs::cells`: provider × Kubernetes version × job, each job

@@ -189,3 +189,15 @@ fn the_matrix_runs_each_commit_of_a_checkout_in_the_cells_of_its_minor() {
     let refused = Cli::try_parse_from(["harness", "matrix", "--kubernetes-commit", "A"]).err().unwrap().to_string();
     assert!(refused.contains("--kubernetes-source"), "a commit needs the checkout: {refused}");
 }
+
+#[test]
+fn under_prow_the_build_directory_is_the_parent_of_the_artifacts_prow_uploads() {
+    use super::run::build_dir;
+    let prow = Path::new("/logs/artifacts");
+    assert_eq!(build_dir(prow, Some(prow)), Path::new("/logs"), "junit and metadata.json land in $ARTIFACTS");
+    assert_eq!(build_dir(prow, None), prow, "outside Prow --artifacts is the build directory");
+    let other = Path::new("/work/_artifacts");
+    assert_eq!(build_dir(other, Some(prow)), other, "a directory other than Prow's $ARTIFACTS");
+    let unnamed = Path::new("/logs/out");
+    assert_eq!(build_dir(unnamed, Some(unnamed)), unnamed, "an $ARTIFACTS Prow did not name artifacts");
+}

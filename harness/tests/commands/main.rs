@@ -12,5 +12,6 @@ mod cli_results;
 mod ingest;
 mod openstack;
 mod provider_run;
+mod prow;
 mod run;
 mod vsphere;

@@ -152,14 +152,14 @@ fn set_executable(path: &Path) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-struct Env {
+pub(crate) struct Env {
     _tmp: tempfile::TempDir,
-    root: PathBuf,
-    config: PathBuf,
+    pub(crate) root: PathBuf,
+    pub(crate) config: PathBuf,
 }
 
 impl Env {
-    fn new() -> Env {
+    pub(crate) fn new() -> Env {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_path_buf();
         let config = providers_yaml(&root);
@@ -172,14 +172,14 @@ impl Env {
     }
 
     /// `harness <subcommand>` with this test's directories.
-    fn command(&self, subcommand: &str) -> Command {
+    pub(crate) fn command(&self, subcommand: &str) -> Command {
         let mut cmd = self.program(env!("CARGO_BIN_EXE_harness"));
         cmd.arg(subcommand);
         cmd
     }
 
     /// `program` with this test's directories, and nothing of the caller's that a run reads.
-    fn program(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    pub(crate) fn program(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut cmd = Command::new(program);
         cmd.env("HARNESS_STATE_DIR", self.root.join("state"))
             .env("HARNESS_DATA_DIR", self.root.join("data"))
@@ -221,14 +221,14 @@ impl Env {
         report.cases().map(|(_, c)| (c.name.clone(), c.status())).collect()
     }
 
-    fn assert_nothing_left(&self) {
+    pub(crate) fn assert_nothing_left(&self) {
         let state = self.root.join("state");
         let left = find_by_marker(&state);
         assert!(left.is_empty(), "processes left running: {left:?}");
     }
 }
 
-fn text(output: &Output) -> String {
+pub(crate) fn text(output: &Output) -> String {
     format!(
         "stdout:\n{}\nstderr:\n{}",
         String::from_utf8_lossy(&output.stdout),
@@ -278,6 +278,64 @@ fn a_passing_run_writes_a_finished_build_tears_down_and_publishes() {
     let again = env.harness(&["--provider", "fixture", "--build-id", "102"]).output().unwrap();
     assert!(again.status.success(), "{}", text(&again));
     env.assert_nothing_left();
+}
+
+#[test]
+fn under_prows_pod_utilities_a_run_writes_what_the_sidecar_uploads_and_nothing_that_competes() {
+    let env = Env::new();
+    // Prow's decoration: an emptyDir at /logs, ARTIFACTS=/logs/artifacts, JOB_SPEC from the ProwJob.
+    let logs = env.root.join("logs");
+    let artifacts = logs.join("artifacts");
+    let job = "ci-cloud-provider-fixture-k8s-1.37";
+    let spec = format!(r#"{{"type":"periodic","job":"{job}","buildid":"301","prowjobid":"0b1d"}}"#);
+    let output = env
+        .bare()
+        .arg("--config")
+        .arg(&env.config)
+        .args(["--provider", "fixture", "--provider-version", "abc123", "--build-id", "301"])
+        .env("JOB_SPEC", spec)
+        .env("JOB_NAME", job)
+        .env("ARTIFACTS", &artifacts)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+
+    // The sidecar merges $ARTIFACTS/metadata.json into the finished.json it uploads.
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(artifacts.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(metadata["kubernetes-version"], "v1.37.1");
+    assert_eq!(metadata["provider-version"], "abc123");
+    assert!(metadata["ccm-version"].as_str().is_some_and(|v| !v.is_empty()), "{metadata}");
+    assert!(artifacts.join("junit_runner.xml").is_file(), "junit files directly in $ARTIFACTS");
+    assert!(artifacts.join("smoke-output.txt").is_file(), "the suites' $ARTIFACTS is Prow's");
+    // Prow's initupload and sidecar write the build's started.json and finished.json.
+    let mut uploaded = Vec::new();
+    collect_names(&artifacts, &mut uploaded);
+    let competing: Vec<_> = uploaded
+        .iter()
+        .filter(|name| ["started.json", "finished.json", "build-log.txt"].contains(&name.as_str()))
+        .collect();
+    assert!(competing.is_empty(), "in what the sidecar uploads: {competing:?}");
+    // The harness's own record is beside $ARTIFACTS, and published as any run's.
+    let finished: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(logs.join("finished.json")).unwrap()).unwrap();
+    assert_eq!(finished["metadata"], metadata);
+    let build = env.root.join(format!("data/results/logs/{job}/301"));
+    assert!(build.join("artifacts/metadata.json").is_file(), "{} not published", build.display());
+    assert!(build.join("artifacts/junit_runner.xml").is_file());
+    env.assert_nothing_left();
+}
+
+/// The names of the files under `dir`, at any depth.
+fn collect_names(dir: &Path, names: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            collect_names(&entry.path(), names);
+        } else {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! and the harness reach it through `STORAGE_EMULATOR_HOST=<emulator_host()>`; the helpers here
 //! speak its JSON API over a bare HTTP/1.0 connection, so they work inside or outside a runtime.
 
-use super::emulator::Emulator;
+use crate::emulator::Emulator;
 
 /// A running emulator, killed when dropped.
 pub struct FakeGcs {

@@ -1,9 +1,20 @@
-// prow-checkconfig: Prow's own config checker (sigs.k8s.io/prow/cmd/checkconfig). See ../README.md.
-module cloud-provider-harness/tools/testing/prow-checkconfig
+// Prow, pinned: its config checker, its pod utilities and its controllers. See README.md.
+module cloud-provider-harness/tools/prow
 
 go 1.26.0
 
-tool sigs.k8s.io/prow/cmd/checkconfig
+tool (
+	sigs.k8s.io/prow/cmd/checkconfig
+	sigs.k8s.io/prow/cmd/clonerefs
+	sigs.k8s.io/prow/cmd/crier
+	sigs.k8s.io/prow/cmd/entrypoint
+	sigs.k8s.io/prow/cmd/horologium
+	sigs.k8s.io/prow/cmd/initupload
+	sigs.k8s.io/prow/cmd/mkpj
+	sigs.k8s.io/prow/cmd/prow-controller-manager
+	sigs.k8s.io/prow/cmd/sidecar
+	sigs.k8s.io/prow/cmd/sinker
+)
 
 require (
 	cloud.google.com/go v0.115.0 // indirect
@@ -11,6 +22,7 @@ require (
 	cloud.google.com/go/auth/oauth2adapt v0.2.4 // indirect
 	cloud.google.com/go/compute/metadata v0.5.0 // indirect
 	cloud.google.com/go/iam v1.1.13 // indirect
+	cloud.google.com/go/pubsub v1.41.0 // indirect
 	cloud.google.com/go/storage v1.43.0 // indirect
 	contrib.go.opencensus.io/exporter/ocagent v0.7.1-0.20200907061046-05415f1de66d // indirect
 	contrib.go.opencensus.io/exporter/prometheus v0.4.2 // indirect
@@ -18,6 +30,7 @@ require (
 	github.com/GoogleCloudPlatform/testgrid v0.0.123 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/ProtonMail/go-crypto v1.0.0 // indirect
+	github.com/andygrunwald/go-gerrit v0.0.0-20210709065208-9d38b0be0268 // indirect
 	github.com/andygrunwald/go-jira v1.14.0 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.0 // indirect
 	github.com/aws/aws-sdk-go v1.55.5 // indirect
@@ -72,6 +85,7 @@ require (
 	github.com/go-logfmt/logfmt v0.5.1 // indirect
 	github.com/go-logr/logr v1.4.2 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/go-logr/zapr v1.3.0 // indirect
 	github.com/go-openapi/jsonpointer v0.19.6 // indirect
 	github.com/go-openapi/jsonreference v0.20.2 // indirect
 	github.com/go-openapi/swag v0.22.3 // indirect
@@ -92,6 +106,7 @@ require (
 	github.com/google/wire v0.6.0 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.2 // indirect
 	github.com/googleapis/gax-go/v2 v2.13.0 // indirect
+	github.com/gopherjs/gopherjs v1.21.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.20.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/hashicorp/go-retryablehttp v0.7.6 // indirect
@@ -101,6 +116,7 @@ require (
 	github.com/jmespath/go-jmespath v0.4.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/jtolds/gls v4.20.0+incompatible // indirect
 	github.com/kevinburke/ssh_config v1.2.0 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/mattn/go-zglob v0.0.2 // indirect
@@ -120,7 +136,8 @@ require (
 	github.com/shurcooL/graphql v0.0.0-20181231061246-d48a9a75455f // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/skeema/knownhosts v1.2.2 // indirect
-	github.com/spf13/pflag v1.0.5 // indirect
+	github.com/smarty/assertions v1.16.0 // indirect
+	github.com/spf13/pflag v1.0.6 // indirect
 	github.com/stoewer/go-strcase v1.2.0 // indirect
 	github.com/tektoncd/pipeline v0.61.0 // indirect
 	github.com/trivago/tgo v1.0.7 // indirect

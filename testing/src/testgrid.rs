@@ -17,7 +17,7 @@ use std::process::Command;
 
 use serde::Deserialize;
 
-use super::go_tools::go_tool;
+use crate::go_tools::go_tool;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Grid {

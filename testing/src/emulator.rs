@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::go_tools::go_tool;
+use crate::go_tools::go_tool;
 
 /// How long the emulator may take to say where it listens, and then to answer.
 const STARTUP: Duration = Duration::from_secs(30);

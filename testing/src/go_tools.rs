@@ -1,5 +1,6 @@
-//! The Go tools of `tools/testing/` (fake-gcs-server, testgrid-read), built on first use with
-//! `go build` from their committed go.mod/go.sum (`GOTOOLCHAIN=local`, `CGO_ENABLED=0`).
+//! The Go tools of `tools/testing/` (fake-gcs-server, testgrid-read) and Prow's commands of
+//! `tools/prow/` (`prow/checkconfig`, `prow/sidecar`, …), built on first use with `go build` from
+//! their committed go.mod/go.sum (`GOTOOLCHAIN=local`, `CGO_ENABLED=0`).
 //!
 //! A build lands in `$CARGO_TARGET_DIR` (or `target/`)`/go-tools/<name>-<hash>`, the hash covering
 //! the module's go.mod, go.sum and Go sources, so an unchanged tool is not rebuilt and a changed one
@@ -15,12 +16,13 @@ use std::sync::{Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
-/// The repository's root (the tests crate's parent).
+/// The repository's root (this crate's parent).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
 }
 
-/// The binary of `tools/testing/<name>`, built if needed; panics saying what failed.
+/// The binary of `tools/testing/<name>`, or of Prow's command `<command>` for `prow/<command>`
+/// (one of `tools/prow/go.mod`'s `tool` lines), built if needed; panics saying what failed.
 pub fn go_tool(name: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     // Held across the build: the tests of one binary wait for a single build.
@@ -34,7 +36,7 @@ pub fn go_tool(name: &str) -> PathBuf {
 }
 
 fn env_override(name: &str) -> String {
-    format!("HARNESS_{}_BIN", name.to_uppercase().replace('-', "_"))
+    format!("HARNESS_{}_BIN", name.to_uppercase().replace(['-', '/'], "_"))
 }
 
 fn locate(name: &str) -> Result<PathBuf, String> {
@@ -44,19 +46,21 @@ fn locate(name: &str) -> Result<PathBuf, String> {
         return if bin.is_file() { Ok(bin) } else { Err(format!("{var}={} is not a file", bin.display())) };
     }
 
-    let module = repo_root().join("tools/testing").join(name);
+    let (module, command) = match name.split_once('/') {
+        Some((tools, command)) => (repo_root().join("tools").join(tools), Some(command)),
+        None => (repo_root().join("tools/testing").join(name), None),
+    };
     let go_mod = fs::read_to_string(module.join("go.mod"))
         .map_err(|e| format!("reading {}: {e}", module.join("go.mod").display()))?;
     let (key, has_sources) = source_hash(&module)?;
-    // A module with its own main package builds it; one that only pins a `tool` builds that.
-    let package = if has_sources {
-        ".".to_string()
-    } else {
-        go_mod
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("tool ").map(|t| t.trim().to_string()))
-            .ok_or_else(|| format!("{} has no Go sources and no `tool` line", module.display()))?
+    // A module with its own main package builds it; one that only pins tools builds the one named.
+    let package = match command {
+        None if has_sources => ".".to_string(),
+        _ => tool_package(&go_mod, command).ok_or_else(|| {
+            format!("{} has no Go sources and no `tool` {}", module.display(), command.unwrap_or("line"))
+        })?,
     };
+    let name = &name.replace('/', "-");
 
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -115,6 +119,25 @@ fn locate(name: &str) -> Result<PathBuf, String> {
         }
     }
     Ok(bin)
+}
+
+/// The package of go.mod's `tool` line (one line or a `tool ( … )` block) whose last element is
+/// `command`, or the first when `command` is `None`.
+fn tool_package(go_mod: &str, command: Option<&str>) -> Option<String> {
+    let mut in_block = false;
+    let mut tools = Vec::new();
+    for line in go_mod.lines().map(str::trim) {
+        match line {
+            "tool (" => in_block = true,
+            ")" => in_block = false,
+            _ if in_block && !line.is_empty() => tools.push(line),
+            _ => tools.extend(line.strip_prefix("tool ").map(str::trim)),
+        }
+    }
+    tools
+        .into_iter()
+        .find(|tool| command.is_none_or(|command| tool.rsplit('/').next() == Some(command)))
+        .map(str::to_owned)
 }
 
 /// A hash of go.mod, go.sum and the module's top-level Go sources, and whether it has any sources.
