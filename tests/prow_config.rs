@@ -178,16 +178,16 @@ fn prow_rejects_broken_jobs() {
     rejected("invalid interval", &ProwConfig::to_yaml(&bad_interval), &format!("cannot parse duration for {first}"));
 
     let mut bad_timeout = jobs.clone();
-    bad_timeout.periodics[0].decoration_config.timeout = "two hours".into();
+    bad_timeout.periodics[0].job.decoration_config.timeout = "two hours".into();
     rejected("invalid timeout", &ProwConfig::to_yaml(&bad_timeout), "time: invalid duration");
 
     let mut unannotated = jobs.clone();
-    unannotated.periodics[0].annotations.remove("testgrid-dashboards");
+    unannotated.periodics[0].job.annotations.remove("testgrid-dashboards");
     rejected("no dashboard", &ProwConfig::to_yaml(&unannotated), "missing required annotations: testgrid-dashboards");
 
     let mut no_command = jobs.clone();
-    no_command.periodics[0].spec.containers[0].command.clear();
-    no_command.periodics[0].spec.containers[0].args.clear();
+    no_command.periodics[0].job.spec.containers[0].command.clear();
+    no_command.periodics[0].job.spec.containers[0].args.clear();
     rejected(
         "no command",
         &ProwConfig::to_yaml(&no_command),
@@ -195,8 +195,8 @@ fn prow_rejects_broken_jobs() {
     );
 
     let mut misdecorated = prow_jobs(&config, &operator_options());
-    let gcs = misdecorated.periodics[0].decoration_config.more.remove("gcs_configuration").unwrap();
-    misdecorated.periodics[0].decoration_config.more.insert("gcs_configuraton".into(), gcs);
+    let gcs = misdecorated.periodics[0].job.decoration_config.more.remove("gcs_configuration").unwrap();
+    misdecorated.periodics[0].job.decoration_config.more.insert("gcs_configuraton".into(), gcs);
     rejected("misspelled decoration", &misdecorated.to_yaml(), "unknown field \\\"gcs_configuraton\\\"");
 
     // Misspelled fields, at the job's top level and inside the pod spec.

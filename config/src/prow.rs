@@ -196,29 +196,31 @@ impl ProwConfig {
     }
 }
 
-/// Prow's `Postsubmit` (with its `JobBase`, `Brancher` and `UtilityConfig`), reduced to the fields
-/// we set: its repository is the one it is listed under, cloned at the pushed commit.
+/// Prow's `Postsubmit` (with its `Brancher`), reduced to the fields we set: its repository is the
+/// one it is listed under, cloned at the pushed commit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Postsubmit {
     pub name: String,
     /// Regular expressions of the branches whose pushes run it.
     pub branches: Vec<String>,
-    pub cluster: String,
-    pub decorate: bool,
-    pub decoration_config: DecorationConfig,
-    pub extra_refs: Vec<Refs>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
-    pub spec: PodSpec,
+    #[serde(flatten)]
+    pub job: JobBase,
 }
 
-/// Prow's `Periodic` (with its `JobBase` and `UtilityConfig`), reduced to the fields we set.
+/// Prow's `Periodic`, reduced to the fields we set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Periodic {
     pub name: String,
     /// Go duration syntax (`6h`, `1h30m`).
     pub interval: String,
+    #[serde(flatten)]
+    pub job: JobBase,
+}
+
+/// What every kind of Prow job has after its name: Prow's `JobBase` and `UtilityConfig`, reduced to
+/// the fields we set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobBase {
     pub cluster: String,
     pub decorate: bool,
     pub decoration_config: DecorationConfig,
@@ -377,28 +379,17 @@ fn postsubmit(
     opts: &ProwOptions,
     shared: &BTreeSet<String>,
 ) -> Postsubmit {
-    let base = periodic(config, cell, opts, shared);
+    let mut job = periodic(config, cell, opts, shared).job;
     let name = format!("{POSTSUBMIT_PREFIX}{}", cell.name.strip_prefix("ci-").unwrap_or(&cell.name));
-    let mut annotations = base.annotations;
-    annotations.insert("testgrid-tab-name".to_owned(), format!("{POSTSUBMIT_PREFIX}{}", tab_name(cell, shared)));
-    annotations.insert("description".to_owned(), described(cell, &format!("at each push to {repo}")));
-    let mut spec = base.spec;
+    job.annotations.insert("testgrid-tab-name".to_owned(), format!("{POSTSUBMIT_PREFIX}{}", tab_name(cell, shared)));
+    job.annotations.insert("description".to_owned(), described(cell, &format!("at each push to {repo}")));
     // Prow clones the pushed repository at $GOPATH/src/github.com/<org>/<repo> (no path alias).
     let checkout = format!("{PROW_GOPATH}/src/github.com/{}/{}", repo.org, repo.repo);
-    spec.containers[0].args.extend(["--provider-dir".to_owned(), checkout]);
-    spec.containers[0].args.extend(["--provider-version".to_owned(), "$(PULL_BASE_SHA)".to_owned()]);
-    Postsubmit {
-        name,
-        // RE2 and Rust's regex escape alike: branch names may hold `.`.
-        branches: vec![format!("^{}$", regex::escape(&cell.provider.branch))],
-        cluster: base.cluster,
-        decorate: true,
-        decoration_config: base.decoration_config,
-        extra_refs: base.extra_refs,
-        labels: base.labels,
-        annotations,
-        spec,
-    }
+    let args = &mut job.spec.containers[0].args;
+    args.extend(["--provider-dir".to_owned(), checkout]);
+    args.extend(["--provider-version".to_owned(), "$(PULL_BASE_SHA)".to_owned()]);
+    // RE2 and Rust's regex escape alike: branch names may hold `.`.
+    Postsubmit { name, branches: vec![format!("^{}$", regex::escape(&cell.provider.branch))], job }
 }
 
 /// [`prow_jobs`] as the YAML file Prow's `--job-config-path` reads, with a header saying where it
@@ -499,25 +490,31 @@ fn periodic(config: &ProvidersConfig, cell: &Cell<'_>, opts: &ProwOptions, share
     Periodic {
         name: cell.name.clone(),
         interval: format_duration(cell.interval()),
-        cluster: opts.cluster.clone(),
-        decorate: true,
-        decoration_config: DecorationConfig {
-            timeout: format_duration(timeouts.prow),
-            skip_cloning: opts.skip_cloning.then_some(true),
-            more: opts.decoration.clone(),
-        },
-        extra_refs: extra_refs(opts),
-        labels: opts.labels.clone(),
-        annotations: annotations(cell, opts, shared),
-        spec: PodSpec {
-            containers: vec![Container {
-                image: opts.image.clone(),
-                command: vec![HARNESS_COMMAND.to_owned()],
-                args: harness_args(cell, opts, timeouts.run),
-                env: opts.env.iter().map(|(name, value)| EnvVar { name: name.clone(), value: value.clone() }).collect(),
-                resources: opts.resources.clone(),
-                security_context: needs_privileges(cell).then_some(SecurityContext { privileged: true }),
-            }],
+        job: JobBase {
+            cluster: opts.cluster.clone(),
+            decorate: true,
+            decoration_config: DecorationConfig {
+                timeout: format_duration(timeouts.prow),
+                skip_cloning: opts.skip_cloning.then_some(true),
+                more: opts.decoration.clone(),
+            },
+            extra_refs: extra_refs(opts),
+            labels: opts.labels.clone(),
+            annotations: annotations(cell, opts, shared),
+            spec: PodSpec {
+                containers: vec![Container {
+                    image: opts.image.clone(),
+                    command: vec![HARNESS_COMMAND.to_owned()],
+                    args: harness_args(cell, opts, timeouts.run),
+                    env: opts
+                        .env
+                        .iter()
+                        .map(|(name, value)| EnvVar { name: name.clone(), value: value.clone() })
+                        .collect(),
+                    resources: opts.resources.clone(),
+                    security_context: needs_privileges(cell).then_some(SecurityContext { privileged: true }),
+                }],
+            },
         },
     }
 }

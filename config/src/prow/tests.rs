@@ -215,21 +215,21 @@ fn every_cell_is_one_job_sorted_by_name() {
     // Each job runs its own cell: suites, version and interval.
     let e2e = job(&jobs, "ci-cloud-provider-a-e2e-k8s-1.36");
     assert_eq!(e2e.interval, "2h");
-    let args = &e2e.spec.containers[0].args;
+    let args = &e2e.job.spec.containers[0].args;
     assert_eq!(args[1..7], ["--provider", "a", "--kubernetes", "v1.36.4", "--suites", "cloud-e2e"]);
     let conformance = job(&jobs, "ci-cloud-provider-a-conformance-k8s-1.37");
     assert_eq!(conformance.interval, "12h");
     assert_eq!(
-        conformance.spec.containers[0].args[1..7],
+        conformance.job.spec.containers[0].args[1..7],
         ["--provider", "a", "--kubernetes", "v1.37.1", "--suites", "conformance"]
     );
     // conformance 180m + build 10m + deploy 1m + run slack 15m; Prow's 15m more.
-    assert_eq!(conformance.spec.containers[0].args[13..], ["--timeout", "3h26m"]);
-    assert_eq!(conformance.decoration_config.timeout, "3h41m");
+    assert_eq!(conformance.job.spec.containers[0].args[13..], ["--timeout", "3h26m"]);
+    assert_eq!(conformance.job.decoration_config.timeout, "3h41m");
     // cloud-e2e 30m + default build 30m + default deploy 5m + run slack 15m; Prow's 15m more.
     let b = job(&jobs, "ci-cloud-provider-b-k8s-1.36");
-    assert_eq!(b.spec.containers[0].args[13..], ["--timeout", "1h20m"]);
-    assert_eq!(b.decoration_config.timeout, "1h35m");
+    assert_eq!(b.job.spec.containers[0].args[13..], ["--timeout", "1h20m"]);
+    assert_eq!(b.job.decoration_config.timeout, "1h35m");
 }
 
 #[test]
@@ -255,10 +255,10 @@ fn a_kubernetes_branch_is_one_job_per_provider_and_job_cloning_kubernetes_at_its
         workdir: false,
         clone_uri: None,
     };
-    assert_eq!(e2e.extra_refs.len(), 2);
-    assert!(e2e.extra_refs[0].workdir, "the job still starts in the harness' checkout");
-    assert_eq!(e2e.extra_refs[1], kubernetes);
-    let args = &e2e.spec.containers[0].args;
+    assert_eq!(e2e.job.extra_refs.len(), 2);
+    assert!(e2e.job.extra_refs[0].workdir, "the job still starts in the harness' checkout");
+    assert_eq!(e2e.job.extra_refs[1], kubernetes);
+    let args = &e2e.job.spec.containers[0].args;
     assert_eq!(
         args[1..7],
         ["--provider", "a", "--kubernetes-source", "/home/prow/go/src/k8s.io/kubernetes", "--suites", "cloud-e2e"]
@@ -282,18 +282,18 @@ fn testgrid_annotations_follow_each_providers_dashboard() {
     let jobs = prow_jobs(&matrix(), &ProwOptions::default());
 
     // Its own dashboard: the tab drops the provider's name.
-    let a = &job(&jobs, "ci-cloud-provider-a-e2e-k8s-1.37").annotations;
+    let a = &job(&jobs, "ci-cloud-provider-a-e2e-k8s-1.37").job.annotations;
     assert_eq!(a["testgrid-dashboards"], "cloud-provider-a");
     assert_eq!(a["testgrid-tab-name"], "e2e-k8s-1.37");
     assert_eq!(a["testgrid-num-failures-to-alert"], "3");
     assert!(!a.contains_key("testgrid-alert-email"));
 
     // A shared dashboard: the tab keeps it, so tabs of different providers cannot clash.
-    let b = &job(&jobs, "ci-cloud-provider-b-k8s-1.36").annotations;
+    let b = &job(&jobs, "ci-cloud-provider-b-k8s-1.36").job.annotations;
     assert_eq!(b["testgrid-dashboards"], "shared");
     assert_eq!(b["testgrid-tab-name"], "b-k8s-1.36");
     assert_eq!(b["testgrid-num-failures-to-alert"], "5");
-    let c = &job(&jobs, "ci-cloud-provider-c-k8s-1.37").annotations;
+    let c = &job(&jobs, "ci-cloud-provider-c-k8s-1.37").job.annotations;
     assert_eq!(c["testgrid-tab-name"], "c-k8s-1.37");
     // 0: TestGrid's default, so no annotation.
     assert!(!c.contains_key("testgrid-num-failures-to-alert"));
@@ -301,7 +301,7 @@ fn testgrid_annotations_follow_each_providers_dashboard() {
     // Tab names are unique per dashboard.
     let mut tabs = BTreeSet::new();
     for periodic in &jobs.periodics {
-        let tab = (&periodic.annotations["testgrid-dashboards"], &periodic.annotations["testgrid-tab-name"]);
+        let tab = (&periodic.job.annotations["testgrid-dashboards"], &periodic.job.annotations["testgrid-tab-name"]);
         assert!(tabs.insert(tab), "duplicate tab {tab:?}");
     }
 }
@@ -312,13 +312,13 @@ fn alert_email_only_when_configured() {
     for blank in [None, Some(""), Some("  ")] {
         let opts = ProwOptions { alert_email: blank.map(str::to_owned), ..ProwOptions::default() };
         assert!(
-            prow_jobs(&config, &opts).periodics.iter().all(|p| !p.annotations.contains_key("testgrid-alert-email"))
+            prow_jobs(&config, &opts).periodics.iter().all(|p| !p.job.annotations.contains_key("testgrid-alert-email"))
         );
         assert!(!prow_yaml(&config, &opts).contains("testgrid-alert-email"));
     }
     let opts = ProwOptions { alert_email: Some("cloud-team@example.com".into()), ..ProwOptions::default() };
     for periodic in prow_jobs(&config, &opts).periodics {
-        assert_eq!(periodic.annotations["testgrid-alert-email"], "cloud-team@example.com");
+        assert_eq!(periodic.job.annotations["testgrid-alert-email"], "cloud-team@example.com");
     }
 }
 
@@ -346,11 +346,11 @@ fn options_reach_every_job() {
     let local: Vec<_> = jobs.periodics.iter().filter(|p| p.name.starts_with("ci-cloud-provider-local-k8s-")).collect();
     assert_eq!(local.len(), 2);
     for periodic in local {
-        assert_eq!(periodic.cluster, "build-eks");
-        assert_eq!(periodic.decoration_config.timeout, "1h30m");
-        assert_eq!(periodic.labels, opts.labels);
+        assert_eq!(periodic.job.cluster, "build-eks");
+        assert_eq!(periodic.job.decoration_config.timeout, "1h30m");
+        assert_eq!(periodic.job.labels, opts.labels);
         assert_eq!(
-            periodic.extra_refs,
+            periodic.job.extra_refs,
             [Refs {
                 org: "me".into(),
                 repo: "my-harness".into(),
@@ -360,7 +360,7 @@ fn options_reach_every_job() {
                 clone_uri: opts.clone_uri.clone(),
             }]
         );
-        let container = &periodic.spec.containers[0];
+        let container = &periodic.job.spec.containers[0];
         assert_eq!(container.image, "registry.example/harness:v1");
         assert_eq!(container.args[..3], ["run", "--config", "ci/providers.yaml"]);
         // Prow's timeout less the teardown slack.
@@ -419,17 +419,17 @@ fn skipping_clones_reads_the_images_providers_file_and_clones_nothing() {
     let opts = ProwOptions { skip_cloning: true, ..ProwOptions::default() };
     let jobs = prow_jobs(&matrix(), &opts);
     for periodic in &jobs.periodics {
-        assert_eq!(periodic.decoration_config.skip_cloning, Some(true));
-        assert!(periodic.extra_refs.is_empty(), "{}: nothing to clone", periodic.name);
-        assert_eq!(periodic.spec.containers[0].args[..3], ["run", "--config", IMAGE_PROVIDERS_FILE]);
+        assert_eq!(periodic.job.decoration_config.skip_cloning, Some(true));
+        assert!(periodic.job.extra_refs.is_empty(), "{}: nothing to clone", periodic.name);
+        assert_eq!(periodic.job.spec.containers[0].args[..3], ["run", "--config", IMAGE_PROVIDERS_FILE]);
     }
     let named = ProwOptions { config_path: Some("/etc/mine.yaml".into()), ..opts };
     let jobs = prow_jobs(&matrix(), &named);
-    assert_eq!(jobs.periodics[0].spec.containers[0].args[..3], ["run", "--config", "/etc/mine.yaml"]);
+    assert_eq!(jobs.periodics[0].job.spec.containers[0].args[..3], ["run", "--config", "/etc/mine.yaml"]);
     let cloned = prow_jobs(&matrix(), &ProwOptions::default());
-    assert_eq!(cloned.periodics[0].decoration_config.skip_cloning, None, "Prow's default unless asked");
+    assert_eq!(cloned.periodics[0].job.decoration_config.skip_cloning, None, "Prow's default unless asked");
     assert!(
-        !cloned.periodics[0].spec.containers[0].args.contains(&"--config".to_owned()),
+        !cloned.periodics[0].job.spec.containers[0].args.contains(&"--config".to_owned()),
         "./providers.yaml of the checkout"
     );
 }
@@ -463,13 +463,13 @@ fn postsubmits_run_each_push_to_a_providers_branch_on_its_newest_minor() {
     );
     let post = &jobs.postsubmits["o/a"][1];
     assert_eq!(post.branches, ["^main$"]);
-    assert_eq!(post.annotations["testgrid-tab-name"], "post-e2e-k8s-1.37");
-    assert!(post.extra_refs[0].workdir, "the job starts in the harness's checkout");
-    let args = &post.spec.containers[0].args;
+    assert_eq!(post.job.annotations["testgrid-tab-name"], "post-e2e-k8s-1.37");
+    assert!(post.job.extra_refs[0].workdir, "the job starts in the harness's checkout");
+    let args = &post.job.spec.containers[0].args;
     let tail: Vec<&str> = args[args.len() - 4..].iter().map(String::as_str).collect();
     assert_eq!(tail, ["--provider-dir", "/home/prow/go/src/github.com/o/a", "--provider-version", "$(PULL_BASE_SHA)"]);
     assert!(args.windows(2).any(|w| w == ["--kubernetes", "v1.37.1"]), "{args:?}");
     let periodic = job(&jobs, "ci-cloud-provider-a-e2e-k8s-1.37");
-    assert_eq!(post.spec.containers[0].args[..args.len() - 4], periodic.spec.containers[0].args[..]);
+    assert_eq!(post.job.spec.containers[0].args[..args.len() - 4], periodic.job.spec.containers[0].args[..]);
     assert!(prow_jobs(&matrix(), &ProwOptions::default()).postsubmits.is_empty(), "only when asked");
 }

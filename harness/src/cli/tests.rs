@@ -42,7 +42,7 @@ fn harness_run_accepts_the_jobs_command_line() {
     let config = ProvidersConfig::bundled();
     let opts = ProwOptions { config_path: Some("ci/providers.yaml".into()), ..ProwOptions::default() };
     for periodic in prow_jobs(&config, &opts).periodics {
-        let container = &periodic.spec.containers[0];
+        let container = &periodic.job.spec.containers[0];
         let argv = container.command.iter().chain(&container.args).map(|arg| {
             arg.replace("$(JOB_NAME)", &periodic.name)
                 .replace("$(BUILD_ID)", "1234")
