@@ -115,13 +115,16 @@ fn prow_accepts_the_generated_jobs() {
         clone_uri: Some("https://git.example/mirror/cloud-provider-harness.git".into()),
         ..ProwOptions::default()
     };
+    let bundled_pushes = prow_yaml(&ProvidersConfig::bundled(), &pushes);
     let pushes = prow_yaml(&aws_example(), &pushes);
     assert!(pushes.contains("postsubmits:\n  kubernetes/cloud-provider-aws:\n"), "{pushes}");
     let checked = checkconfig(&[("local.yaml", &local), ("aws.yaml", &aws), ("master.yaml", &master)]);
     assert!(checked.success, "checkconfig rejected\n{local}\n{aws}\n{master}\n{}", checked.output);
     assert!(checked.output.contains("checkconfig passes without any error!"), "{}", checked.output);
     // Each variant on its own: they name the same jobs.
-    for (name, yaml) in [("operators.yaml", &operators), ("pushes.yaml", &pushes)] {
+    for (name, yaml) in
+        [("operators.yaml", &operators), ("pushes.yaml", &pushes), ("bundled-pushes.yaml", &bundled_pushes)]
+    {
         let checked = checkconfig(&[(name, yaml)]);
         assert!(checked.success, "checkconfig rejected {name}\n{yaml}\n{}", checked.output);
     }

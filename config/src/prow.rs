@@ -46,7 +46,7 @@ use super::{Cell, Deployer, ProvidersConfig, cells};
 #[cfg(test)]
 mod tests;
 
-/// The repository of the harness's image, which the jobs run: `harness` on
+/// The repository of the harness's image (`harness image build`), which the jobs run: `harness` on
 /// its `PATH`, tagged with the harness's version ([`image`]), never `:latest`, so a node that has
 /// it never pulls it again.
 pub const IMAGE_REPOSITORY: &str = "ghcr.io/cloud-provider-harness/harness";
@@ -380,6 +380,10 @@ fn postsubmit(
     shared: &BTreeSet<String>,
 ) -> Postsubmit {
     let mut job = periodic(config, cell, opts, shared).job;
+    if *repo == opts.repo {
+        // The pushed repository is the harness's own (`local`): the job starts in that checkout.
+        job.extra_refs.retain(|refs| !refs.workdir);
+    }
     let name = format!("{POSTSUBMIT_PREFIX}{}", cell.name.strip_prefix("ci-").unwrap_or(&cell.name));
     job.annotations.insert("testgrid-tab-name".to_owned(), format!("{POSTSUBMIT_PREFIX}{}", tab_name(cell, shared)));
     job.annotations.insert("description".to_owned(), described(cell, &format!("at each push to {repo}")));

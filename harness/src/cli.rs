@@ -7,6 +7,7 @@ use cli_support::signals;
 
 mod bisect;
 mod conformance;
+mod image;
 mod lkg_command;
 mod prow_config;
 mod publish_command;
@@ -77,6 +78,9 @@ pub enum Command {
     /// Print the Prow periodic jobs (with TestGrid annotations) for every provider × Kubernetes
     /// version of providers.yaml, so the matrix runs on Prow.
     ProwConfig(prow_config::ProwArgs),
+    /// The harness's own image, which the Prow jobs and deploy/ run.
+    #[command(subcommand)]
+    Image(image::ImageCommand),
     /// Print the TestGrid configuration (test groups, dashboards, dashboard group) for every
     /// provider × Kubernetes version job of providers.yaml.
     TestgridConfig {
@@ -294,6 +298,10 @@ pub enum ClusterCommand {
         /// so that Hydrophone or Sonobuoy can run conformance in the cluster.
         #[arg(long)]
         conformance_image: bool,
+        /// Also import this OCI image archive (`harness image build`'s, or any OCI image layout
+        /// in a tar) into every real node, under the name it carries; repeatable.
+        #[arg(long = "image", value_name = "ARCHIVE")]
+        images: Vec<std::path::PathBuf>,
     },
     /// Stop every process of a cluster and remove its state.
     Down {
@@ -426,6 +434,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             println!("{} is at the latest schema", index.name());
             Ok(())
         }
+        Command::Image(command) => image::run_image(command).await,
         Command::ProwConfig(args) => {
             let yaml = config::prow::prow_yaml(&args.config.load()?, &args.options()?);
             write_or_print(args.output, &yaml)
@@ -536,6 +545,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
             cloud,
             ccm_binary,
             conformance_image,
+            images,
         } => {
             let release = version.release().await?;
             // Real nodes need a CCM to lift the uninitialized taint: the default cloud's reference CCM.
@@ -552,7 +562,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
             }
             let mut options = local_cluster::UpOptions::new(name.name, release);
             (options.nodes, options.node_kind, options.api_server_port) = (nodes, node_kind, api_server_port);
-            options.conformance_image = conformance_image;
+            (options.conformance_image, options.images) = (conformance_image, images);
             let options = match cloud {
                 Some(cloud) => {
                     let settings =

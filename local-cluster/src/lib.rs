@@ -97,6 +97,8 @@ pub enum ClusterError {
     RealNodes(String),
     #[error("--conformance-image imports the image into real nodes, and kwok's nodes run no pod: add --node-kind real")]
     ConformanceImageNeedsRealNodes,
+    #[error("--image imports image archives into real nodes, and kwok's nodes run no pod: add --node-kind real")]
+    ImagesNeedRealNodes,
     #[error(transparent)]
     Images(#[from] images::ImageError),
     #[error("{action} {path}: {source}")]
@@ -200,6 +202,9 @@ pub struct UpOptions {
     /// Also build upstream's conformance image and import it into the (real) nodes, for tools that
     /// run conformance in a pod (Hydrophone, Sonobuoy): [`images::conformance`].
     pub conformance_image: bool,
+    /// More OCI image archives (from [`images::oci::write_archive`], such as the harness's own,
+    /// [`images::harness`]) to import into every (real) node, under the names they carry.
+    pub images: Vec<PathBuf>,
 }
 
 pub use config::nodes::NodeKind;
@@ -214,6 +219,7 @@ impl UpOptions {
             cloud: None,
             node_kind: NodeKind::Kwok,
             conformance_image: false,
+            images: Vec::new(),
         }
     }
 
@@ -1023,6 +1029,16 @@ mod tests {
         assert!(!exited("panic: invalid flag --bogus").lost_a_port_race());
         // A port the user chose is refused before anything starts, not retried.
         assert!(!ClusterError::PortInUse(6443).lost_a_port_race());
+    }
+
+    #[tokio::test]
+    async fn image_archives_for_kwok_nodes_are_refused_before_anything_starts() {
+        let mut options = UpOptions::new("kwok-given-image", toolchain::default_release());
+        options.images = vec![PathBuf::from("harness-image.oci.tar")];
+        let err = up(options).await.unwrap_err();
+        assert!(matches!(err, ClusterError::ImagesNeedRealNodes), "{err}");
+        assert!(err.to_string().contains("--node-kind real"), "{err}");
+        assert!(!cluster_dir("kwok-given-image").exists(), "nothing was started or written");
     }
 
     #[tokio::test]

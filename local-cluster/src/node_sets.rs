@@ -75,6 +75,9 @@ impl NodeSet for KwokNodes {
         if options.conformance_image {
             return Err(ClusterError::ConformanceImageNeedsRealNodes);
         }
+        if !options.images.is_empty() {
+            return Err(ClusterError::ImagesNeedRealNodes);
+        }
         Ok(())
     }
 
@@ -150,6 +153,7 @@ impl NodeSet for RealNodes {
 
     async fn prepare(&mut self, options: &UpOptions, toolchain: &Toolchain) -> Result<()> {
         let (toolchain, release, conformance) = (toolchain.clone(), options.release, options.conformance_image);
+        let given = options.images.clone();
         let (images, indexes) = tokio::task::spawn_blocking(move || -> std::result::Result<_, images::ImageError> {
             let mut images = images::install(&release, &toolchain)?;
             let mut indexes = vec![images::registry_index(&release)];
@@ -157,6 +161,10 @@ impl NodeSet for RealNodes {
                 let (image, index) = images::conformance::install(&release, &toolchain)?;
                 images.push(image);
                 indexes.push(index);
+            }
+            for archive in given {
+                let reference = images::harness::archive_reference(&archive)?;
+                images.push(images::Image { id: images::GIVEN, reference, archive });
             }
             Ok((images, indexes))
         })

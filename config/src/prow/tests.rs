@@ -472,4 +472,10 @@ fn postsubmits_run_each_push_to_a_providers_branch_on_its_newest_minor() {
     let periodic = job(&jobs, "ci-cloud-provider-a-e2e-k8s-1.37");
     assert_eq!(post.job.spec.containers[0].args[..args.len() - 4], periodic.job.spec.containers[0].args[..]);
     assert!(prow_jobs(&matrix(), &ProwOptions::default()).postsubmits.is_empty(), "only when asked");
+
+    // A provider in the harness's own repository: its pushes are the harness's checkout, cloned once.
+    let bundled = prow_jobs(&ProvidersConfig::bundled(), &opts);
+    let own = &bundled.postsubmits[DEFAULT_REPO];
+    assert!(own.iter().any(|p| p.name == "post-cloud-provider-local-k8s-1.37"), "{own:#?}");
+    assert!(own.iter().all(|p| p.job.extra_refs.is_empty()), "{own:#?}");
 }

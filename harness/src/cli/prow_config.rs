@@ -16,7 +16,7 @@ use super::ConfigArg;
 pub struct ProwArgs {
     #[command(flatten)]
     pub config: ConfigArg,
-    /// The test container's image, with `harness` on PATH
+    /// The test container's image: `harness image build`'s, with `harness` on PATH
     /// [default: ghcr.io/cloud-provider-harness/harness:<this harness's version>, e.g.
     /// v0.1.0-0123456789ab].
     #[arg(long)]

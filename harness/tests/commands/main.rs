@@ -9,6 +9,7 @@ mod aws;
 mod bisect;
 mod cli;
 mod cli_results;
+mod image;
 mod ingest;
 mod openstack;
 mod provider_run;

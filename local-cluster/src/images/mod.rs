@@ -22,6 +22,7 @@ mod busybox;
 mod catalog;
 pub mod conformance;
 mod debian;
+pub mod harness;
 pub mod oci;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,6 +73,8 @@ fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> I
 
 /// The cluster DNS's image: the toolchain's CoreDNS (not in `manifest.go`).
 pub const COREDNS: &str = "CoreDNS";
+/// The id of an image archive `up` was given (`UpOptions::images`).
+pub const GIVEN: &str = "given";
 
 /// One image: its `ImageID` in `manifest.go`, its layers bottom up, and its image config.
 struct Recipe {
