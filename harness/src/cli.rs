@@ -76,7 +76,8 @@ pub enum Command {
         database: token::DatabaseArg,
     },
     /// Print the Prow periodic jobs (with TestGrid annotations) for every provider × Kubernetes
-    /// version of providers.yaml, so the matrix runs on Prow.
+    /// version of providers.yaml, so the matrix runs on Prow (and, with --postsubmits, a postsubmit
+    /// per provider and job on the provider's repository).
     ProwConfig(prow_config::ProwArgs),
     /// The harness's own image, which the Prow jobs and deploy/ run.
     #[command(subcommand)]

@@ -163,7 +163,7 @@ impl NodeSet for RealNodes {
                 indexes.push(index);
             }
             for archive in given {
-                let reference = images::harness::archive_reference(&archive)?;
+                let reference = images::oci::archive_reference(&archive)?;
                 images.push(images::Image { id: images::GIVEN, reference, archive });
             }
             Ok((images, indexes))

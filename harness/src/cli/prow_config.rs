@@ -58,7 +58,7 @@ pub struct ProwArgs {
     /// defaults; Prow's checkconfig checks them.
     #[arg(long, value_name = "FILE")]
     pub decoration_config: Option<PathBuf>,
-    /// `labels` of every job (Prow presets: preset-harness-cache=true); repeatable.
+    /// `labels` of every job (e.g. a Prow preset: preset-service-account=true); repeatable.
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
     /// Also a postsubmit on each provider's repository (its `repo`, pushes to its `branch`) per

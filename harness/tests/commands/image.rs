@@ -45,7 +45,7 @@ fn the_harness_image_runs_on_real_nodes_as_the_harness_that_built_it() {
     let reference = format!("ghcr.io/cloud-provider-harness/harness:v{}-{}", env!("CARGO_PKG_VERSION"), &commit[..12]);
     let printed = String::from_utf8_lossy(&built.stdout);
     assert!(printed.starts_with(&format!("{reference}: {}", archive.display())), "{printed}");
-    assert_eq!(local_cluster::images::harness::archive_reference(&archive).unwrap(), reference);
+    assert_eq!(local_cluster::images::oci::archive_reference(&archive).unwrap(), reference);
 
     let cluster = "harness-image";
     let up = env

@@ -21,9 +21,6 @@ use super::{ImageError, Result, debian, io_err};
 /// This image's name in errors and in the Debian layer's work directory.
 const IMAGE: &str = "harness";
 
-/// Where the image holds the providers file (`config::prow::IMAGE_PROVIDERS_FILE`).
-pub const PROVIDERS_FILE: &str = "etc/cloud-provider-harness/providers.yaml";
-
 /// The machine's CA bundle (Debian's `update-ca-certificates` output).
 const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
@@ -59,7 +56,7 @@ pub fn build(contents: &Contents<'_>, output: &Path, work: &Path) -> Result<Buil
     let labels = json!({
         "org.opencontainers.image.version": contents.version,
         "org.opencontainers.image.revision": contents.revision.unwrap_or(""),
-        "org.opencontainers.image.source": "https://github.com/cloud-provider-harness/cloud-provider-harness",
+        "org.opencontainers.image.source": format!("https://github.com/{}", config::prow::DEFAULT_REPO),
     });
     let config = json!({
         "Env": ["PATH=/usr/local/bin:/usr/bin:/bin", format!("SSL_CERT_FILE={CA_BUNDLE}")],
@@ -100,46 +97,7 @@ fn binaries_layer(contents: &Contents<'_>) -> Result<Vec<u8>> {
     }
     layer.file("usr/local/bin/harness", &harness, 0o755)?;
     layer.file("usr/local/bin/reference-ccm", &ccm, 0o755)?;
-    layer.file(PROVIDERS_FILE, contents.providers_file, 0o644)?;
+    let providers_file = config::prow::IMAGE_PROVIDERS_FILE.trim_start_matches('/');
+    layer.file(providers_file, contents.providers_file, 0o644)?;
     layer.finish()
-}
-
-/// The reference an archive from [`super::oci::write_archive`] names (its index's
-/// `io.containerd.image.name`).
-pub fn archive_reference(path: &Path) -> Result<String> {
-    use std::io::Read;
-    let bad = |detail: String| ImageError::Build { image: path.display().to_string(), detail };
-    let mut archive = tar::Archive::new(fs::File::open(path).map_err(io_err("opening", path))?);
-    for entry in archive.entries().map_err(io_err("reading", path))? {
-        let mut entry = entry.map_err(io_err("reading", path))?;
-        if entry.path().map_err(io_err("reading", path))?.as_os_str() != "index.json" {
-            continue;
-        }
-        let mut text = Vec::new();
-        entry.read_to_end(&mut text).map_err(io_err("reading", path))?;
-        let index: serde_json::Value = serde_json::from_slice(&text).map_err(|e| bad(format!("index.json: {e}")))?;
-        return index["manifests"][0]["annotations"]["io.containerd.image.name"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| bad("index.json names no image (io.containerd.image.name)".into()));
-    }
-    Err(bad("no index.json: not an OCI image archive".into()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_archive_names_its_reference_and_anything_else_is_refused_saying_why() {
-        let dir = tempfile::tempdir().unwrap();
-        let archive = dir.path().join("x.oci.tar");
-        let layer = super::super::oci::files_layer(&[("bin/x", b"x", 0o755)]).unwrap();
-        write_archive(&archive, "registry.example/x:v1", &[&layer], json!({})).unwrap();
-        assert_eq!(archive_reference(&archive).unwrap(), "registry.example/x:v1");
-        let not_oci = dir.path().join("plain.tar");
-        fs::write(&not_oci, &layer).unwrap();
-        let error = archive_reference(&not_oci).unwrap_err().to_string();
-        assert!(error.contains("not an OCI image archive"), "{error}");
-    }
 }

@@ -174,6 +174,27 @@ pub fn write_archive(path: &Path, reference: &str, layers: &[&[u8]], config: ser
     file.write_all(&bytes).map_err(io_err("writing", path))
 }
 
+/// The reference an archive from [`write_archive`] (or any OCI image layout in a tar) names: its
+/// index's `io.containerd.image.name`.
+pub fn archive_reference(path: &Path) -> Result<String> {
+    let bad = |detail: String| ImageError::Build { image: path.display().to_string(), detail };
+    let mut archive = tar::Archive::new(fs::File::open(path).map_err(io_err("opening", path))?);
+    for entry in archive.entries().map_err(io_err("reading", path))? {
+        let mut entry = entry.map_err(io_err("reading", path))?;
+        if entry.path().map_err(io_err("reading", path))?.as_os_str() != "index.json" {
+            continue;
+        }
+        let mut text = Vec::new();
+        entry.read_to_end(&mut text).map_err(io_err("reading", path))?;
+        let index: serde_json::Value = serde_json::from_slice(&text).map_err(|e| bad(format!("index.json: {e}")))?;
+        return index["manifests"][0]["annotations"]["io.containerd.image.name"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| bad("index.json names no image (io.containerd.image.name)".into()));
+    }
+    Err(bad("no index.json: not an OCI image archive".into()))
+}
+
 /// Where a blob lies in an archive, as the registry (`tools/kube/registry`) reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlobLocation {
@@ -355,5 +376,18 @@ mod tests {
         );
         assert_eq!(split_reference("registry.k8s.io/pause:3.10.2"), Some(("pause".into(), "3.10.2".into())));
         assert_eq!(split_reference("invalid.registry.k8s.io/alpine:3.1"), None);
+    }
+
+    #[test]
+    fn an_archive_names_its_reference_and_anything_else_is_refused_saying_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("x.oci.tar");
+        let layer = files_layer(&[("bin/x", b"x", 0o755)]).unwrap();
+        write_archive(&archive, "registry.example/x:v1", &[&layer], json!({})).unwrap();
+        assert_eq!(archive_reference(&archive).unwrap(), "registry.example/x:v1");
+        let not_oci = dir.path().join("plain.tar");
+        fs::write(&not_oci, &layer).unwrap();
+        let error = archive_reference(&not_oci).unwrap_err().to_string();
+        assert!(error.contains("not an OCI image archive"), "{error}");
     }
 }
