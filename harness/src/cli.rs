@@ -159,12 +159,16 @@ pub struct ConfigArg {
 
 impl ConfigArg {
     pub fn load(&self) -> Result<config::ProvidersConfig> {
-        use config::{DEFAULT_FILE, ProvidersConfig};
-        Ok(match &self.path {
-            Some(path) => ProvidersConfig::load(path)?,
-            None if std::path::Path::new(DEFAULT_FILE).is_file() => ProvidersConfig::load(DEFAULT_FILE)?,
-            None => ProvidersConfig::bundled(),
+        Ok(match self.file() {
+            Some(path) => config::ProvidersConfig::load(path)?,
+            None => config::ProvidersConfig::bundled(),
         })
+    }
+
+    /// The file given, else ./providers.yaml if present; `None`: the built-in one.
+    pub fn file(&self) -> Option<std::path::PathBuf> {
+        let default = std::path::Path::new(config::DEFAULT_FILE);
+        self.path.clone().or_else(|| default.is_file().then(|| default.to_path_buf()))
     }
 }
 

@@ -30,11 +30,10 @@ pub enum ImageCommand {
 
 pub async fn run_image(command: ImageCommand) -> Result<()> {
     let ImageCommand::Build { output, reference, config } = command;
-    // Checked before anything is built; the built-in file when there is no file.
-    let providers = config.load()?;
-    let providers_file = match (&config.path, std::path::Path::new(config::DEFAULT_FILE).is_file()) {
-        (None, false) => config::BUNDLED.as_bytes().to_vec(),
-        _ => std::fs::read(&providers.source).with_context(|| format!("reading {}", providers.source.display()))?,
+    config.load()?; // checked before anything is built
+    let providers_file = match config.file() {
+        Some(path) => std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
+        None => config::BUNDLED.as_bytes().to_vec(),
     };
     let tag = ::harness::image_tag();
     let reference = reference.unwrap_or_else(|| config::prow::image(&tag));

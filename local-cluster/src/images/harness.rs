@@ -81,10 +81,8 @@ fn base_layer(work: &Path) -> Result<Vec<u8>> {
         ("etc/passwd", PASSWD, 0o644),
         ("etc/group", GROUP, 0o644),
     ];
-    let packages = debian::closure(IMAGE, &["libc6", "libgcc-s1"])?;
-    let debs = debian::download(IMAGE, &cli_support::roots::cache_root().join("debs"), &packages)?;
     fs::create_dir_all(work).map_err(io_err("creating", work))?;
-    debian::layer(IMAGE, &debs, work, &debian::Extra { files: &files, links: &[] })
+    super::debian_layer(IMAGE, &["libc6", "libgcc-s1"], &debian::Extra { files: &files, links: &[] }, work)
 }
 
 fn binaries_layer(contents: &Contents<'_>) -> Result<Vec<u8>> {

@@ -494,6 +494,7 @@ fn source_part(part: Part, source: &Path, work: &Path) -> Option<Result<Vec<u8>>
     Some(layer)
 }
 
+/// A layer of Debian's `packages` and their closure (downloaded into the cache's `debs/`), with `extra`.
 fn debian_layer(image: &str, packages: &[&str], extra: &debian::Extra, work: &Path) -> Result<Vec<u8>> {
     let wanted = debian::closure(image, packages)?;
     let debs = debian::download(image, &cli_support::roots::cache_root().join("debs"), &wanted)?;
