@@ -307,6 +307,11 @@ pub enum ClusterCommand {
         /// in a tar) into every real node, under the name it carries; repeatable.
         #[arg(long = "image", value_name = "ARCHIVE")]
         images: Vec<std::path::PathBuf>,
+        /// Make a port of a service on this machine's 127.0.0.1 reachable from the real nodes'
+        /// pods at 10.250.0.1:<PORT>, the hub's address (the cluster has no other way out): a GCS
+        /// emulator that Prow's pod utilities upload to, say; repeatable.
+        #[arg(long = "hub-port", value_name = "PORT")]
+        hub_ports: Vec<u16>,
     },
     /// Stop every process of a cluster and remove its state.
     Down {
@@ -551,6 +556,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
             ccm_binary,
             conformance_image,
             images,
+            hub_ports,
         } => {
             let release = version.release().await?;
             // Real nodes need a CCM to lift the uninitialized taint: the default cloud's reference CCM.
@@ -567,7 +573,7 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
             }
             let mut options = local_cluster::UpOptions::new(name.name, release);
             (options.nodes, options.node_kind, options.api_server_port) = (nodes, node_kind, api_server_port);
-            (options.conformance_image, options.images) = (conformance_image, images);
+            (options.conformance_image, options.images, options.hub_ports) = (conformance_image, images, hub_ports);
             let options = match cloud {
                 Some(cloud) => {
                     let settings =

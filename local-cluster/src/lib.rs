@@ -99,6 +99,10 @@ pub enum ClusterError {
     ConformanceImageNeedsRealNodes,
     #[error("--image imports image archives into real nodes, and kwok's nodes run no pod: add --node-kind real")]
     ImagesNeedRealNodes,
+    #[error(
+        "--hub-port makes a port of this machine reachable from real nodes' pods, and kwok's nodes run no pod: add --node-kind real"
+    )]
+    HubPortsNeedRealNodes,
     #[error(transparent)]
     Images(#[from] images::ImageError),
     #[error("{action} {path}: {source}")]
@@ -205,6 +209,10 @@ pub struct UpOptions {
     /// More OCI image archives (from [`images::oci::write_archive`], such as the harness's own,
     /// [`images::harness`]) to import into every (real) node, under the names they carry.
     pub images: Vec<PathBuf>,
+    /// Ports of services on this machine's loopback that the (real) nodes' pods reach at
+    /// [`real::HUB_IP`]`:<port>` (as they reach kube-apiserver): a GCS emulator Prow's pod
+    /// utilities upload to, say. The hub has no route out, so nothing else on the host is reachable.
+    pub hub_ports: Vec<u16>,
 }
 
 pub use config::nodes::NodeKind;
@@ -220,6 +228,7 @@ impl UpOptions {
             node_kind: NodeKind::Kwok,
             conformance_image: false,
             images: Vec::new(),
+            hub_ports: Vec::new(),
         }
     }
 
@@ -1039,6 +1048,16 @@ mod tests {
         assert!(matches!(err, ClusterError::ImagesNeedRealNodes), "{err}");
         assert!(err.to_string().contains("--node-kind real"), "{err}");
         assert!(!cluster_dir("kwok-given-image").exists(), "nothing was started or written");
+    }
+
+    #[tokio::test]
+    async fn hub_ports_for_kwok_nodes_are_refused_before_anything_starts() {
+        let mut options = UpOptions::new("kwok-hub-port", toolchain::default_release());
+        options.hub_ports = vec![4443];
+        let err = up(options).await.unwrap_err();
+        assert!(matches!(err, ClusterError::HubPortsNeedRealNodes), "{err}");
+        assert!(err.to_string().contains("--node-kind real"), "{err}");
+        assert!(!cluster_dir("kwok-hub-port").exists(), "nothing was started or written");
     }
 
     #[tokio::test]

@@ -78,6 +78,9 @@ impl NodeSet for KwokNodes {
         if !options.images.is_empty() {
             return Err(ClusterError::ImagesNeedRealNodes);
         }
+        if !options.hub_ports.is_empty() {
+            return Err(ClusterError::HubPortsNeedRealNodes);
+        }
         Ok(())
     }
 
@@ -207,7 +210,7 @@ impl NodeSet for RealNodes {
             "starting {} real nodes (containerd, kubelet, kube-proxy)",
             options.nodes
         ));
-        let hub = real::start_hub(joining.toolchain, joining.api_port, cluster)?;
+        let hub = real::start_hub(joining.toolchain, joining.api_port, &options.hub_ports, cluster)?;
         real::start_registry(joining.toolchain, hub, &self.registry_indexes, cluster)?;
         let names: Vec<String> = (0..options.nodes).map(|index| nodes::node_name(&options.name, index)).collect();
         let certs = NodeCerts::of(&cluster.dir.join("pki"), &names);

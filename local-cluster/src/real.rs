@@ -282,8 +282,13 @@ fn start_holder(component: &str, marker: &Path, mount: bool, cluster: &mut Local
 }
 
 /// Starts the hub namespace with its bridge and the two `netproxy`s. `api_port` is kube-apiserver's
-/// port on 127.0.0.1, forwarded to `HUB_IP:api_port` in the hub.
-pub(super) fn start_hub(toolchain: &Toolchain, api_port: u16, cluster: &mut LocalCluster) -> Result<i32> {
+/// port on 127.0.0.1, forwarded to `HUB_IP:api_port` in the hub, as is each of `host_ports`.
+pub(super) fn start_hub(
+    toolchain: &Toolchain,
+    api_port: u16,
+    host_ports: &[u16],
+    cluster: &mut LocalCluster,
+) -> Result<i32> {
     let dir = real_dir(&cluster.dir);
     fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
     let hub = start_holder("hub", &dir.join("hub.holder"), false, cluster)?;
@@ -295,19 +300,30 @@ pub(super) fn start_hub(toolchain: &Toolchain, api_port: u16, cluster: &mut Loca
 
     let sockets = socket_dir(&cluster.dir);
     fs::create_dir_all(&sockets).map_err(io_err("creating", &sockets))?;
-    let api_socket = sockets.join("apiserver.sock");
     let netproxy = toolchain.binary("netproxy");
-    let root_args = vec![format!("-forward=unix:{}=tcp:127.0.0.1:{api_port}", api_socket.display())];
-    cluster.start(&netproxy, "netproxy-root", root_args)?;
-    let hub_args = vec![
+    let mut root_args = Vec::new();
+    let mut hub_args = vec![
         format!("--net=/proc/{hub}/ns/net"),
         "--".into(),
         netproxy.display().to_string(),
         format!("-connect=unix:{}", egress_socket(&cluster.dir).display()),
-        format!("-forward=tcp:{HUB_IP}:{api_port}=unix:{}", api_socket.display()),
     ];
+    for (port, socket) in hub_forwards(&sockets, api_port, host_ports) {
+        root_args.push(format!("-forward=unix:{}=tcp:127.0.0.1:{port}", socket.display()));
+        hub_args.push(format!("-forward=tcp:{HUB_IP}:{port}=unix:{}", socket.display()));
+    }
+    cluster.start(&netproxy, "netproxy-root", root_args)?;
     cluster.start(Path::new("/usr/bin/nsenter"), "netproxy-hub", hub_args)?;
     Ok(hub)
+}
+
+/// The ports the hub forwards to this machine's loopback, each through its Unix socket in
+/// `sockets`: kube-apiserver's, then the host's services'.
+fn hub_forwards(sockets: &Path, api_port: u16, host_ports: &[u16]) -> Vec<(u16, PathBuf)> {
+    let api = (api_port, sockets.join("apiserver.sock"));
+    std::iter::once(api)
+        .chain(host_ports.iter().map(|port| (*port, sockets.join(format!("host-{port}.sock")))))
+        .collect()
 }
 
 /// One real node as `up` starts it.
@@ -1264,6 +1280,16 @@ mod tests {
         // As `ConvertK8sUUIDtoNormal` of cloud-provider-vsphere reads a kubelet's systemUUID.
         assert_eq!(smbios_uuid("4229a1b2-c3d4-4e5f-8a6b-0c1d2e3f4a5b"), "b2a12942-d4c3-5f4e-8a6b-0c1d2e3f4a5b");
         assert_eq!(smbios_uuid(&smbios_uuid(&a)), a);
+    }
+
+    #[test]
+    fn the_hub_forwards_the_api_server_and_each_host_port_through_a_socket_of_its_own() {
+        let forwards = hub_forwards(Path::new("/s"), 6443, &[4443, 5000]);
+        let ports: Vec<u16> = forwards.iter().map(|(port, _)| *port).collect();
+        assert_eq!(ports, [6443, 4443, 5000]);
+        let sockets: std::collections::BTreeSet<_> = forwards.iter().map(|(_, socket)| socket.clone()).collect();
+        assert_eq!(sockets.len(), 3, "{forwards:?}");
+        assert_eq!(forwards[0].1, Path::new("/s/apiserver.sock"), "kube-apiserver's socket keeps its name");
     }
 
     #[test]

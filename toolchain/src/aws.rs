@@ -11,7 +11,7 @@
 //! (moto: a virtualenv cannot move), so a cache entry is whole or rebuilt.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::pins::GoModule;
 use super::provider_ccm::ProviderCcm;
@@ -78,7 +78,7 @@ pub fn installed_moto() -> Result<PathBuf> {
         hint: "run `harness toolchain install --all`".into(),
     })?;
     let server = moto_dir().join(MOTO_SERVER_FILE);
-    let text = format!("#!{}\n{MOTO_SERVER}", bin.join("python3").display());
+    let text = moto_server_script(&bin);
     if fs::read_to_string(&server).ok().as_deref() != Some(text.as_str()) {
         fs::write(&server, &text).map_err(io_err("writing", &server))?;
         use std::os::unix::fs::PermissionsExt;
@@ -86,6 +86,23 @@ pub fn installed_moto() -> Result<PathBuf> {
             .map_err(io_err("making executable", &server))?;
     }
     Ok(server)
+}
+
+/// The moto server's script for the virtualenv whose `bin/` is `bin`.
+fn moto_server_script(bin: &Path) -> String {
+    format!("#!{}\n{MOTO_SERVER}", bin.join("python3").display())
+}
+
+/// Builds moto's cache entry in `dir` (a directory named as [`moto_version`]) with `python`, as it
+/// will run from `cache` (a cache root elsewhere: the harness's image's), so that
+/// [`installed_moto`] there finds it whole and rewrites nothing.
+pub fn build_moto_for(dir: &Path, python: &Path, cache: &Path) -> Result<()> {
+    MOTO.build(dir, python)?;
+    let bin = cache.join("moto").join(moto_version()).join("venv").join("bin");
+    let server = dir.join(MOTO_SERVER_FILE);
+    fs::write(&server, moto_server_script(&bin)).map_err(io_err("writing", &server))?;
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&server, fs::Permissions::from_mode(0o755)).map_err(io_err("making executable", &server))
 }
 
 /// Installs moto into a virtualenv unless it is there (or `force`); returns `moto_server`.

@@ -99,15 +99,22 @@ impl Virtualenv {
         if !force && let Ok(bin) = self.installed_at(&dir) {
             return Ok(bin);
         }
+        self.build(&dir, &find_python()?)?;
+        self.installed_at(&dir)
+    }
+
+    /// Builds the virtualenv in `dir` (its `venv/`, emptied first) with `python`, and marks it
+    /// complete: where a caller wants it, not in the cache (the harness's image carries one built
+    /// with Debian's `/usr/bin/python3`, the interpreter the image has).
+    pub fn build(&self, dir: &Path, python: &Path) -> Result<()> {
         let step = progress::step(format!("installing {} into a virtualenv (pip)", self.name));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
+        let _ = fs::remove_dir_all(dir);
+        fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
         let requirements = dir.join("requirements.txt");
         fs::write(&requirements, self.requirements).map_err(io_err("writing", &requirements))?;
         let venv = dir.join("venv");
         let log = dir.join("install.log");
-        let python = find_python()?;
-        run_logged(Command::new(&python).args(["-m", "venv"]).arg(&venv), &log, "python3 -m venv", || {
+        run_logged(Command::new(python).args(["-m", "venv"]).arg(&venv), &log, "python3 -m venv", || {
             "python3 -m venv failed: install Python's venv module (Debian: apt-get install python3-venv)".into()
         })?;
         let pip = venv.join("bin").join("pip");
@@ -121,7 +128,7 @@ impl Virtualenv {
             )
         })?;
         for package in self.local_packages {
-            let source = write_package(&dir, package)?;
+            let source = write_package(dir, package)?;
             let mut install = Command::new(&pip);
             install.args(["install", "--no-input", "--disable-pip-version-check", "--no-deps"]).arg(&source);
             run_logged(&mut install, &log, &format!("pip install {}", package.dir), || {
@@ -129,9 +136,11 @@ impl Virtualenv {
             })?;
         }
         let complete = dir.join(COMPLETE);
+        // `<name> <version>`: the cache entry's name, which is the version it was installed as.
+        let version = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         fs::write(&complete, format!("{} {version}\n", self.name)).map_err(io_err("writing", &complete))?;
         step.done();
-        self.installed_at(&dir)
+        Ok(())
     }
 }
 

@@ -106,3 +106,22 @@ fn the_harness_image_runs_on_real_nodes_as_the_harness_that_built_it() {
     assert!(gone.status.success(), "{}", text(&gone));
     env.assert_nothing_left();
 }
+
+#[test]
+fn image_builds_refuse_bad_input_naming_the_flag_before_building_anything() {
+    let env = Env::new();
+    let archive = env.root.join("refused.oci.tar");
+    let refused = |args: &[&str]| {
+        let output = env.command("image").args(args).arg("-o").arg(&archive).output().unwrap();
+        assert!(!output.status.success(), "{args:?}: {}", text(&output));
+        assert!(!archive.exists(), "{args:?} wrote an archive");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let config = env.config.display().to_string();
+    let unknown = refused(&["build", "--config", &config, "--provider", "nosuch"]);
+    assert!(unknown.contains("--provider nosuch: no such provider") && unknown.contains("fixture"), "{unknown}");
+    let env_pair = refused(&["program", "/bin/true", "--reference", "example.com/true:v1", "--env", "NOVALUE"]);
+    assert!(env_pair.contains("--env") && env_pair.contains("NAME=VALUE"), "{env_pair}");
+    let missing = refused(&["program", "/no/such/program", "--reference", "example.com/none:v1"]);
+    assert!(missing.contains("/no/such/program"), "{missing}");
+}

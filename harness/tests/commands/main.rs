@@ -14,5 +14,6 @@ mod ingest;
 mod openstack;
 mod provider_run;
 mod prow;
+mod real_prow;
 mod run;
 mod vsphere;

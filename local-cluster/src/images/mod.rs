@@ -24,6 +24,7 @@ pub mod conformance;
 mod debian;
 pub mod harness;
 pub mod oci;
+pub mod program;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

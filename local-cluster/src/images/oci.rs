@@ -195,6 +195,34 @@ pub fn archive_reference(path: &Path) -> Result<String> {
     Err(bad("no index.json: not an OCI image archive".into()))
 }
 
+/// The image config of an archive from [`write_archive`]: its `config` has the `Entrypoint` and
+/// `Env` a container starts with.
+pub fn archive_config(path: &Path) -> Result<serde_json::Value> {
+    let bad = |detail: String| ImageError::Build { image: path.display().to_string(), detail };
+    // The index, the manifest and the config are small; layers are skipped unread.
+    let mut small = BTreeMap::new();
+    let mut archive = tar::Archive::new(fs::File::open(path).map_err(io_err("opening", path))?);
+    for entry in archive.entries().map_err(io_err("reading", path))? {
+        let mut entry = entry.map_err(io_err("reading", path))?;
+        if entry.size() > 1 << 20 {
+            continue;
+        }
+        let name = entry.path().map_err(io_err("reading", path))?.to_string_lossy().into_owned();
+        let mut text = Vec::new();
+        entry.read_to_end(&mut text).map_err(io_err("reading", path))?;
+        small.insert(name, text);
+    }
+    let json = |name: &str| -> Result<serde_json::Value> {
+        let text = small.get(name).ok_or_else(|| bad(format!("no {name}")))?;
+        serde_json::from_slice(text).map_err(|e| bad(format!("{name}: {e}")))
+    };
+    let blob = |digest: &serde_json::Value| {
+        format!("blobs/sha256/{}", digest.as_str().unwrap_or("").trim_start_matches("sha256:"))
+    };
+    let manifest = json(&blob(&json("index.json")?["manifests"][0]["digest"]))?;
+    json(&blob(&manifest["config"]["digest"]))
+}
+
 /// Where a blob lies in an archive, as the registry (`tools/kube/registry`) reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlobLocation {
