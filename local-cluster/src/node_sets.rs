@@ -146,6 +146,7 @@ pub(crate) struct RealNodes {
 impl NodeSet for RealNodes {
     fn preflight(&self, options: &UpOptions) -> Result<()> {
         real::preflight(options.nodes)?;
+        real::check_hub_ports(&options.hub_ports, options.api_server_port)?;
         if options.cloud.is_none() {
             return Err(ClusterError::RealNodes(
                 "real nodes register as external-cloud-provider kubelets and need a CCM to initialise them: add --cloud local".into(),

@@ -317,6 +317,24 @@ pub(super) fn start_hub(
     Ok(hub)
 }
 
+/// Refuses `--hub-port`s the hub cannot listen on: 0, one given twice, kube-apiserver's own.
+pub fn check_hub_ports(ports: &[u16], api_server_port: Option<u16>) -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for port in ports {
+        let why = if *port == 0 {
+            "is no port"
+        } else if Some(*port) == api_server_port {
+            "is kube-apiserver's (--api-server-port), which the hub forwards already"
+        } else if !seen.insert(port) {
+            "is given twice"
+        } else {
+            continue;
+        };
+        return Err(ClusterError::RealNodes(format!("--hub-port {port} {why}: give each service's port once")));
+    }
+    Ok(())
+}
+
 /// The ports the hub forwards to this machine's loopback, each through its Unix socket in
 /// `sockets`: kube-apiserver's, then the host's services'.
 fn hub_forwards(sockets: &Path, api_port: u16, host_ports: &[u16]) -> Vec<(u16, PathBuf)> {
@@ -1280,6 +1298,17 @@ mod tests {
         // As `ConvertK8sUUIDtoNormal` of cloud-provider-vsphere reads a kubelet's systemUUID.
         assert_eq!(smbios_uuid("4229a1b2-c3d4-4e5f-8a6b-0c1d2e3f4a5b"), "b2a12942-d4c3-5f4e-8a6b-0c1d2e3f4a5b");
         assert_eq!(smbios_uuid(&smbios_uuid(&a)), a);
+    }
+
+    #[test]
+    fn hub_ports_the_hub_cannot_listen_on_are_refused_naming_the_port() {
+        assert!(check_hub_ports(&[4443, 5000], Some(6443)).is_ok());
+        for (ports, api, port) in
+            [(&[0][..], None, 0), (&[4443, 4443][..], None, 4443), (&[6443][..], Some(6443), 6443)]
+        {
+            let error = check_hub_ports(ports, api).unwrap_err().to_string();
+            assert!(error.contains(&format!("--hub-port {port} ")), "{error}");
+        }
     }
 
     #[test]
