@@ -3,8 +3,8 @@
 //! filesystem): its harness is the one that built it, and its providers file the one it was given.
 
 use std::path::PathBuf;
-use std::process::Command;
 
+use crate::real_prow::Kubectl;
 use crate::run::{Env, text};
 
 /// A pod of the image, with the Deployment's security context, one container per command.
@@ -60,26 +60,13 @@ fn the_harness_image_runs_on_real_nodes_as_the_harness_that_built_it() {
         panic!("{}", text(&up));
     }
     let kubeconfig = env.command("cluster").args(["kubeconfig", "--name", cluster]).output().unwrap();
-    let kubeconfig = String::from_utf8_lossy(&kubeconfig.stdout).trim().to_owned();
     let bin = env.command("toolchain").arg("path").output().unwrap();
-    let kubectl_bin = PathBuf::from(String::from_utf8_lossy(&bin.stdout).trim()).join("kubectl");
+    let cluster_kubectl = Kubectl {
+        binary: PathBuf::from(String::from_utf8_lossy(&bin.stdout).trim()).join("kubectl"),
+        kubeconfig: PathBuf::from(String::from_utf8_lossy(&kubeconfig.stdout).trim()),
+    };
     let kubectl = |args: &[&str], stdin: Option<&str>| {
-        let mut command = Command::new(&kubectl_bin);
-        command.arg("--kubeconfig").arg(&kubeconfig).args(args);
-        let output = match stdin {
-            Some(input) => {
-                use std::io::Write;
-                let mut child = command
-                    .stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-                child.wait_with_output().unwrap()
-            }
-            None => command.output().unwrap(),
-        };
+        let output = cluster_kubectl.run(args, stdin.map(str::as_bytes));
         (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned(), text(&output))
     };
     let commands: [(&str, &[&str]); 3] = [

@@ -74,13 +74,14 @@ impl Drop for Daemon {
 }
 
 /// kubectl of the cluster's toolchain with its kubeconfig.
-struct Kubectl {
-    binary: PathBuf,
-    kubeconfig: PathBuf,
+pub(crate) struct Kubectl {
+    pub(crate) binary: PathBuf,
+    pub(crate) kubeconfig: PathBuf,
 }
 
 impl Kubectl {
-    fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> std::process::Output {
+    /// kubectl `args`, given `stdin`; its output, whatever its exit.
+    pub(crate) fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> std::process::Output {
         let mut command = Command::new(&self.binary);
         command.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -239,7 +240,8 @@ fn job_config(env: &Env, image: &str) -> String {
     serde_yaml_ng::to_string(&serde_json::json!({ "periodics": [good, broken] })).unwrap()
 }
 
-/// Waits until every ProwJob of `jobs` has ended; each job's states in the order seen.
+/// Waits until there are `wanted` ProwJobs and every one has ended (or a daemon exits); each
+/// ProwJob's states in the order seen, with its last object.
 fn wait_for_prowjobs(
     kubectl: &Kubectl,
     wanted: usize,

@@ -27,7 +27,7 @@ use super::{ImageError, Result, debian, io_err};
 const IMAGE: &str = "harness";
 
 /// The machine's CA bundle (Debian's `update-ca-certificates` output).
-const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+pub(super) const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 const PASSWD: &[u8] =
     b"root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n";
@@ -109,20 +109,20 @@ pub(super) fn write_whole(
     Ok(Built { archive: output.to_path_buf(), bytes, layer_bytes: layers.iter().map(|l| l.len() as u64).collect() })
 }
 
-/// The machine's CA bundle, which `image` carries at the same path.
-pub(super) fn ca_bundle(image: &str) -> Result<(&'static str, Vec<u8>)> {
+/// The machine's CA bundle, which `image` carries at the same path ([`CA_BUNDLE`]).
+pub(super) fn ca_bundle(image: &str) -> Result<Vec<u8>> {
     let bundle = fs::read(CA_BUNDLE).map_err(|e| ImageError::Missing {
         image: image.into(),
         what: format!("the CA bundle {CA_BUNDLE} ({e})"),
         hint: "install Debian's ca-certificates (apt-get install ca-certificates)".into(),
     })?;
-    Ok((CA_BUNDLE, bundle))
+    Ok(bundle)
 }
 
 fn base_layer(debian_packages: &[&str], work: &Path) -> Result<Vec<u8>> {
-    let (_, ca_bundle) = ca_bundle(IMAGE)?;
+    let ca_bundle = ca_bundle(IMAGE)?;
     let files: [(&str, &[u8], u32); 3] = [
-        ("etc/ssl/certs/ca-certificates.crt", &ca_bundle, 0o644),
+        (CA_BUNDLE.trim_start_matches('/'), &ca_bundle, 0o644),
         ("etc/passwd", PASSWD, 0o644),
         ("etc/group", GROUP, 0o644),
     ];

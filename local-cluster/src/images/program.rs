@@ -12,9 +12,9 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::harness::{Built, ca_bundle, write_whole};
+use super::harness::{Built, CA_BUNDLE, ca_bundle, write_whole};
 use super::oci::Layer;
-use super::{Result, io_err};
+use super::{ImageError, Result, io_err};
 
 /// What goes into the image.
 pub struct Program<'a> {
@@ -29,22 +29,22 @@ pub struct Program<'a> {
 
 /// Builds the image into the archive `output` (written in full or not at all).
 pub fn build(program: &Program<'_>, output: &Path) -> Result<Built> {
-    let name = program
-        .binary
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| io_err("naming", program.binary)(std::io::ErrorKind::InvalidInput.into()))?;
+    let name =
+        program.binary.file_name().map(|n| n.to_string_lossy().into_owned()).ok_or_else(|| ImageError::Build {
+            image: program.reference.into(),
+            detail: format!("{} names no program", program.binary.display()),
+        })?;
     let binary = fs::read(program.binary).map_err(io_err("reading", program.binary))?;
-    let (ca_path, ca) = ca_bundle("the program image")?;
+    let ca = ca_bundle(program.reference)?;
     let mut layer = Layer::new();
     layer.dir("tmp", 0o1777)?;
     for dir in ["etc", "etc/ssl", "etc/ssl/certs"] {
         layer.dir(dir, 0o755)?;
     }
-    layer.file(ca_path.trim_start_matches('/'), &ca, 0o644)?;
+    layer.file(CA_BUNDLE.trim_start_matches('/'), &ca, 0o644)?;
     layer.file(&name, &binary, 0o755)?;
     let layer = layer.finish()?;
-    let mut env = vec!["PATH=/usr/local/bin:/usr/bin:/bin".to_owned(), format!("SSL_CERT_FILE={ca_path}")];
+    let mut env = vec!["PATH=/usr/local/bin:/usr/bin:/bin".to_owned(), format!("SSL_CERT_FILE={CA_BUNDLE}")];
     env.extend(program.env.iter().cloned());
     let config = json!({ "Entrypoint": [format!("/{name}")], "Env": env });
     write_whole(output, program.reference, &[&layer], config)
