@@ -382,22 +382,24 @@ fn split_bucket(rest: &str) -> Option<(&str, &str)> {
 }
 
 fn gcs_builder(bucket: &str, options: &StoreOptions) -> GoogleCloudStorageBuilder {
-    let builder = GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket).with_client_options(client_options());
-    match &options.gcs_emulator_host {
-        // An emulator takes no credentials; object_store reaches one through a key that names its URL.
-        Some(host) => {
-            let base = if host.contains("://") { host.clone() } else { format!("http://{host}") };
-            let key = serde_json::json!({
-                "gcs_base_url": base.trim_end_matches('/'),
-                "disable_oauth": true,
-                "client_email": "",
-                "private_key": "",
-                "private_key_id": "",
-            });
-            builder.with_service_account_key(key.to_string())
-        }
-        None => builder,
-    }
+    let Some(host) = &options.gcs_emulator_host else {
+        return GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket).with_client_options(client_options());
+    };
+    // An emulator takes no credentials, so none are read from the environment: a
+    // GOOGLE_APPLICATION_CREDENTIALS naming an absent key file (deploy/ sets one) would fail the
+    // store. object_store reaches an emulator through a key that names its URL.
+    let base = if host.contains("://") { host.clone() } else { format!("http://{host}") };
+    let key = serde_json::json!({
+        "gcs_base_url": base.trim_end_matches('/'),
+        "disable_oauth": true,
+        "client_email": "",
+        "private_key": "",
+        "private_key_id": "",
+    });
+    GoogleCloudStorageBuilder::new()
+        .with_bucket_name(bucket)
+        .with_client_options(client_options())
+        .with_service_account_key(key.to_string())
 }
 
 fn s3_builder(bucket: &str, options: &StoreOptions) -> AmazonS3Builder {

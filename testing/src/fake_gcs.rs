@@ -23,6 +23,34 @@ impl FakeGcs {
         FakeGcs { emulator }
     }
 
+    /// Starts the emulator for clients that reach it at `ip` on its port (pods, at the hub's
+    /// address through `cluster up --hub-port`): its XML API, which object_store writes through,
+    /// answers only requests whose Host is its public host. The JSON API the helpers here speak
+    /// still answers on 127.0.0.1.
+    pub fn start_public_at(ip: &str) -> FakeGcs {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+        let public = format!("{ip}:{port}");
+        let emulator = Emulator::start(
+            "fake-gcs-server",
+            &[
+                "-scheme",
+                "http",
+                "-host",
+                "127.0.0.1",
+                "-port",
+                &port,
+                "-public-host",
+                &public,
+                "-backend",
+                "memory",
+                "-log-level",
+                "warn",
+            ],
+        );
+        emulator.wait_until_answers("GET", "/storage/v1/b");
+        FakeGcs { emulator }
+    }
+
     /// `http://127.0.0.1:PORT`
     pub fn url(&self) -> String {
         self.emulator.url()

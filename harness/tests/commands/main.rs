@@ -9,6 +9,7 @@ mod aws;
 mod bisect;
 mod cli;
 mod cli_results;
+mod deploy;
 mod image;
 mod ingest;
 mod openstack;
