@@ -257,18 +257,8 @@ async fn deploy_runs_two_replicas_that_index_each_build_once_through_the_service
 
     let image_built = started.elapsed();
     let cluster = "harness-deploy";
-    let up = env
-        .command("cluster")
-        .args(["up", "--name", cluster, "--nodes", "1", "--hub-port", &postgres_port.to_string()])
-        .args(["--hub-port", &gcs_port.to_string(), "--image"])
-        .arg(&archive)
-        .output()
-        .unwrap();
-    let down = || env.command("cluster").args(["down", "--name", cluster]).output().unwrap();
-    if !up.status.success() {
-        down();
-        panic!("{}", text(&up));
-    }
+    env.cluster_up_with_images(cluster, &[postgres_port, gcs_port], &[&archive]);
+    let down = || env.cluster_down(cluster);
     let harness_stdout = |args: &[&str]| {
         let output = env.command(args[0]).args(&args[1..]).output().unwrap();
         String::from_utf8_lossy(&output.stdout).trim().to_owned()

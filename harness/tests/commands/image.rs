@@ -48,17 +48,8 @@ fn the_harness_image_runs_on_real_nodes_as_the_harness_that_built_it() {
     assert_eq!(local_cluster::images::oci::archive_reference(&archive).unwrap(), reference);
 
     let cluster = "harness-image";
-    let up = env
-        .command("cluster")
-        .args(["up", "--name", cluster, "--nodes", "1", "--image"])
-        .arg(&archive)
-        .output()
-        .unwrap();
-    let down = || env.command("cluster").args(["down", "--name", cluster]).output().unwrap();
-    if !up.status.success() {
-        down();
-        panic!("{}", text(&up));
-    }
+    env.cluster_up_with_images(cluster, &[], &[&archive]);
+    let down = || env.cluster_down(cluster);
     let kubeconfig = env.command("cluster").args(["kubeconfig", "--name", cluster]).output().unwrap();
     let bin = env.command("toolchain").arg("path").output().unwrap();
     let cluster_kubectl = Kubectl {

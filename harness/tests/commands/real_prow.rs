@@ -312,17 +312,9 @@ fn a_generated_periodic_runs_as_a_prowjob_under_real_prow_and_reaches_testgrid()
     let images_built = started.elapsed();
 
     let cluster = "real-prow";
-    let mut up = env.command("cluster");
-    up.args(["up", "--name", cluster, "--nodes", "1", "--hub-port", &gcs_port.to_string()]);
-    for archive in std::iter::once(&harness_archive).chain(&utilities) {
-        up.arg("--image").arg(archive);
-    }
-    let up = up.output().unwrap();
-    let down = || env.command("cluster").args(["down", "--name", cluster]).output().unwrap();
-    if !up.status.success() {
-        down();
-        panic!("{}", text(&up));
-    }
+    let images: Vec<&Path> = std::iter::once(&harness_archive).chain(&utilities).map(PathBuf::as_path).collect();
+    env.cluster_up_with_images(cluster, &[gcs_port], &images);
+    let down = || env.cluster_down(cluster);
     let cluster_up = started.elapsed() - images_built;
     let kubectl = Kubectl {
         binary: PathBuf::from(harness(&env, &["toolchain", "path"]).trim()).join("kubectl"),

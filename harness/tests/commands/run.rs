@@ -221,6 +221,28 @@ impl Env {
         report.cases().map(|(_, c)| (c.name.clone(), c.status())).collect()
     }
 
+    /// `harness cluster up` of one real node named `cluster` with `images` imported and `hub_ports`
+    /// forwarded; on failure the cluster is taken down before the panic.
+    pub(crate) fn cluster_up_with_images(&self, cluster: &str, hub_ports: &[u16], images: &[&Path]) {
+        let mut up = self.command("cluster");
+        up.args(["up", "--name", cluster, "--nodes", "1"]);
+        for port in hub_ports {
+            up.arg("--hub-port").arg(port.to_string());
+        }
+        for archive in images {
+            up.arg("--image").arg(archive);
+        }
+        let up = up.output().unwrap();
+        if !up.status.success() {
+            self.cluster_down(cluster);
+            panic!("{}", text(&up));
+        }
+    }
+
+    pub(crate) fn cluster_down(&self, cluster: &str) -> Output {
+        self.command("cluster").args(["down", "--name", cluster]).output().unwrap()
+    }
+
     pub(crate) fn assert_nothing_left(&self) {
         let state = self.root.join("state");
         let left = find_by_marker(&state);
