@@ -15,12 +15,7 @@ impl FakeGcs {
     pub fn start() -> FakeGcs {
         // -port 0 binds a free port, printed on stdout; the public host (the Host its XML API
         // answers to, and the host of the URLs it returns) defaults to the bound address.
-        let emulator = Emulator::start(
-            "fake-gcs-server",
-            &["-scheme", "http", "-host", "127.0.0.1", "-port", "0", "-backend", "memory", "-log-level", "warn"],
-        );
-        emulator.wait_until_answers("GET", "/storage/v1/b");
-        FakeGcs { emulator }
+        FakeGcs::launch("0", &[])
     }
 
     /// Starts the emulator for clients that reach it at `ip` on its port (pods, at the hub's
@@ -29,24 +24,14 @@ impl FakeGcs {
     /// still answers on 127.0.0.1.
     pub fn start_public_at(ip: &str) -> FakeGcs {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
-        let public = format!("{ip}:{port}");
-        let emulator = Emulator::start(
-            "fake-gcs-server",
-            &[
-                "-scheme",
-                "http",
-                "-host",
-                "127.0.0.1",
-                "-port",
-                &port,
-                "-public-host",
-                &public,
-                "-backend",
-                "memory",
-                "-log-level",
-                "warn",
-            ],
-        );
+        FakeGcs::launch(&port, &["-public-host", &format!("{ip}:{port}")])
+    }
+
+    fn launch(port: &str, extra: &[&str]) -> FakeGcs {
+        let mut args = vec!["-scheme", "http", "-host", "127.0.0.1", "-port", port];
+        args.extend_from_slice(extra);
+        args.extend(["-backend", "memory", "-log-level", "warn"]);
+        let emulator = Emulator::start("fake-gcs-server", &args);
         emulator.wait_until_answers("GET", "/storage/v1/b");
         FakeGcs { emulator }
     }
