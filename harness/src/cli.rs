@@ -309,7 +309,9 @@ pub enum ClusterCommand {
         images: Vec<std::path::PathBuf>,
         /// Make a port of a service on this machine's 127.0.0.1 reachable from the real nodes'
         /// pods at 10.250.0.1:<PORT>, the hub's address (the cluster has no other way out): a GCS
-        /// emulator that Prow's pod utilities upload to, say; repeatable.
+        /// emulator that Prow's pod utilities upload to, say; repeatable. Each is also a registry
+        /// to the nodes' containerd over plain HTTP: an image pushed to a registry on that port
+        /// (`harness image push --plain-http`) is pulled as 10.250.0.1:<PORT>/<repository>:<tag>.
         #[arg(long = "hub-port", value_name = "PORT")]
         hub_ports: Vec<u16>,
     },

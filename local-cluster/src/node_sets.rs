@@ -145,7 +145,7 @@ pub(crate) struct RealNodes {
 
 impl NodeSet for RealNodes {
     fn preflight(&self, options: &UpOptions) -> Result<()> {
-        real::preflight(options.nodes)?;
+        real::preflight(options.nodes, !images::is_cached(&options.release))?;
         real::check_hub_ports(&options.hub_ports, options.api_server_port)?;
         if options.cloud.is_none() {
             return Err(ClusterError::RealNodes(
@@ -299,6 +299,7 @@ impl RealNodes {
             // A node IP the CCM does not report would fail the node's initialisation.
             dual_stack: joining.options.cloud.as_ref().is_none_or(|cloud| cloud.facts().dual_stack),
             system_uuid: real::system_uuid(&joining.options.name, name),
+            hub_ports: &joining.options.hub_ports,
         }
     }
 }

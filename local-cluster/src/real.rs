@@ -58,7 +58,7 @@ pub const MAX_NODES: u32 = config::nodes::MAX_REAL_NODES;
 /// What one real node needs of memory (containerd, kubelet and a few pods), for the up-front check.
 const MEMORY_PER_NODE: u64 = 400 << 20;
 
-/// Binaries real nodes need from the machine (Debian packages), with the package that has each.
+/// Binaries real nodes run from the machine (Debian packages), with the package that has each.
 const HOST_TOOLS: &[(&str, &str)] = &[
     ("/usr/sbin/runc", "runc"),
     ("/usr/lib/cni/bridge", "containernetworking-plugins"),
@@ -69,6 +69,26 @@ const HOST_TOOLS: &[(&str, &str)] = &[
     ("/usr/bin/unshare", "util-linux"),
     ("/usr/sbin/ip", "iproute2"),
     ("/usr/sbin/iptables", "iptables"),
+];
+
+/// The Debian packages of [`HOST_TOOLS`] and of the commands the nodes' setup runs through `sh`
+/// (mount, awk, grep, sort, xargs): what an image that runs real nodes carries.
+pub const NODE_PACKAGES: &[&str] = &[
+    "runc",
+    "containernetworking-plugins",
+    "util-linux",
+    "mount",
+    "iproute2",
+    "iptables",
+    "dash",
+    "coreutils",
+    "findutils",
+    "grep",
+    "mawk",
+];
+
+/// What building the node images needs from the machine, when they are not cached.
+const IMAGE_BUILD_TOOLS: &[(&str, &str)] = &[
     ("/usr/bin/gcc", "gcc"),
     // The busybox image's busybox is built from source (cluster/images/busybox.rs).
     ("/usr/bin/make", "make"),
@@ -114,7 +134,8 @@ pub fn node_ipv6(index: u32) -> Ipv6Addr {
 }
 
 /// Checks, before anything starts, that this machine can run `count` real nodes.
-pub fn preflight(count: u32) -> Result<()> {
+/// `building_images`: the release's node images are not cached, so they are built first.
+pub fn preflight(count: u32, building_images: bool) -> Result<()> {
     let fail = |reason: String| Err(ClusterError::RealNodes(reason));
     if count > MAX_NODES {
         return fail(format!("--nodes {count}: a cluster has at most {MAX_NODES} real nodes"));
@@ -124,8 +145,10 @@ pub fn preflight(count: u32) -> Result<()> {
             "real nodes need root (namespaces, mounts and cgroups); run as root or use --node-kind kwok".into(),
         );
     }
+    let build_tools = if building_images { IMAGE_BUILD_TOOLS } else { &[] };
     let missing: Vec<String> = HOST_TOOLS
         .iter()
+        .chain(build_tools)
         .filter(|(path, _)| !Path::new(path).exists())
         .map(|(path, package)| format!("{path} (Debian package {package})"))
         .collect();
@@ -317,7 +340,8 @@ pub(super) fn start_hub(
     Ok(hub)
 }
 
-/// Refuses `--hub-port`s the hub cannot listen on: 0, one given twice, kube-apiserver's own.
+/// Refuses `--hub-port`s the hub cannot listen on: 0, one given twice, kube-apiserver's own and
+/// the cluster's registry's.
 pub fn check_hub_ports(ports: &[u16], api_server_port: Option<u16>) -> Result<()> {
     let mut seen = std::collections::BTreeSet::new();
     for port in ports {
@@ -325,6 +349,8 @@ pub fn check_hub_ports(ports: &[u16], api_server_port: Option<u16>) -> Result<()
             "is no port"
         } else if Some(*port) == api_server_port {
             "is kube-apiserver's (--api-server-port), which the hub forwards already"
+        } else if *port == REGISTRY_PORT {
+            "is the cluster's registry's on the hub (the registry.k8s.io mirror): serve the service on another port"
         } else if !seen.insert(port) {
             "is given twice"
         } else {
@@ -361,6 +387,9 @@ pub struct NodeSpec<'a> {
     pub dual_stack: bool,
     /// The machine's BIOS UUID, which kubelet reports as the node's `systemUUID` ([`system_uuid`]).
     pub system_uuid: String,
+    /// The host's services forwarded into the hub (`UpOptions::hub_ports`): each may be a
+    /// registry, which containerd pulls from over plain HTTP.
+    pub hub_ports: &'a [u16],
 }
 
 impl NodeSpec<'_> {
@@ -669,7 +698,7 @@ state = "/run/containerd"
         root = dir.join("var-lib/containerd").display(),
         socket = socket.display(),
         cni = dir.join("cni").display(),
-        certs = write_registry_hosts(dir)?.display(),
+        certs = write_registry_hosts(dir, spec.hub_ports)?.display(),
     );
     let path = dir.join("containerd.toml");
     fs::write(&path, text).map_err(io_err("writing", &path))?;
@@ -678,18 +707,27 @@ state = "/run/containerd"
 
 /// containerd's registry hosts (`config_path`): the cluster's registry in the hub is the mirror
 /// of registry.k8s.io, over plain HTTP, so pulls (`imagePullPolicy: Always`) get the images built
-/// here. The hub has no route out: what the mirror lacks fails, as it would offline.
-fn write_registry_hosts(dir: &Path) -> Result<PathBuf> {
+/// here. The hub has no route out: what the mirror lacks fails, as it would offline. A host's
+/// service forwarded into the hub is a registry by its own name, `10.250.0.1:<port>`, over plain
+/// HTTP: an image pushed there (`harness image push --plain-http`) is pulled by that name.
+fn write_registry_hosts(dir: &Path, hub_ports: &[u16]) -> Result<PathBuf> {
     let certs = dir.join("certs.d");
-    let host_dir = certs.join(super::images::oci::MIRRORED_REGISTRY);
-    fs::create_dir_all(&host_dir).map_err(io_err("creating", &host_dir))?;
-    let text = format!(
-        "server = \"https://{}\"\n\n[host.\"{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
-        super::images::oci::MIRRORED_REGISTRY,
-        registry_url()
-    );
-    let path = host_dir.join("hosts.toml");
-    fs::write(&path, text).map_err(io_err("writing", &path))?;
+    let mut hosts = vec![(
+        super::images::oci::MIRRORED_REGISTRY.to_string(),
+        format!("server = \"https://{}\"\n", super::images::oci::MIRRORED_REGISTRY),
+        registry_url(),
+    )];
+    for port in hub_ports {
+        let url = format!("http://{HUB_IP}:{port}");
+        hosts.push((format!("{HUB_IP}:{port}"), format!("server = \"{url}\"\n"), url));
+    }
+    for (host, server, url) in hosts {
+        let host_dir = certs.join(host);
+        fs::create_dir_all(&host_dir).map_err(io_err("creating", &host_dir))?;
+        let text = format!("{server}\n[host.\"{url}\"]\n  capabilities = [\"pull\", \"resolve\"]\n");
+        let path = host_dir.join("hosts.toml");
+        fs::write(&path, text).map_err(io_err("writing", &path))?;
+    }
     Ok(certs)
 }
 
@@ -1302,13 +1340,29 @@ mod tests {
 
     #[test]
     fn hub_ports_the_hub_cannot_listen_on_are_refused_naming_the_port() {
-        assert!(check_hub_ports(&[4443, 5000], Some(6443)).is_ok());
-        for (ports, api, port) in
-            [(&[0][..], None, 0), (&[4443, 4443][..], None, 4443), (&[6443][..], Some(6443), 6443)]
-        {
+        assert!(check_hub_ports(&[4443, 5001], Some(6443)).is_ok());
+        let refused = [
+            (&[0][..], None, 0),
+            (&[4443, 4443][..], None, 4443),
+            (&[6443][..], Some(6443), 6443),
+            (&[5000][..], None, 5000),
+        ];
+        for (ports, api, port) in refused {
             let error = check_hub_ports(ports, api).unwrap_err().to_string();
             assert!(error.contains(&format!("--hub-port {port} ")), "{error}");
         }
+    }
+
+    #[test]
+    fn each_forwarded_host_port_is_a_plain_http_registry_and_registry_k8s_io_is_mirrored() {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = write_registry_hosts(dir.path(), &[5001]).unwrap();
+        let mirror = fs::read_to_string(certs.join("registry.k8s.io/hosts.toml")).unwrap();
+        assert!(mirror.starts_with("server = \"https://registry.k8s.io\""), "{mirror}");
+        assert!(mirror.contains(&format!("[host.\"{}\"]", registry_url())), "{mirror}");
+        let forwarded = fs::read_to_string(certs.join(format!("{HUB_IP}:5001/hosts.toml"))).unwrap();
+        assert!(forwarded.starts_with(&format!("server = \"http://{HUB_IP}:5001\"")), "{forwarded}");
+        assert!(forwarded.contains("capabilities = [\"pull\", \"resolve\"]"), "{forwarded}");
     }
 
     #[test]
@@ -1331,7 +1385,7 @@ mod tests {
 
     #[test]
     fn preflight_refuses_more_nodes_than_the_hub_network_holds() {
-        let err = preflight(MAX_NODES + 1).unwrap_err().to_string();
+        let err = preflight(MAX_NODES + 1, false).unwrap_err().to_string();
         assert!(err.contains(&format!("at most {MAX_NODES} real nodes")), "{err}");
     }
 }

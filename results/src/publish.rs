@@ -370,6 +370,9 @@ pub(crate) fn check_started(dir: &Path) -> Result<()> {
 }
 
 /// Every file under `dir`, relative, sorted; skips the `.name.partial` files of a writer at work.
+/// A symlink to a file is published as that file; a symlink to a directory is not followed (it
+/// could loop; what it names under `dir` is published where it lies: a mounted ConfigMap's
+/// `..data`), nor is a dangling one.
 pub(crate) fn collect_files(dir: &Path, relative: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
     let here = dir.join(relative);
     let read_err = |source| PublishError::ReadDir { dir: here.clone(), source };
@@ -382,9 +385,36 @@ pub(crate) fn collect_files(dir: &Path, relative: &Path, found: &mut Vec<PathBuf
         let file_type = entry.file_type().map_err(read_err)?;
         if file_type.is_dir() {
             collect_files(dir, &rel, found)?;
+        } else if file_type.is_symlink() && !std::fs::metadata(entry.path()).is_ok_and(|target| target.is_file()) {
+            continue;
         } else if !name.to_string_lossy().ends_with(".partial") {
             found.push(rel);
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mounted_configmaps_symlinks_publish_each_file_once_where_it_lies_and_its_key_links() {
+        // What the kubelet makes of a ConfigMap volume: key -> ..data/key, ..data -> ..<timestamp>.
+        let dir = tempfile::tempdir().unwrap();
+        let volume = dir.path().join("artifacts/config");
+        std::fs::create_dir_all(volume.join("..2026_12_06_01_00_00.1")).unwrap();
+        std::fs::write(volume.join("..2026_12_06_01_00_00.1/providers.yaml"), "x").unwrap();
+        std::os::unix::fs::symlink("..2026_12_06_01_00_00.1", volume.join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/providers.yaml", volume.join("providers.yaml")).unwrap();
+        std::os::unix::fs::symlink("/no/such/file", volume.join("dangling")).unwrap();
+        std::os::unix::fs::symlink("..", volume.join("loop")).unwrap();
+        let mut found = Vec::new();
+        collect_files(dir.path(), Path::new(""), &mut found).unwrap();
+        let found: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
+        assert_eq!(
+            found,
+            ["artifacts/config/..2026_12_06_01_00_00.1/providers.yaml", "artifacts/config/providers.yaml"]
+        );
+    }
 }

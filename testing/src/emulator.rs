@@ -121,30 +121,42 @@ impl Emulator {
         content_type: Option<&str>,
         body: &[u8],
     ) -> std::io::Result<(u16, String, Vec<u8>)> {
-        let mut stream = TcpStream::connect(&self.host)?;
-        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-        // HTTP/1.0: the server closes the connection after the response and never chunks it.
-        let mut head = format!("{method} {path} HTTP/1.0\r\nHost: {}\r\nContent-Length: {}\r\n", self.host, body.len());
-        if let Some(content_type) = content_type {
-            head.push_str(&format!("Content-Type: {content_type}\r\n"));
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes())?;
-        stream.write_all(body)?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response)?;
-        let split = response
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .ok_or_else(|| std::io::Error::other("response without a header end"))?;
-        let head = String::from_utf8_lossy(&response[..split]).into_owned();
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .ok_or_else(|| std::io::Error::other("response without a status code"))?;
-        Ok((status, head, response[split + 4..].to_vec()))
+        let content_type: Vec<(&str, &str)> = content_type.map(|c| ("Content-Type", c)).into_iter().collect();
+        exchange(&self.host, method, path, &content_type, body)
     }
+}
+
+/// One HTTP/1.0 request to `host` (`127.0.0.1:PORT`): the status, the response's header lines and
+/// its body. HTTP/1.0: the server closes the connection after the response and never chunks it.
+pub(crate) fn exchange(
+    host: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<(u16, String, Vec<u8>)> {
+    let mut stream = TcpStream::connect(host)?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut head = format!("{method} {path} HTTP/1.0\r\nHost: {host}\r\nContent-Length: {}\r\n", body.len());
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response)?;
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("response without a header end"))?;
+    let head = String::from_utf8_lossy(&response[..split]).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other("response without a status code"))?;
+    Ok((status, head, response[split + 4..].to_vec()))
 }
 
 impl Drop for Emulator {

@@ -6,6 +6,7 @@ pub mod fake_gcs;
 pub mod go_tools;
 pub mod host;
 pub mod load;
+pub mod registry;
 pub mod testgrid;
 
 use std::sync::atomic::{AtomicU32, Ordering};

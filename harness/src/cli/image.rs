@@ -1,7 +1,8 @@
 //! `harness image build`: the harness's own image (`local_cluster::images::harness`), of this
 //! harness's binary and the reference CCM beside it, and with `--provider` what that provider's
 //! runs need offline; `harness image program`: an image of one program as its entrypoint
-//! (`local_cluster::images::program`: Prow's pod utilities).
+//! (`local_cluster::images::program`: Prow's pod utilities); `harness image push`: an archive to
+//! any OCI registry (`local_cluster::images::push`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -30,7 +31,9 @@ pub enum ImageCommand {
         /// Kubernetes toolchain of the release (`--kubernetes`, default the provider's first), the
         /// provider's CCM when the toolchain builds it, and its cloud's programs (moto, with
         /// Debian's python3), in the image's cache, /var/cache/cloud-provider-harness
-        /// (HARNESS_CACHE_DIR). A job's pod then runs the provider's cells with no network.
+        /// (HARNESS_CACHE_DIR). A job's pod then runs the provider's cells with no network. A
+        /// provider on real nodes also gets the release's node images and what nodes run from
+        /// Debian (runc, the CNI plugins, iptables, iproute2, util-linux), for a privileged pod.
         #[arg(long, value_name = "NAME")]
         provider: Option<String>,
         #[command(flatten)]
@@ -54,6 +57,20 @@ pub enum ImageCommand {
         /// The archive to write.
         #[arg(long, short)]
         output: PathBuf,
+    },
+    /// Push an image archive (`harness image build`'s, or any OCI image layout in a tar of one
+    /// image) to an OCI registry: its blobs, then its manifest under the tag. Credentials are
+    /// those `docker login` wrote for the registry in $DOCKER_CONFIG/config.json
+    /// (~/.docker/config.json); none is an anonymous push. Prints the pushed reference with its
+    /// digest.
+    Push {
+        /// The archive to push.
+        archive: PathBuf,
+        /// Where to push it, registry/repository:tag [default: the name the archive carries].
+        target: Option<String>,
+        /// Talk plain HTTP to the registry, not HTTPS (a registry on loopback or in a cluster).
+        #[arg(long)]
+        plain_http: bool,
     },
 }
 
@@ -87,6 +104,9 @@ pub async fn run_image(command: ImageCommand) -> Result<()> {
             });
             (reference, super::until_interrupted(built).await???)
         }
+        ImageCommand::Push { archive, target, plain_http } => {
+            return push(&archive, target, plain_http, started).await;
+        }
     };
     let layers: Vec<String> = built.layer_bytes.iter().map(|b| mib(*b)).collect();
     println!(
@@ -99,6 +119,27 @@ pub async fn run_image(command: ImageCommand) -> Result<()> {
     Ok(())
 }
 
+async fn push(archive: &Path, target: Option<String>, plain_http: bool, started: Instant) -> Result<()> {
+    if !archive.is_file() {
+        bail!("{}: no such image archive (harness image build -o FILE writes one)", archive.display());
+    }
+    let target = match target {
+        Some(target) => target,
+        None => local_cluster::images::oci::archive_reference(archive)?,
+    };
+    let options = local_cluster::images::push::PushOptions { plain_http, docker_config: None };
+    let pushed = super::until_interrupted(local_cluster::images::push::push(archive, &target, &options)).await??;
+    println!(
+        "{}@{} ({} blobs, {}) in {:.1} s",
+        pushed.reference,
+        pushed.digest,
+        pushed.blobs,
+        mib(pushed.bytes),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 /// What a provider's runs need offline: the release it runs on, and the cloud whose programs go
 /// into the image with the toolchain.
 struct JobContent {
@@ -106,6 +147,9 @@ struct JobContent {
     release: toolchain::Release,
     ccm_bin: Option<String>,
     kwok: bool,
+    /// Its cluster runs real nodes, nested in the job's (privileged) pod: the image carries the
+    /// release's node images and what the nodes run from Debian.
+    real_nodes: bool,
     moto: bool,
 }
 
@@ -144,6 +188,7 @@ async fn job_content(
         release: version.release().await?,
         ccm_bin,
         kwok: *node_kind == config::nodes::NodeKind::Kwok,
+        real_nodes: *node_kind == config::nodes::NodeKind::Real,
         moto: cloud.name == "moto",
     })
 }
@@ -190,6 +235,11 @@ fn offline_trees(job: &JobContent, work: &Path) -> Result<(Vec<CacheTree>, Vec<&
         }
     }
     let mut packages = Vec::new();
+    if job.real_nodes {
+        local_cluster::images::install(&job.release, &kubernetes)?;
+        trees.push(cache_tree(&cache, &local_cluster::images::dir(&job.release))?);
+        packages.extend_from_slice(local_cluster::real::NODE_PACKAGES);
+    }
     if job.moto {
         // The virtualenv is Debian's python3's, the interpreter the image has at the same path.
         let python = Path::new("/usr/bin/python3");

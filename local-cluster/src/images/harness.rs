@@ -128,7 +128,25 @@ fn base_layer(debian_packages: &[&str], work: &Path) -> Result<Vec<u8>> {
     ];
     fs::create_dir_all(work).map_err(io_err("creating", work))?;
     let packages: Vec<&str> = ["libc6", "libgcc-s1"].into_iter().chain(debian_packages.iter().copied()).collect();
-    super::debian_layer(IMAGE, &packages, &debian::Extra { files: &files, links: &[] }, work)
+    let links = if debian_packages.contains(&"iptables") { iptables_links()? } else { Vec::new() };
+    let links: Vec<(&str, &str)> = links.iter().map(|(l, t)| (l.as_str(), t.as_str())).collect();
+    super::debian_layer(IMAGE, &packages, &debian::Extra { files: &files, links: &links }, work)
+}
+
+/// The links `update-alternatives` makes when iptables is installed (unpacking runs no maintainer
+/// script): `/usr/sbin/iptables` and its kin to the variant this machine chose, nft or legacy, so
+/// a node in the image drives the kernel as the machine's own nodes do.
+fn iptables_links() -> Result<Vec<(String, String)>> {
+    let chosen = fs::read_link("/etc/alternatives/iptables").map_err(|e| ImageError::Missing {
+        image: IMAGE.into(),
+        what: format!("this machine's iptables alternative, /etc/alternatives/iptables ({e})"),
+        hint: "apt-get install iptables".into(),
+    })?;
+    let variant = if chosen.to_string_lossy().ends_with("-legacy") { "legacy" } else { "nft" };
+    Ok(["iptables", "iptables-restore", "iptables-save", "ip6tables", "ip6tables-restore", "ip6tables-save"]
+        .iter()
+        .map(|name| (format!("usr/sbin/{name}"), format!("/usr/sbin/{name}-{variant}")))
+        .collect())
 }
 
 fn binaries_layer(contents: &Contents<'_>) -> Result<Vec<u8>> {

@@ -25,6 +25,7 @@ mod debian;
 pub mod harness;
 pub mod oci;
 pub mod program;
+pub mod push;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -52,6 +53,8 @@ pub enum ImageError {
         "cannot build image {reference} ({id}), so no cluster was started: {source}. The [Conformance] tests that need it ({count}): {tests}"
     )]
     Unbuildable { id: String, reference: String, count: usize, tests: String, source: Box<ImageError> },
+    #[error("pushing {reference}: {detail}")]
+    Push { reference: String, detail: String },
     #[error(transparent)]
     Toolchain(#[from] toolchain::ToolchainError),
     #[error("{action} {path}: {source}")]
@@ -249,6 +252,11 @@ pub fn dir(release: &Release) -> PathBuf {
 /// The index the cluster's registry serves `release`'s images by.
 pub fn registry_index(release: &Release) -> PathBuf {
     dir(release).join("registry.json")
+}
+
+/// Whether `release`'s node images are built and cached whole.
+pub fn is_cached(release: &Release) -> bool {
+    cached(&dir(release)).is_some()
 }
 
 fn cached(dir: &Path) -> Option<Vec<Image>> {

@@ -249,31 +249,20 @@ impl RegistryIndex {
     /// the tar, its manifest under its reference's repository and tag.
     pub fn add_archive(&mut self, path: &Path) -> Result<()> {
         let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let bad = |detail: String| ImageError::Build { image: file_name.clone(), detail };
-        let mut archive = tar::Archive::new(fs::File::open(path).map_err(io_err("opening", path))?);
-        let mut index_json = None;
-        let mut blobs = Vec::new();
-        for entry in archive.entries().map_err(io_err("reading", path))? {
-            let mut entry = entry.map_err(io_err("reading", path))?;
-            let name = entry.path().map_err(io_err("reading", path))?.to_string_lossy().into_owned();
-            if let Some(hex) = name.strip_prefix("blobs/sha256/") {
-                blobs.push((format!("sha256:{hex}"), entry.raw_file_position(), entry.size()));
-            } else if name == "index.json" {
-                let mut text = Vec::new();
-                entry.read_to_end(&mut text).map_err(io_err("reading", path))?;
-                index_json = Some(text);
-            }
-        }
-        let index: serde_json::Value = serde_json::from_slice(&index_json.ok_or_else(|| bad("no index.json".into()))?)
-            .map_err(|e| bad(format!("index.json: {e}")))?;
-        let manifests = index["manifests"].as_array().cloned().unwrap_or_default();
-        for (digest, offset, size) in blobs {
+        let layout = ArchiveLayout::read(path)?;
+        let manifests = layout.index["manifests"].as_array().cloned().unwrap_or_default();
+        for (digest, place) in layout.blobs {
             let media_type = manifests
                 .iter()
                 .find(|m| m["digest"] == digest.as_str())
                 .and_then(|m| m["mediaType"].as_str())
                 .unwrap_or("application/octet-stream");
-            let location = BlobLocation { file: file_name.clone(), offset, size, media_type: media_type.into() };
+            let location = BlobLocation {
+                file: file_name.clone(),
+                offset: place.offset,
+                size: place.size,
+                media_type: media_type.into(),
+            };
             self.blobs.entry(digest).or_insert(location);
         }
         for manifest in manifests {
@@ -284,6 +273,48 @@ impl RegistryIndex {
             }
         }
         Ok(())
+    }
+}
+
+/// Where one blob's bytes lie in an archive's tar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobPlace {
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// An OCI image archive read once, blobs unread: its `index.json` and where each blob lies.
+#[derive(Debug, Clone)]
+pub struct ArchiveLayout {
+    pub index: serde_json::Value,
+    /// By digest (`sha256:…`).
+    pub blobs: BTreeMap<String, BlobPlace>,
+}
+
+impl ArchiveLayout {
+    pub fn read(path: &Path) -> Result<Self> {
+        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let bad = |detail: String| ImageError::Build { image: file_name.clone(), detail };
+        let mut archive = tar::Archive::new(fs::File::open(path).map_err(io_err("opening", path))?);
+        let mut index_json = None;
+        let mut blobs = BTreeMap::new();
+        for entry in archive.entries().map_err(io_err("reading", path))? {
+            let mut entry = entry.map_err(io_err("reading", path))?;
+            let name = entry.path().map_err(io_err("reading", path))?.to_string_lossy().into_owned();
+            if let Some(hex) = name.strip_prefix("blobs/sha256/") {
+                blobs.insert(
+                    format!("sha256:{hex}"),
+                    BlobPlace { offset: entry.raw_file_position(), size: entry.size() },
+                );
+            } else if name == "index.json" {
+                let mut text = Vec::new();
+                entry.read_to_end(&mut text).map_err(io_err("reading", path))?;
+                index_json = Some(text);
+            }
+        }
+        let text = index_json.ok_or_else(|| bad("no index.json: not an OCI image archive".into()))?;
+        let index = serde_json::from_slice(&text).map_err(|e| bad(format!("index.json: {e}")))?;
+        Ok(ArchiveLayout { index, blobs })
     }
 }
 
