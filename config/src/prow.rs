@@ -260,6 +260,26 @@ pub struct Refs {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodSpec {
     pub containers: Vec<Container>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+}
+
+/// A Kubernetes `Volume`, as far as a job needs one: an `emptyDir`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Volume {
+    pub name: String,
+    #[serde(rename = "emptyDir")]
+    pub empty_dir: EmptyDir,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmptyDir {}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeMount {
+    pub name: String,
+    #[serde(rename = "mountPath")]
+    pub mount_path: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -272,6 +292,8 @@ pub struct Container {
     pub resources: ResourceRequirements,
     #[serde(rename = "securityContext", default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
+    #[serde(rename = "volumeMounts", default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_mounts: Vec<VolumeMount>,
 }
 
 /// Kubernetes `SecurityContext`, as far as a job needs it.
@@ -491,6 +513,10 @@ fn shared_dashboards(config: &ProvidersConfig) -> BTreeSet<String> {
 
 fn periodic(config: &ProvidersConfig, cell: &Cell<'_>, opts: &ProwOptions, shared: &BTreeSet<String>) -> Periodic {
     let timeouts = Timeouts::of(config, cell, opts);
+    let nested = needs_privileges(cell);
+    let mut env = opts.env.clone();
+    let nested_state =
+        nested.then(|| env.entry(STATE_DIR_VAR.to_owned()).or_insert_with(|| NESTED_STATE_DIR.to_owned()).clone());
     Periodic {
         name: cell.name.clone(),
         interval: format_duration(cell.interval()),
@@ -510,14 +536,18 @@ fn periodic(config: &ProvidersConfig, cell: &Cell<'_>, opts: &ProwOptions, share
                     image: opts.image.clone(),
                     command: vec![HARNESS_COMMAND.to_owned()],
                     args: harness_args(cell, opts, timeouts.run),
-                    env: opts
-                        .env
-                        .iter()
-                        .map(|(name, value)| EnvVar { name: name.clone(), value: value.clone() })
-                        .collect(),
+                    env: env.iter().map(|(name, value)| EnvVar { name: name.clone(), value: value.clone() }).collect(),
                     resources: opts.resources.clone(),
-                    security_context: needs_privileges(cell).then_some(SecurityContext { privileged: true }),
+                    security_context: nested.then_some(SecurityContext { privileged: true }),
+                    volume_mounts: nested_state
+                        .map(|dir| VolumeMount { name: NESTED_STATE_VOLUME.into(), mount_path: dir })
+                        .into_iter()
+                        .collect(),
                 }],
+                volumes: nested
+                    .then(|| Volume { name: NESTED_STATE_VOLUME.into(), empty_dir: EmptyDir {} })
+                    .into_iter()
+                    .collect(),
             },
         },
     }
@@ -547,6 +577,14 @@ fn extra_refs(opts: &ProwOptions) -> Vec<Refs> {
     });
     std::iter::once(harness).chain(kubernetes).collect()
 }
+
+/// Where a cell on real nodes keeps its clusters (`HARNESS_STATE_DIR`): an `emptyDir`, as kind
+/// gives its nodes' `/var` a volume, since the nested containerd's overlay snapshots cannot sit on
+/// the container's own overlay root. Not under `/var/lib`, `/var/log` or `/run`, which each nested
+/// node mounts its own over.
+pub const NESTED_STATE_DIR: &str = "/var/tmp/cloud-provider-harness";
+const STATE_DIR_VAR: &str = "HARNESS_STATE_DIR";
+const NESTED_STATE_VOLUME: &str = "harness-state";
 
 /// Whether the cell's cluster has real nodes: each is a kubelet, containerd and runc in network and
 /// mount namespaces of its own, with cgroups and mounts the harness makes, which an unprivileged

@@ -139,11 +139,17 @@ fn bundled_config_gives_one_periodic_per_cell_with_prows_field_names() {
         "cloud-provider-harness: suites cloud-e2e, conformance-quick of provider local on Kubernetes v1.37.1, every 6h"
     );
 
-    assert_eq!(keys(&job["spec"]), ["containers"]);
+    // Real nodes nested in the pod keep their clusters in an emptyDir (not on the overlay root).
+    assert_eq!(keys(&job["spec"]), ["containers", "volumes"]);
+    assert_eq!(job["spec"]["volumes"][0]["name"], "harness-state");
+    assert!(job["spec"]["volumes"][0]["emptyDir"].is_mapping(), "{yaml}");
     let containers = job["spec"]["containers"].as_sequence().unwrap();
     assert_eq!(containers.len(), 1);
     let container = &containers[0];
-    assert_eq!(keys(container), ["image", "command", "args", "resources", "securityContext"]);
+    assert_eq!(keys(container), ["image", "command", "args", "env", "resources", "securityContext", "volumeMounts"]);
+    assert_eq!(container["env"][0]["name"], "HARNESS_STATE_DIR");
+    assert_eq!(container["volumeMounts"][0]["mountPath"], container["env"][0]["value"]);
+    assert_eq!(container["volumeMounts"][0]["name"], "harness-state");
     assert_eq!(container["image"], format!("{IMAGE_REPOSITORY}:v{}", env!("CARGO_PKG_VERSION")), "never :latest");
     assert_eq!(container["command"], serde_yaml_ng::to_value(["harness"]).unwrap());
     let args: Vec<&str> = container["args"].as_sequence().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
@@ -367,7 +373,12 @@ fn options_reach_every_job() {
         assert_eq!(container.args[container.args.len() - 2..], ["--timeout", "1h15m"]);
         // Sorted by name.
         let env: Vec<(&str, &str)> = container.env.iter().map(|e| (e.name.as_str(), e.value.as_str())).collect();
-        assert_eq!(env, [("HARNESS_CACHE_DIR", "/cache"), ("RUST_LOG", "debug")]);
+        if container.security_context.is_some() {
+            let state = ("HARNESS_STATE_DIR", NESTED_STATE_DIR);
+            assert_eq!(env, [("HARNESS_CACHE_DIR", "/cache"), state, ("RUST_LOG", "debug")]);
+        } else {
+            assert_eq!(env, [("HARNESS_CACHE_DIR", "/cache"), ("RUST_LOG", "debug")]);
+        }
         assert_eq!(container.resources, opts.resources);
     }
 

@@ -34,8 +34,9 @@ pub enum ImageCommand {
         /// (HARNESS_CACHE_DIR). A job's pod then runs the provider's cells with no network. A
         /// provider on real nodes also gets the release's node images and what nodes run from
         /// Debian (runc, the CNI plugins, iptables, iproute2, util-linux), for a privileged pod.
-        #[arg(long, value_name = "NAME")]
-        provider: Option<String>,
+        /// Repeatable: one image for several providers' jobs.
+        #[arg(long = "provider", value_name = "NAME")]
+        providers: Vec<String>,
         #[command(flatten)]
         version: super::VersionArg,
         #[command(flatten)]
@@ -77,21 +78,21 @@ pub enum ImageCommand {
 pub async fn run_image(command: ImageCommand) -> Result<()> {
     let started = Instant::now();
     let (reference, built) = match command {
-        ImageCommand::Build { output, reference, provider, version, config } => {
+        ImageCommand::Build { output, reference, providers: names, version, config } => {
             let providers = config.load()?; // checked before anything is built
             let providers_file = match config.file() {
                 Some(path) => std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
                 None => config::BUNDLED.as_bytes().to_vec(),
             };
-            let job = match provider {
-                Some(name) => Some(job_content(&providers, &name, &version).await?),
-                None => None,
-            };
+            let mut jobs = Vec::new();
+            for name in &names {
+                jobs.push(job_content(&providers, name, &version).await?);
+            }
             let tag = ::harness::image_tag();
             let reference = reference.unwrap_or_else(|| config::prow::image(&tag));
             let name = reference.clone();
             let built =
-                tokio::task::spawn_blocking(move || build_harness_image(&name, &tag, &providers_file, job, &output));
+                tokio::task::spawn_blocking(move || build_harness_image(&name, &tag, &providers_file, &jobs, &output));
             (reference, super::until_interrupted(built).await???)
         }
         ImageCommand::Program { binary, reference, env, output } => {
@@ -197,16 +198,27 @@ fn build_harness_image(
     reference: &str,
     tag: &str,
     providers_file: &[u8],
-    job: Option<JobContent>,
+    jobs: &[JobContent],
     output: &Path,
 ) -> Result<local_cluster::images::harness::Built> {
     let harness = std::env::current_exe().context("finding this harness's own binary")?;
     let reference_ccm = toolchain::workspace::build_reference_ccm()?;
     let work = tempfile::tempdir().context("creating a work directory")?;
-    let (offline, debian_packages) = match &job {
-        Some(job) => offline_trees(job, work.path())?,
-        None => (Vec::new(), Vec::new()),
-    };
+    // What several jobs share (a release's toolchain, its node images) goes in once.
+    let (mut offline, mut debian_packages) = (Vec::<CacheTree>::new(), Vec::new());
+    for job in jobs {
+        let (trees, packages) = offline_trees(job, work.path())?;
+        for tree in trees {
+            if !offline.iter().any(|t| t.relative == tree.relative) {
+                offline.push(tree);
+            }
+        }
+        for package in packages {
+            if !debian_packages.contains(&package) {
+                debian_packages.push(package);
+            }
+        }
+    }
     let contents = Contents {
         reference,
         harness: &harness,

@@ -2,14 +2,17 @@
 //! `tools/prow`) on the embedded cluster: the ProwJob CRD applied server-side, plank
 //! (`prow-controller-manager`), horologium, crier and sinker on this machine with the cluster's
 //! kubeconfig, the pod utilities as images of their own (`harness image program`) and the
-//! harness's image with the aws cell's toolchain, CCM and moto in it (`harness image build
-//! --provider aws`), all imported into a real node. The job's pod uploads to the GCS emulator
+//! harness's image with what the aws and local cells need in it (`harness image build --provider
+//! aws --provider local`: the toolchain, aws's CCM and moto, the node images and what real nodes
+//! run from Debian), all imported into a real node. The job's pod uploads to the GCS emulator
 //! through the hub (`cluster up --hub-port`), where TestGrid's updater reads the columns and
 //! `harness index --store gs://…` indexes the builds.
 //!
-//! Horologium starts both periodics on its first tick: the aws cell as generated, and the same
-//! cell made to fail (a Kubernetes release its image lacks, and no Go to build it with). `mkpj`
-//! makes one more ProwJob of the failing one. `scripts/test --prow` runs it.
+//! Horologium starts the periodics on its first tick: the aws cell as generated (kwok nodes and
+//! moto in an unprivileged pod), the local cell as generated but for its suites, cloud-e2e alone
+//! (a privileged pod in which the harness brings up three real nodes of its own, nested in the
+//! node the pod runs on, with the local cloud), and the aws cell made to fail (a Kubernetes release its image lacks, and no Go to
+//! build it with). `mkpj` makes one more ProwJob of the failing one. `scripts/test --prow` runs it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +29,8 @@ use crate::run::{Env, text};
 const BUCKET: &str = "kubernetes-ci-logs";
 const JOB: &str = "ci-cloud-provider-aws-k8s-1.37";
 const BROKEN: &str = "ci-cloud-provider-aws-k8s-1.37-broken";
+/// The privileged cell: real nodes nested in the job's pod.
+const NESTED: &str = "ci-cloud-provider-local-k8s-1.37";
 /// The pod utilities' images, under a name that says they are built here, at Prow's version.
 const UTILITY_IMAGE: &str = "localhost/prow";
 const PROW_VERSION: &str = "v20250307-7a867cddc9d5";
@@ -210,8 +215,8 @@ plank:
     )
 }
 
-/// `harness prow-config`'s periodic for the aws cell, as generated for a cluster of one small node,
-/// and the same made to fail.
+/// `harness prow-config`'s periodics for the aws and local cells, as generated for a cluster of one
+/// small node, and the aws one made to fail.
 fn job_config(env: &Env, image: &str) -> String {
     let generated = harness(
         env,
@@ -230,14 +235,22 @@ fn job_config(env: &Env, image: &str) -> String {
     );
     let mut jobs: Value = serde_yaml_ng::from_str(&generated).unwrap();
     let periodics = jobs["periodics"].as_array_mut().unwrap();
-    let good =
-        periodics.iter().find(|p| p["name"] == JOB).unwrap_or_else(|| panic!("no {JOB} in:\n{generated}")).clone();
+    let periodic = |name: &str| {
+        periodics.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name} in:\n{generated}")).clone()
+    };
+    let (good, mut nested) = (periodic(JOB), periodic(NESTED));
+    assert_eq!(nested["spec"]["containers"][0]["securityContext"]["privileged"], true, "real nodes need privileges");
+    // cloud-e2e alone: it drives the CCM and the cloud on the nested nodes. (conformance-quick,
+    // as generated, passed 225 of 226 nested in its one run here: docs/real-nodes.md.)
+    let args = nested["spec"]["containers"][0]["args"].as_array_mut().unwrap();
+    let at = args.iter().position(|a| a == "--suites").expect("the job names its suites");
+    args[at + 1] = "cloud-e2e".into();
     let mut broken = good.clone();
     broken["name"] = BROKEN.into();
     let args = broken["spec"]["containers"][0]["args"].as_array_mut().unwrap();
     let at = args.iter().position(|a| a == "--kubernetes").expect("the job names its Kubernetes release");
     args[at + 1] = "v1.36.4".into();
-    serde_yaml_ng::to_string(&serde_json::json!({ "periodics": [good, broken] })).unwrap()
+    serde_yaml_ng::to_string(&serde_json::json!({ "periodics": [good, nested, broken] })).unwrap()
 }
 
 /// Waits until there are `wanted` ProwJobs and every one has ended (or a daemon exits); each
@@ -277,7 +290,7 @@ fn wait_for_prowjobs(
 }
 
 #[test]
-#[ignore = "scripts/test --prow: builds Prow's controllers and a 1.7 GB image, and runs the aws cell as a ProwJob (about 3 minutes with both built)"]
+#[ignore = "scripts/test --prow: builds Prow's controllers and a 3 GB image, and runs the aws and local cells as ProwJobs (about 10 minutes with both built)"]
 fn a_generated_periodic_runs_as_a_prowjob_under_real_prow_and_reaches_testgrid() {
     if let Some(missing) = local_cluster::real::missing_kernel_feature() {
         eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
@@ -298,6 +311,8 @@ fn a_generated_periodic_runs_as_a_prowjob_under_real_prow_and_reaches_testgrid()
             "build",
             "--provider",
             "aws",
+            "--provider",
+            "local",
             "--kubernetes",
             "v1.37.1",
             "--config",
@@ -402,7 +417,7 @@ fn run_under_prow(
     assert!(made.status.success(), "mkpj: {}", text(&made));
     kubectl.ok(&["create", "-n", "default", "-f", "-"], Some(&made.stdout));
 
-    let ended = wait_for_prowjobs(kubectl, 3, &mut daemons);
+    let ended = wait_for_prowjobs(kubectl, 4, &mut daemons);
     let took = started.elapsed();
     let logs: Vec<String> = daemons.iter().map(Daemon::log).collect();
     let logs = logs.join("\n");
@@ -417,6 +432,22 @@ fn run_under_prow(
     let (states, prowjob) = good[0];
     assert_eq!(states.last().map(String::as_str), Some("success"), "{JOB}: {states:?}\n{prowjob:#}\n{logs}");
     assert!(states.iter().any(|s| s == "pending"), "plank ran its pod: {states:?}");
+    let nested = of(NESTED);
+    assert_eq!(nested.len(), 1, "horologium started {NESTED} once: {summary:#?}");
+    let (nested_states, nested_prowjob) = nested[0];
+    let nested_build = nested_prowjob["status"]["build_id"].as_str().unwrap().to_owned();
+    let nested_log = gcs.download(BUCKET, &format!("logs/{NESTED}/{nested_build}/build-log.txt")).unwrap_or_default();
+    let nested_log = String::from_utf8_lossy(&nested_log);
+    assert_eq!(
+        nested_states.last().map(String::as_str),
+        Some("success"),
+        "{NESTED}: {nested_states:?}\n{nested_prowjob:#}\n{nested_log}\n{logs}"
+    );
+    // Its cluster was three real nodes of its own, and cloud-e2e passed there whole.
+    assert!(nested_log.contains("starting 3 real nodes"), "{nested_log}");
+    assert!(nested_log.contains("suite cloud-e2e: 22 passed, 0 failed, 0 skipped"), "{nested_log}");
+    let nested_listing = gcs.list(BUCKET, &format!("logs/{NESTED}/{nested_build}/artifacts/"));
+    assert!(nested_listing.iter().any(|o| o.contains("junit_cloud-e2e")), "{nested_listing:?}");
     let broken = of(BROKEN);
     assert_eq!(broken.len(), 2, "horologium's and mkpj's: {summary:#?}");
     for (states, prowjob) in &broken {
@@ -491,7 +522,7 @@ fn run_under_prow(
         .unwrap();
     assert!(indexed.status.success(), "harness index: {}", text(&indexed));
     let said = String::from_utf8_lossy(&indexed.stdout);
-    assert!(said.contains(": 3 new, 0 replaced"), "the three ProwJobs' builds: {}", text(&indexed));
+    assert!(said.contains(": 4 new, 0 replaced"), "the four ProwJobs' builds: {}", text(&indexed));
     took
 }
 

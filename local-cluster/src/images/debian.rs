@@ -126,6 +126,46 @@ pub fn download(image: &str, debs: &Path, packages: &BTreeSet<String>) -> Result
 pub struct Extra<'a> {
     pub files: &'a [(&'a str, &'a [u8], u32)],
     pub links: &'a [(&'a str, &'a str)],
+    /// `/bin`, `/sbin`, `/lib` and `/lib64` as links into `/usr`, as on Debian since bookworm
+    /// (usrmerge): a package's `/sbin/ip` is then also `/usr/sbin/ip`, where the harness and
+    /// its machine look for it.
+    pub merged_usr: bool,
+}
+
+/// The directories a merged `/usr` makes links of.
+const MERGED: &[&str] = &["bin", "sbin", "lib", "lib64"];
+
+/// Moves `root/<dir>`'s entries into `root/usr/<dir>` and makes `root/<dir>` a link to `usr/<dir>`,
+/// for each of [`MERGED`]; of an entry in both, `/usr`'s is kept.
+fn merge_usr(root: &Path) -> Result<()> {
+    for dir in MERGED {
+        let (top, usr) = (root.join(dir), root.join("usr").join(dir));
+        if fs::symlink_metadata(&top).is_ok_and(|m| m.is_dir()) {
+            merge_into(&top, &usr)?;
+        }
+        let _ = fs::remove_file(&top);
+        if !top.exists() {
+            fs::create_dir_all(&usr).map_err(io_err("creating", &usr))?;
+            std::os::unix::fs::symlink(format!("usr/{dir}"), &top).map_err(io_err("linking", &top))?;
+        }
+    }
+    Ok(())
+}
+
+/// Moves every entry of the directory `from` into `to` (merging directories in both), then
+/// removes `from`.
+fn merge_into(from: &Path, to: &Path) -> Result<()> {
+    fs::create_dir_all(to).map_err(io_err("creating", to))?;
+    for entry in fs::read_dir(from).map_err(io_err("reading", from))?.flatten() {
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let is_dir = |path: &Path| fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+        if is_dir(&source) && is_dir(&target) {
+            merge_into(&source, &target)?;
+        } else if fs::symlink_metadata(&target).is_err() {
+            fs::rename(&source, &target).map_err(io_err("moving", &source))?;
+        }
+    }
+    fs::remove_dir_all(from).map_err(io_err("removing", from))
 }
 
 /// Unpacks `debs` into `root` (`dpkg-deb -x`: no maintainer scripts).
@@ -155,6 +195,9 @@ pub fn layer(image: &str, debs: &[PathBuf], work: &Path, extra: &Extra) -> Resul
     unpack(image, debs, &root)?;
     for pruned in PRUNED {
         let _ = fs::remove_dir_all(root.join(pruned));
+    }
+    if extra.merged_usr {
+        merge_usr(&root)?;
     }
     for (path, target) in extra.links {
         let link = root.join(path);
@@ -208,11 +251,45 @@ libc6
     }
 
     #[test]
+    fn a_merged_usr_keeps_every_file_and_reaches_it_by_both_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (path, contents) in [
+            ("bin/ip", "ip"),
+            ("lib/x86_64-linux-gnu/libc.so.6", "libc"),
+            ("usr/lib/x86_64-linux-gnu/libz.so.1", "libz"),
+            ("usr/bin/sort", "sort"),
+            ("lib64/ld-linux-x86-64.so.2", "ld"),
+        ] {
+            fs::create_dir_all(root.join(path).parent().unwrap()).unwrap();
+            fs::write(root.join(path), contents).unwrap();
+        }
+        fs::create_dir_all(root.join("sbin")).unwrap();
+        std::os::unix::fs::symlink("/bin/ip", root.join("sbin/ip")).unwrap();
+        merge_usr(root).unwrap();
+        for dir in MERGED {
+            assert_eq!(fs::read_link(root.join(dir)).unwrap(), Path::new("usr").join(dir));
+        }
+        for (path, contents) in [
+            ("usr/bin/ip", "ip"),
+            ("bin/ip", "ip"),
+            ("usr/lib/x86_64-linux-gnu/libc.so.6", "libc"),
+            ("lib/x86_64-linux-gnu/libz.so.1", "libz"),
+            ("usr/bin/sort", "sort"),
+            ("lib64/ld-linux-x86-64.so.2", "ld"),
+        ] {
+            assert_eq!(fs::read_to_string(root.join(path)).unwrap(), contents, "{path}");
+        }
+        assert_eq!(fs::read_link(root.join("usr/sbin/ip")).unwrap(), Path::new("/bin/ip"));
+    }
+
+    #[test]
     fn a_layer_of_debs_drops_documentation_and_keeps_extra_files() {
         let dir = tempfile::tempdir().unwrap();
         let extra = Extra {
             files: &[("etc/nginx/nginx.conf", b"daemon off;", 0o644)],
             links: &[("bin/nc", "/bin/nc.openbsd")],
+            merged_usr: false,
         };
         let bytes = layer("test", &[], dir.path(), &extra).unwrap();
         let mut archive = tar::Archive::new(&bytes[..]);

@@ -84,7 +84,8 @@ pub fn build(contents: &Contents<'_>, output: &Path, work: &Path) -> Result<Buil
     });
     let config = json!({
         "Env": [
-            "PATH=/usr/local/bin:/usr/bin:/bin".to_owned(),
+            // Debian's root PATH: kube-proxy in a nested node finds iptables in /usr/sbin.
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
             format!("SSL_CERT_FILE={CA_BUNDLE}"),
             format!("HARNESS_CACHE_DIR={CACHE_DIR}"),
         ],
@@ -128,9 +129,13 @@ fn base_layer(debian_packages: &[&str], work: &Path) -> Result<Vec<u8>> {
     ];
     fs::create_dir_all(work).map_err(io_err("creating", work))?;
     let packages: Vec<&str> = ["libc6", "libgcc-s1"].into_iter().chain(debian_packages.iter().copied()).collect();
-    let links = if debian_packages.contains(&"iptables") { iptables_links()? } else { Vec::new() };
+    let mut links = if debian_packages.contains(&"iptables") { iptables_links()? } else { Vec::new() };
+    if debian_packages.contains(&"mawk") {
+        links.push(("usr/bin/awk".into(), "/usr/bin/mawk".into()));
+    }
     let links: Vec<(&str, &str)> = links.iter().map(|(l, t)| (l.as_str(), t.as_str())).collect();
-    super::debian_layer(IMAGE, &packages, &debian::Extra { files: &files, links: &links }, work)
+    let extra = debian::Extra { files: &files, links: &links, merged_usr: true };
+    super::debian_layer(IMAGE, &packages, &extra, work)
 }
 
 /// The links `update-alternatives` makes when iptables is installed (unpacking runs no maintainer
@@ -143,10 +148,16 @@ fn iptables_links() -> Result<Vec<(String, String)>> {
         hint: "apt-get install iptables".into(),
     })?;
     let variant = if chosen.to_string_lossy().ends_with("-legacy") { "legacy" } else { "nft" };
-    Ok(["iptables", "iptables-restore", "iptables-save", "ip6tables", "ip6tables-restore", "ip6tables-save"]
-        .iter()
-        .map(|name| (format!("usr/sbin/{name}"), format!("/usr/sbin/{name}-{variant}")))
-        .collect())
+    Ok(iptables_links_to(variant))
+}
+
+/// `usr/sbin/iptables-restore` → `/usr/sbin/iptables-<variant>-restore`, and the rest of the kin.
+fn iptables_links_to(variant: &str) -> Vec<(String, String)> {
+    // iptables -> iptables-nft, iptables-restore -> iptables-nft-restore, as Debian names them.
+    let names = ["iptables", "ip6tables"].into_iter().flat_map(|family| {
+        ["", "-restore", "-save"].map(|tool| (format!("{family}{tool}"), format!("{family}-{variant}{tool}")))
+    });
+    names.map(|(name, target)| (format!("usr/sbin/{name}"), format!("/usr/sbin/{target}"))).collect()
 }
 
 fn binaries_layer(contents: &Contents<'_>) -> Result<Vec<u8>> {
@@ -157,6 +168,10 @@ fn binaries_layer(contents: &Contents<'_>) -> Result<Vec<u8>> {
     // root's home, where a job (run as root) keeps its state and its local store.
     layer.dir("root", 0o700)?;
     for dir in ["usr", "usr/local", "usr/local/bin", "etc", "etc/cloud-provider-harness", "home", "home/nonroot"] {
+        layer.dir(dir, 0o755)?;
+    }
+    // What a nested real node mounts over in its own mount namespace (real::mount_node_filesystems).
+    for dir in ["run", "var", "var/lib", "var/log"] {
         layer.dir(dir, 0o755)?;
     }
     layer.file("usr/local/bin/harness", &harness, 0o755)?;
@@ -187,6 +202,15 @@ fn offline_layer(trees: &[CacheTree]) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iptables_and_its_kin_link_to_the_variant_under_debians_names() {
+        let links = iptables_links_to("nft");
+        assert_eq!(links.len(), 6);
+        assert!(links.contains(&("usr/sbin/iptables".into(), "/usr/sbin/iptables-nft".into())));
+        assert!(links.contains(&("usr/sbin/iptables-restore".into(), "/usr/sbin/iptables-nft-restore".into())));
+        assert!(links.contains(&("usr/sbin/ip6tables-save".into(), "/usr/sbin/ip6tables-nft-save".into())));
+    }
 
     #[test]
     fn the_offline_layer_puts_each_tree_under_the_image_cache_once() {

@@ -487,13 +487,15 @@ fn source_part(part: Part, source: &Path, work: &Path) -> Option<Result<Vec<u8>>
             // Without it glibc's getent asks DNS alone and never reads the kubelet's /etc/hosts
             // (Alpine's musl, upstream's base, reads the file first): the DNS hosts tests use getent.
             let files: [(&str, &[u8], u32); 1] = [("etc/nsswitch.conf", NSSWITCH, 0o644)];
-            let extra = debian::Extra { files: &files, links: &links };
+            let extra = debian::Extra { files: &files, links: &links, ..Default::default() };
             debian_layer("agnhost", &["netcat-openbsd", "curl", "bind9-dnsutils", "iproute2", "libc-bin"], &extra, work)
         }
-        Part::Nginx => debian_layer("nginx", &["nginx"], &debian::Extra { files: &nginx_files(), links: &[] }, work),
+        Part::Nginx => {
+            debian_layer("nginx", &["nginx"], &debian::Extra { files: &nginx_files(), ..Default::default() }, work)
+        }
         Part::GlibcDns => {
             let files: [(&str, &[u8], u32); 1] = [("etc/nsswitch.conf", NSSWITCH, 0o644)];
-            let extra = debian::Extra { files: &files, links: &[] };
+            let extra = debian::Extra { files: &files, ..Default::default() };
             debian_layer("glibc-dns-testing", &["bind9-dnsutils", "libc-bin"], &extra, work)
         }
         Part::Kitten => html("kitten", &["kitten.jpg", "data.json"]),
