@@ -36,15 +36,7 @@ impl Emulator {
             .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
 
         let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().expect("piped");
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
+        collect_lines(child.stderr.take().expect("piped"), &log);
         let (tx, rx) = std::sync::mpsc::channel();
         let stdout = child.stdout.take().expect("piped");
         std::thread::spawn(move || {
@@ -124,6 +116,18 @@ impl Emulator {
         let content_type: Vec<(&str, &str)> = content_type.map(|c| ("Content-Type", c)).into_iter().collect();
         exchange(&self.host, method, path, &content_type, body)
     }
+}
+
+/// Appends each line `stream` gives to `log`, on a thread of its own, until the stream ends.
+pub(crate) fn collect_lines(stream: impl Read + Send + 'static, log: &Arc<Mutex<String>>) {
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
 }
 
 /// One HTTP/1.0 request to `host` (`127.0.0.1:PORT`): the status, the response's header lines and

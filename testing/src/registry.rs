@@ -3,7 +3,6 @@
 //! directory of its own; with [`Registry::start_with_login`], only for one user (htpasswd, as
 //! Distribution's own auth does it). It is killed when dropped, and its storage removed.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -63,20 +62,8 @@ impl Registry {
             .spawn()
             .unwrap_or_else(|e| panic!("starting {BINARY}: {e}"));
         let log = Arc::new(Mutex::new(String::new()));
-        for stream in [
-            child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
-            child.stderr.take().map(|s| Box::new(s) as _),
-        ] {
-            let sink = log.clone();
-            let stream = stream.expect("piped");
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
-                    log.push_str(&line);
-                    log.push('\n');
-                }
-            });
-        }
+        crate::emulator::collect_lines(child.stdout.take().expect("piped"), &log);
+        crate::emulator::collect_lines(child.stderr.take().expect("piped"), &log);
         let registry = Registry { child, port, log, login, _dir: dir };
         registry.wait_until_answers();
         registry

@@ -283,7 +283,8 @@ pub struct BlobPlace {
     pub size: u64,
 }
 
-/// An OCI image archive read once, blobs unread: its `index.json` and where each blob lies.
+/// An OCI image archive read once, blobs unread (seeked past, not read through: an archive of a
+/// job's image is gigabytes): its `index.json` and where each blob lies.
 #[derive(Debug, Clone)]
 pub struct ArchiveLayout {
     pub index: serde_json::Value,
@@ -298,7 +299,7 @@ impl ArchiveLayout {
         let mut archive = tar::Archive::new(fs::File::open(path).map_err(io_err("opening", path))?);
         let mut index_json = None;
         let mut blobs = BTreeMap::new();
-        for entry in archive.entries().map_err(io_err("reading", path))? {
+        for entry in archive.entries_with_seek().map_err(io_err("reading", path))? {
             let mut entry = entry.map_err(io_err("reading", path))?;
             let name = entry.path().map_err(io_err("reading", path))?.to_string_lossy().into_owned();
             if let Some(hex) = name.strip_prefix("blobs/sha256/") {

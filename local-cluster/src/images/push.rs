@@ -36,6 +36,7 @@ pub struct Pushed {
     pub reference: String,
     /// The manifest's digest: `reference@digest` pulls exactly this image.
     pub digest: String,
+    /// Blobs sent, the manifest included, and their bytes.
     pub blobs: usize,
     pub bytes: u64,
 }
@@ -54,33 +55,33 @@ pub async fn push(archive: &Path, target: &str, options: &PushOptions) -> Result
     let failed = |detail: String| ImageError::Push { reference: target.to_string(), detail };
     let reference: Reference =
         target.parse().map_err(|e| failed(format!("not an image reference (registry/repository:tag): {e}")))?;
-    let image = read_image(archive)?;
+    let mut file = fs::File::open(archive).map_err(io_err("opening", archive))?;
+    let image = read_image(archive, &mut file)?;
     let registry = reference.resolve_registry().to_string();
     let auth = registry_auth(&registry, options.docker_config.as_deref())?;
     let protocol = if options.plain_http { ClientProtocol::Http } else { ClientProtocol::Https };
     let client = Client::new(ClientConfig { protocol, ..Default::default() });
-    let explain = |e: oci_client::errors::OciDistributionError| failed(explain(&registry, options.plain_http, e));
-    client.auth(&reference, &auth, oci_client::RegistryOperation::Push).await.map_err(explain)?;
+    let refused = |e: oci_client::errors::OciDistributionError| failed(explain(&registry, options.plain_http, e));
+    client.auth(&reference, &auth, oci_client::RegistryOperation::Push).await.map_err(refused)?;
 
-    let mut file = fs::File::open(archive).map_err(io_err("opening", archive))?;
     let mut bytes = 0;
     for (digest, place) in &image.blobs {
         let step = cli_support::progress::step(format!("pushing {digest} ({} MiB)", place.size >> 20));
         let data = read_blob(&mut file, archive, *place)?;
-        client.push_blob(&reference, &data, digest).await.map_err(explain)?;
+        client.push_blob(&reference, &data, digest).await.map_err(refused)?;
         bytes += place.size;
         step.done();
     }
     let content_type = http::HeaderValue::from_str(&image.media_type)
         .map_err(|e| failed(format!("the manifest's media type {:?}: {e}", image.media_type)))?;
-    client.push_manifest_raw(&reference, image.manifest.clone(), content_type).await.map_err(explain)?;
+    client.push_manifest_raw(&reference, image.manifest.clone(), content_type).await.map_err(refused)?;
     bytes += image.manifest.len() as u64;
     Ok(Pushed { reference: reference.whole(), digest: image.manifest_digest, blobs: image.blobs.len() + 1, bytes })
 }
 
-/// The archive's one image (an archive of several is refused: name the one to push by pushing
-/// an archive of it alone).
-fn read_image(archive: &Path) -> Result<Image> {
+/// The one image of the archive at `archive`, open as `file` (an archive of several is refused:
+/// push an archive of the one alone).
+fn read_image(archive: &Path, file: &mut fs::File) -> Result<Image> {
     let bad = |detail: String| ImageError::Push { reference: archive.display().to_string(), detail };
     let layout = ArchiveLayout::read(archive)?;
     let manifests = layout.index["manifests"].as_array().cloned().unwrap_or_default();
@@ -91,8 +92,7 @@ fn read_image(archive: &Path) -> Result<Image> {
     let place = |digest: &str| {
         layout.blobs.get(digest).copied().ok_or_else(|| bad(format!("blob {digest} is named but not in the archive")))
     };
-    let mut file = fs::File::open(archive).map_err(io_err("opening", archive))?;
-    let manifest = read_blob(&mut file, archive, place(&manifest_digest)?)?;
+    let manifest = read_blob(file, archive, place(&manifest_digest)?)?;
     let parsed: serde_json::Value =
         serde_json::from_slice(&manifest).map_err(|e| bad(format!("its manifest {manifest_digest}: {e}")))?;
     let media_type = parsed["mediaType"].as_str().or(entry["mediaType"].as_str()).unwrap_or(MANIFEST_MEDIA_TYPE);
@@ -259,11 +259,11 @@ mod tests {
         let archive = dir.path().join("x.oci.tar");
         let (a, b) = (files_layer(&[("a", b"a", 0o644)]).unwrap(), files_layer(&[("b", b"b", 0o644)]).unwrap());
         write_archive(&archive, "registry.example/x:v1", &[&a, &b], serde_json::json!({})).unwrap();
-        let image = read_image(&archive).unwrap();
+        let mut file = fs::File::open(&archive).unwrap();
+        let image = read_image(&archive, &mut file).unwrap();
         let order: Vec<&str> = image.blobs.iter().map(|(d, _)| d.as_str()).collect();
         assert_eq!(order[..2], [digest(&a), digest(&b)]);
         assert_eq!(order.len(), 3, "two layers and the config");
-        let mut file = fs::File::open(&archive).unwrap();
         for (blob_digest, place) in &image.blobs {
             assert_eq!(&digest(&read_blob(&mut file, &archive, *place).unwrap()), blob_digest);
         }
@@ -276,7 +276,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let plain = dir.path().join("plain.tar");
         fs::write(&plain, files_layer(&[("a", b"a", 0o644)]).unwrap()).unwrap();
-        let error = read_image(&plain).unwrap_err().to_string();
+        let error = read_image(&plain, &mut fs::File::open(&plain).unwrap()).unwrap_err().to_string();
         assert!(error.contains("not an OCI image archive"), "{error}");
     }
 
