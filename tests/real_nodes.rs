@@ -384,6 +384,38 @@ async fn the_local_cloud_carries_load_balancer_traffic_and_routes_on_real_nodes(
     let (ok, stdout, stderr) = probe("10.250.0.230");
     assert!(!ok && stderr.contains("refused"), "a client outside the source range: {stdout} {stderr}");
 
+    // `cluster exec`: programs on the hub's network, kube-apiserver at the kubeconfig's address, two
+    // at once on addresses of their own, each program's exit status passed on.
+    let kubectl = toolchain::installed(&toolchain::default_release()).unwrap().binary("kubectl");
+    let kubeconfig = cluster.state.kubeconfig.display().to_string();
+    let exec = |command: &[&str]| {
+        let mut exec = std::process::Command::new(&harness_binary);
+        exec.args(["cluster", "exec", "--name", &name, "--"]).args(command);
+        exec
+    };
+    let nodes = exec(&[&kubectl.display().to_string(), "--kubeconfig", &kubeconfig, "get", "nodes", "-o", "name"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&nodes.stdout).into_owned();
+    assert!(
+        nodes.status.success() && listed.lines().count() == 2,
+        "{listed}{}",
+        String::from_utf8_lossy(&nodes.stderr)
+    );
+    let address = "ip -4 -o addr show eth0 | awk '{print $4}'; sleep 2";
+    let both = [exec(&["sh", "-c", address]).output().unwrap(), exec(&["sh", "-c", address]).output().unwrap()];
+    let (first, second) = std::thread::scope(|scope| {
+        let a = scope.spawn(|| exec(&["sh", "-c", address]).output().unwrap());
+        let b = scope.spawn(|| exec(&["sh", "-c", address]).output().unwrap());
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let addresses: BTreeSet<String> =
+        [&first, &second].iter().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).collect();
+    assert_eq!(addresses.len(), 2, "two sessions at once, one address: {addresses:?}");
+    assert!(addresses.iter().all(|a| a.starts_with("10.250.0.2")), "{addresses:?}");
+    assert!(both.iter().all(|o| String::from_utf8_lossy(&o.stdout).trim() == "10.250.0.230/24"), "one after the other");
+    assert_eq!(exec(&["sh", "-c", "exit 7"]).status().unwrap().code(), Some(7));
+
     // Deleted: the cloud lets the load balancer go, and the next request is refused.
     services.delete("lb-web", &Default::default()).await.unwrap();
     wait_for("the cloud to drop the load balancer", Duration::from_secs(60), || async {

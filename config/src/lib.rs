@@ -225,8 +225,14 @@ pub struct Suite {
 }
 
 /// The suites every file has: `cloud-e2e`, `conformance`, `conformance-quick`,
-/// `certified-conformance`.
-pub const BUILTIN_SUITES: [&str; 4] = ["cloud-e2e", "conformance", "conformance-quick", "certified-conformance"];
+/// `certified-conformance`, `upstream-load-balancers`.
+pub const BUILTIN_SUITES: [&str; 5] =
+    ["cloud-e2e", "conformance", "conformance-quick", "certified-conformance", UPSTREAM_LOAD_BALANCERS];
+/// The built-in suite of upstream's own load-balancer tests (`[Feature:LoadBalancer]`), each skipped
+/// or run by the capabilities the provider declares.
+pub const UPSTREAM_LOAD_BALANCERS: &str = "upstream-load-balancers";
+/// ginkgo processes of `upstream-load-balancers`: its tests wait on load balancers and traffic.
+pub const UPSTREAM_LOAD_BALANCERS_PARALLEL: u16 = 4;
 /// The built-in suite that runs conformance for certification and writes the submission.
 pub const CERTIFIED_CONFORMANCE: &str = "certified-conformance";
 /// The job a provider's `certification:` block adds on each of its release lines,
@@ -272,6 +278,11 @@ impl Suite {
                 SuiteKind::CertifiedConformance { parallel: CERTIFIED_CONFORMANCE_PARALLEL },
                 180,
             ),
+            suite(
+                UPSTREAM_LOAD_BALANCERS,
+                SuiteKind::UpstreamLoadBalancers { skip: None, parallel: UPSTREAM_LOAD_BALANCERS_PARALLEL },
+                60,
+            ),
         ]
     }
 }
@@ -299,10 +310,18 @@ pub enum SuiteKind {
         /// ginkgo `--procs`.
         parallel: u16,
     },
+    /// Upstream's load-balancer tests (`[Feature:LoadBalancer]` of the release's `e2e.test`), each
+    /// run or skipped by the capabilities it needs and the provider declares.
+    UpstreamLoadBalancers {
+        /// Tests also left out, by name (RE2, as ginkgo's `--skip`); each reported skipped.
+        skip: Option<String>,
+        /// ginkgo `--procs`.
+        parallel: u16,
+    },
 }
 
 impl SuiteKind {
-    pub const NAMES: [&str; 3] = ["cloud-e2e", "ginkgo", "exec"];
+    pub const NAMES: [&str; 4] = ["cloud-e2e", "ginkgo", "exec", UPSTREAM_LOAD_BALANCERS];
 
     pub fn name(&self) -> &'static str {
         match self {
@@ -310,7 +329,16 @@ impl SuiteKind {
             SuiteKind::Ginkgo { .. } => "ginkgo",
             SuiteKind::Exec { .. } => "exec",
             SuiteKind::CertifiedConformance { .. } => CERTIFIED_CONFORMANCE,
+            SuiteKind::UpstreamLoadBalancers { .. } => UPSTREAM_LOAD_BALANCERS,
         }
+    }
+
+    /// Whether it runs upstream's `e2e.test` (of the run's Kubernetes release, from its toolchain).
+    pub fn runs_e2e_test(&self) -> bool {
+        matches!(
+            self,
+            SuiteKind::Ginkgo { .. } | SuiteKind::CertifiedConformance { .. } | SuiteKind::UpstreamLoadBalancers { .. }
+        )
     }
 }
 
@@ -601,10 +629,19 @@ pub enum Capability {
     LoadBalancerDataPath,
     /// IPv4 and IPv6 node addresses and services.
     DualStack,
+    /// `externalTrafficPolicy: Local`: the load balancer sends traffic only to nodes whose
+    /// `healthCheckNodePort` answers (those with a ready endpoint).
+    LoadBalancerHealthChecks,
+    /// `externalTrafficPolicy: Local`: pods behind the load balancer see the client's own address.
+    LoadBalancerSourceIp,
+    /// `sessionAffinity: ClientIP` holds for clients coming through the load balancer.
+    LoadBalancerSessionAffinity,
+    /// `allocateLoadBalancerNodePorts: false`: the load balancer reaches pods without a NodePort.
+    LoadBalancerWithoutNodePorts,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 11] = [
+    pub const ALL: [Capability; 15] = [
         Capability::Instances,
         Capability::Zones,
         Capability::NodeShutdown,
@@ -616,6 +653,10 @@ impl Capability {
         Capability::Routes,
         Capability::DualStack,
         Capability::LoadBalancerDataPath,
+        Capability::LoadBalancerHealthChecks,
+        Capability::LoadBalancerSourceIp,
+        Capability::LoadBalancerSessionAffinity,
+        Capability::LoadBalancerWithoutNodePorts,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -631,6 +672,10 @@ impl Capability {
             Capability::Routes => "routes",
             Capability::DualStack => "dual-stack",
             Capability::LoadBalancerDataPath => "load-balancer-data-path",
+            Capability::LoadBalancerHealthChecks => "load-balancer-health-checks",
+            Capability::LoadBalancerSourceIp => "load-balancer-source-ip",
+            Capability::LoadBalancerSessionAffinity => "load-balancer-session-affinity",
+            Capability::LoadBalancerWithoutNodePorts => "load-balancer-without-node-ports",
         }
     }
 
@@ -701,6 +746,11 @@ pub struct Hooks {
     /// answer; called with `--ip IP --port P [--udp] [--send TEXT]` appended. Without it, the
     /// data-path tests dial from the test runner itself.
     pub probe_load_balancer: Option<Hook>,
+    /// Runs a test program as a client on the cloud's network, its command line appended (the
+    /// `local` provider's is `harness cluster exec`): `upstream-load-balancers` runs `e2e.test`
+    /// through it, as upstream's tests dial load balancers from the test process. Without it,
+    /// `e2e.test` runs where the harness does, as on a real cloud.
+    pub run_on_cloud_network: Option<Hook>,
 }
 
 /// A hook: argv with placeholders (`{node}` in the instance hooks) and how long it may take.

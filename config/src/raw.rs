@@ -184,6 +184,7 @@ pub struct RawHooks {
     pub start_instance: Option<RawHook>,
     pub list_load_balancers: Option<RawHook>,
     pub probe_load_balancer: Option<RawHook>,
+    pub run_on_cloud_network: Option<RawHook>,
 }
 
 #[derive(Debug, Deserialize)]

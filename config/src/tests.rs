@@ -580,8 +580,8 @@ fn an_unknown_suite_required_is_refused_with_the_known_ones() {
     assert_eq!((problem.path.as_str(), problem.location), ("providers[0].required.suites[1]", at(15, 27)));
     assert_eq!(
         problem.problem.to_string(),
-        "unknown suite `conformence`; the suites are: certified-conformance, cloud-e2e, conformance, conformance-quick \
-         (define more under the top-level `suites:`)"
+        "unknown suite `conformence`; the suites are: certified-conformance, cloud-e2e, conformance, conformance-quick, \
+         upstream-load-balancers (define more under the top-level `suites:`)"
     );
 }
 
@@ -690,6 +690,37 @@ suites:
     assert!(matches!(all[3].problem, Problem::BadDuration { .. }));
     assert!(matches!(all[4].problem, Problem::DuplicateSuite { first: validate::AtLine(Some(3)), .. }));
     assert!(matches!(all[5].problem, Problem::UnknownKind { what: "suite kind", .. }));
+}
+
+#[test]
+fn an_upstream_load_balancers_suite_takes_a_skip_and_parallel_only() {
+    let suites = "\
+suites:
+  - {name: lb-quick, kind: upstream-load-balancers, skip: rolling update, timeout: 30m}
+";
+    let config = load(&format!("{suites}{BASE}")).unwrap();
+    let suite = config.suite("lb-quick").unwrap();
+    assert_eq!(
+        suite.kind,
+        SuiteKind::UpstreamLoadBalancers {
+            skip: Some("rolling update".into()),
+            parallel: UPSTREAM_LOAD_BALANCERS_PARALLEL
+        }
+    );
+    assert!(suite.kind.runs_e2e_test());
+    let built_in = config.suite(UPSTREAM_LOAD_BALANCERS).unwrap();
+    assert_eq!(
+        built_in.kind,
+        SuiteKind::UpstreamLoadBalancers { skip: None, parallel: UPSTREAM_LOAD_BALANCERS_PARALLEL }
+    );
+
+    let suites = "\
+suites:
+  - {name: lb, kind: upstream-load-balancers, focus: TCP, parallel: 0}
+";
+    let all = problems(&format!("{suites}{BASE}"));
+    let found: Vec<&str> = all.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(found, ["suites[0].focus", "suites[0].parallel"], "{all:#?}");
 }
 
 #[test]

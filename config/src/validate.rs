@@ -17,7 +17,7 @@ use super::template::{self, Placeholder, TemplateError};
 use super::{
     BUILTIN_SUITES, BuildOutput, Capability, Ccm, CcmBuild, CcmDeploy, CommandSpec, Deployer, DeployerKind, Hook,
     Hooks, JobSpec, KubernetesVersion, Provider, ProviderTestGrid, ProvidersConfig, Required, Suite, SuiteKind,
-    TestGridSettings, TestMatcher, VsphereTags, jobs,
+    TestGridSettings, TestMatcher, UPSTREAM_LOAD_BALANCERS, UPSTREAM_LOAD_BALANCERS_PARALLEL, VsphereTags, jobs,
 };
 
 pub const DEFAULT_NODES: u32 = 3;
@@ -424,6 +424,16 @@ impl Checker<'_> {
                     skip: self.regex(&at.key("skip"), raw.skip),
                     parallel: raw.parallel.unwrap_or(1).max(1),
                     args,
+                }
+            }
+            UPSTREAM_LOAD_BALANCERS => {
+                self.only(at, &what(UPSTREAM_LOAD_BALANCERS), &options, &["skip", "parallel", "timeout"]);
+                if raw.parallel == Some(0) {
+                    self.report(&at.key("parallel"), Problem::Zero("parallel"));
+                }
+                SuiteKind::UpstreamLoadBalancers {
+                    skip: self.regex(&at.key("skip"), raw.skip),
+                    parallel: raw.parallel.unwrap_or(UPSTREAM_LOAD_BALANCERS_PARALLEL).max(1),
                 }
             }
             "exec" => {
@@ -859,6 +869,7 @@ impl Checker<'_> {
             start_instance: hook("start_instance", raw.start_instance, true),
             list_load_balancers: hook("list_load_balancers", raw.list_load_balancers, false),
             probe_load_balancer: hook("probe_load_balancer", raw.probe_load_balancer, false),
+            run_on_cloud_network: hook("run_on_cloud_network", raw.run_on_cloud_network, false),
         }
     }
 

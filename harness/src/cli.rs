@@ -361,6 +361,18 @@ pub enum ClusterCommand {
         #[arg(long, default_value_t = local_cluster::probe::DEFAULT_SOURCE)]
         source: std::net::Ipv4Addr,
     },
+    /// Run a program as a client on the network of a cluster with real nodes: in a network
+    /// namespace of its own on the cluster's hub, where load balancers' ingress IPs, nodes and pods
+    /// are reachable and kube-apiserver answers at the kubeconfig's address. Exits with the
+    /// program's status (the `local` provider's `run_on_cloud_network` hook, through which
+    /// `upstream-load-balancers` runs e2e.test).
+    Exec {
+        #[command(flatten)]
+        name: NameArg,
+        /// The program and its arguments, after `--`.
+        #[arg(required = true, last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
     /// Dial from this process's network namespace (what lb-probe runs inside its client namespace).
     #[command(hide = true)]
     LbDial {
@@ -633,6 +645,13 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
                 tokio::task::spawn_blocking(move || local_cluster::probe::probe(&name.name, source, &dial)).await??;
             print!("{}", answer.map_err(anyhow::Error::msg)?);
         }
+        ClusterCommand::Exec { name, command } => {
+            let session =
+                tokio::task::spawn_blocking(move || local_cluster::probe::Session::open(&name.name)).await??;
+            let code = exec_in_session(&session, &command).await;
+            drop(session);
+            std::process::exit(code?);
+        }
         ClusterCommand::LbDial { dial } => {
             let dial = dial.dial();
             let answer = tokio::task::spawn_blocking(move || local_cluster::probe::dial(&dial)).await?;
@@ -640,6 +659,33 @@ async fn run_cluster(command: ClusterCommand) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Runs `command` in `session`'s namespace until it ends, and returns its exit code (128 + the
+/// signal that ended it). SIGINT reaches the program from the terminal or process group it shares
+/// with this one, so it only keeps this process alive to clean up after it; SIGTERM is passed on.
+async fn exec_in_session(session: &local_cluster::probe::Session, command: &[String]) -> Result<i32> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut child = tokio::process::Command::new("nsenter");
+    child.arg(format!("--net={}", session.netns().display())).arg("--").args(command);
+    signals::with_default_signals_async(&mut child);
+    let mut child = child.spawn().with_context(|| format!("starting nsenter for {}", command[0]))?;
+    let pid = child.id().map(|id| nix::unistd::Pid::from_raw(id as i32));
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status?,
+            _ = sigint.recv() => {}
+            _ = sigterm.recv() => {
+                if let Some(pid) = pid {
+                    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+                }
+            }
+        }
+    };
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1))
 }
 
 /// Runs `work` until it ends or a SIGINT/SIGTERM arrives ([`signals::until_interrupted`]).

@@ -8,6 +8,13 @@
 //! inside it by running `harness cluster lb-dial` there. The namespace, its veth pair and any
 //! conntrack state go when the holder ends. Probes of one cluster take turns (a lock file in the
 //! socket dir): two clients must not hold one address at once.
+//!
+//! `harness cluster exec` runs a whole program as such a client ([`Session`]): upstream's
+//! load-balancer e2e dials ingress IPs, nodes and their health-check ports from its own process.
+//! Inside the session's namespace a `netproxy` listens on `127.0.0.1:<kube-apiserver's port>` and
+//! forwards to kube-apiserver's Unix socket, so the cluster's kubeconfig works there unchanged.
+//! Sessions take addresses of their own ([`SESSION_SOURCES`], a lock file each), so several run at
+//! once beside the probes.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -22,6 +29,8 @@ use super::{ClusterError, Result, real};
 pub const DEFAULT_SOURCE: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 250);
 /// Client addresses: the top of the hub network, above the nodes' (`.10`–`.209`).
 const SOURCES: std::ops::RangeInclusive<u8> = 210..=254;
+/// The addresses [`Session`]s take, one each at a time (probes default to `.250`).
+pub const SESSION_SOURCES: std::ops::RangeInclusive<u8> = 230..=249;
 
 /// What to dial, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,16 +127,12 @@ pub fn check_source(source: Ipv4Addr) -> Result<()> {
 pub fn probe(name: &str, source: Ipv4Addr, dial: &Dial) -> Result<std::result::Result<String, String>> {
     check_source(source)?;
     let state = super::load_state(name)?;
-    let hub = state.processes.iter().find(|p| p.component == "hub").filter(|p| p.is_running()).ok_or_else(|| {
-        ClusterError::RealNodes(format!(
-            "cluster '{name}' has no running hub namespace: lb-probe needs a cluster with --node-kind real"
-        ))
-    })?;
+    let hub = running_hub(&state, "lb-probe")?;
     let sockets = real::socket_dir(&super::cluster_dir(name));
     let lock_path = sockets.join("probe.lock");
     let lock = fs::File::create(&lock_path).map_err(super::io_err("creating", &lock_path))?;
     lock.lock().map_err(super::io_err("locking", &lock_path))?;
-    let client = Client::start(&sockets, hub.pid, source)?;
+    let client = Client::start(&sockets, hub, source)?;
     let exe = std::env::current_exe().map_err(super::io_err("finding", Path::new("the harness binary")))?;
     let output = Command::new("nsenter")
         .arg(format!("--net=/proc/{}/ns/net", client.holder.id()))
@@ -146,6 +151,134 @@ pub fn probe(name: &str, source: Ipv4Addr, dial: &Dial) -> Result<std::result::R
             Ok(Err(format!("from {source}: {reason}")))
         }
     }
+}
+
+/// The running hub of cluster `name`, for `what` (a command that needs real nodes).
+fn running_hub(state: &super::ClusterState, what: &str) -> Result<i32> {
+    let hub = state.processes.iter().find(|p| p.component == "hub").filter(|p| p.is_running());
+    hub.map(|p| p.pid).ok_or_else(|| {
+        ClusterError::RealNodes(format!(
+            "cluster '{}' has no running hub namespace: {what} needs a cluster with --node-kind real",
+            state.name
+        ))
+    })
+}
+
+/// A client on the hub's network that programs run in (`harness cluster exec`), with
+/// kube-apiserver at its usual address; dropping it ends the proxy and the namespace.
+pub struct Session {
+    proxy: Child,
+    client: Client,
+    _address: fs::File,
+}
+
+impl Session {
+    /// Opens a session on the hub of cluster `name`.
+    pub fn open(name: &str) -> Result<Self> {
+        let state = super::load_state(name)?;
+        let hub = running_hub(&state, "cluster exec")?;
+        let api_port = api_port(&state.api_server)?;
+        let netproxy = netproxy_binary(&state)?;
+        let sockets = real::socket_dir(&super::cluster_dir(name));
+        let (source, address) = take_address(&sockets)?;
+        let client = Client::start(&sockets, hub, source)?;
+        let api_socket = sockets.join("apiserver.sock");
+        let mut proxy = Command::new("nsenter")
+            .arg(format!("--net=/proc/{}/ns/net", client.holder.id()))
+            .arg("--")
+            .arg(&netproxy)
+            .arg(format!("-forward=tcp:127.0.0.1:{api_port}={}", unix_target(&api_socket)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(super::io_err("starting", &netproxy))?;
+        if let Err(e) = wait_listening(&mut proxy, api_port) {
+            let _ = proxy.kill();
+            let _ = proxy.wait();
+            return Err(e);
+        }
+        Ok(Session { proxy, client, _address: address })
+    }
+
+    /// The session's network namespace, for `nsenter --net=`.
+    pub fn netns(&self) -> std::path::PathBuf {
+        format!("/proc/{}/ns/net", self.client.holder.id()).into()
+    }
+
+    /// The client's address on the hub network.
+    pub fn source(&self) -> Ipv4Addr {
+        self.client.source
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.proxy.kill();
+        let _ = self.proxy.wait();
+    }
+}
+
+fn unix_target(path: &Path) -> String {
+    format!("unix:{}", path.display())
+}
+
+/// The port of `https://127.0.0.1:<port>`.
+fn api_port(api_server: &str) -> Result<u16> {
+    let port = api_server.rsplit_once(':').and_then(|(_, port)| port.trim_end_matches('/').parse().ok());
+    port.ok_or_else(|| ClusterError::RealNodes(format!("the cluster's API server {api_server:?} names no port")))
+}
+
+/// The `netproxy` the cluster's hub runs (the toolchain's of its release).
+fn netproxy_binary(state: &super::ClusterState) -> Result<std::path::PathBuf> {
+    let root = state.processes.iter().find(|p| p.component == "netproxy-root").filter(|p| p.is_running());
+    let root = root.ok_or_else(|| {
+        ClusterError::RealNodes(format!("cluster '{}' has no running netproxy-root: is it up?", state.name))
+    })?;
+    let exe = Path::new("/proc").join(root.pid.to_string()).join("exe");
+    fs::read_link(&exe).map_err(super::io_err("reading", &exe))
+}
+
+/// The first of [`SESSION_SOURCES`] no other session holds, and the lock that holds it.
+fn take_address(sockets: &Path) -> Result<(Ipv4Addr, fs::File)> {
+    let hub = real::HUB_IP.octets();
+    for last in SESSION_SOURCES {
+        let path = sockets.join(format!("session-{last}.lock"));
+        let file = fs::File::create(&path).map_err(super::io_err("creating", &path))?;
+        if file.try_lock().is_ok() {
+            return Ok((Ipv4Addr::new(hub[0], hub[1], hub[2], last), file));
+        }
+    }
+    Err(ClusterError::RealNodes(format!(
+        "every client address of the hub ({}.{}.{}.{}-{}) is taken by another `cluster exec`: wait for one to end",
+        hub[0],
+        hub[1],
+        hub[2],
+        SESSION_SOURCES.start(),
+        SESSION_SOURCES.end()
+    )))
+}
+
+/// Waits until `proxy` listens on `127.0.0.1:port` in its namespace (its `/proc/<pid>/net/tcp`
+/// lists the sockets of that namespace).
+fn wait_listening(proxy: &mut Child, port: u16) -> Result<()> {
+    let table = format!("/proc/{}/net/tcp", proxy.id());
+    let wanted = format!("0100007F:{port:04X}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = proxy.try_wait() {
+            return Err(ClusterError::RealNodes(format!("the session's netproxy ended at once: {status}")));
+        }
+        let listening = fs::read_to_string(&table).unwrap_or_default().lines().any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(1) == Some(&wanted.as_str()) && fields.get(3) == Some(&"0A")
+        });
+        if listening {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(ClusterError::RealNodes(format!("the session's netproxy did not listen on 127.0.0.1:{port} within 10s")))
 }
 
 /// A client namespace wired to the hub; dropping it removes the veth pair and ends the namespace.
@@ -200,6 +333,10 @@ impl Client {
         in_ns(&hub, &["link", "set", &self.link, "master", "br0", "up"])?;
         in_ns(&pid, &["link", "set", "lo", "up"])?;
         in_ns(&pid, &["addr", "add", &format!("{}/24", self.source), "dev", "eth0"])?;
+        // The nodes' IPv6 link is the hub's bridge too: e2e dials a node's first InternalIP,
+        // which may be its IPv6 one (a health-check node port).
+        let ipv6 = std::net::Ipv6Addr::new(0xfd00, 0x250, 0, 0, 0, 0, 0, u16::from(self.source.octets()[3]));
+        in_ns(&pid, &["-6", "addr", "add", &format!("{ipv6}/64"), "dev", "eth0", "nodad"])?;
         in_ns(&pid, &["link", "set", "eth0", "up"])?;
         in_ns(&pid, &["route", "add", "default", "via", &real::HUB_IP.to_string()])?;
         // As a client on a cloud's network: it reaches load balancers through the hub only.

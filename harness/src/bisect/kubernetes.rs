@@ -11,7 +11,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use config::{CcmBuild, Deployer, Provider, ProvidersConfig, SuiteKind};
+use config::{CcmBuild, Deployer, Provider, ProvidersConfig};
 use toolchain::proxy_pins::{self, Tag};
 
 /// Parses an end of the range, naming the flag and what it takes when it is not a tag.
@@ -66,7 +66,7 @@ pub fn needs_toolchain(config: &ProvidersConfig, provider: &Provider) -> bool {
         .iter()
         .chain(&provider.required.suites)
         .filter_map(|name| config.suite(name))
-        .any(|suite| matches!(suite.kind, SuiteKind::Ginkgo { .. } | SuiteKind::CertifiedConformance { .. }));
+        .any(|suite| suite.kind.runs_e2e_test());
     matches!(provider.deployer, Deployer::Local { .. })
         || matches!(provider.ccm.build, CcmBuild::Toolchain { .. })
         || ginkgo

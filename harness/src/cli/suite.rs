@@ -16,15 +16,16 @@ pub enum SuiteCommand {
     /// The provider-agnostic CCM tests, for the provider's capabilities and hooks of providers.yaml;
     /// JUnit goes to <artifacts>/junit_cloud-e2e.xml. Exits 1 when a test failed.
     CloudE2e(CloudE2eArgs),
+    /// Upstream's load-balancer tests (`[Feature:LoadBalancer]` of the release's e2e.test), each run
+    /// or skipped by the capabilities the provider declares, through its `run_on_cloud_network`
+    /// hook; JUnit goes to <artifacts>/junit_upstream-load-balancers.xml. With --plan, prints what
+    /// each test would do for the provider (run, skip and why, unmapped) and runs nothing.
+    UpstreamLoadBalancers(UpstreamLoadBalancersArgs),
 }
 
+/// The cluster a suite runs against, and where its JUnit goes.
 #[derive(Debug, Args)]
-pub struct CloudE2eArgs {
-    #[command(flatten)]
-    pub config: ConfigArg,
-    /// The provider whose capabilities and hooks apply.
-    #[arg(long, default_value = "local")]
-    pub provider: String,
+pub struct Target {
     /// The cluster's kubeconfig [default: $KUBECONFIG, else ~/.kube/config].
     #[arg(long, conflicts_with = "cluster")]
     pub kubeconfig: Option<PathBuf>,
@@ -35,6 +36,41 @@ pub struct CloudE2eArgs {
     /// Where the JUnit file goes.
     #[arg(long, env = "ARTIFACTS", default_value = "./_artifacts")]
     pub artifacts: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct UpstreamLoadBalancersArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The provider whose capabilities and hooks apply.
+    #[arg(long, default_value = "local")]
+    pub provider: String,
+    /// The Kubernetes release whose e2e.test runs (the toolchain's) [default: the provider's first].
+    #[arg(long)]
+    pub kubernetes: Option<String>,
+    #[command(flatten)]
+    pub target: Target,
+    /// ginkgo processes.
+    #[arg(long, default_value_t = config::UPSTREAM_LOAD_BALANCERS_PARALLEL)]
+    pub parallel: u16,
+    /// Time for the whole suite.
+    #[arg(long, default_value = "60m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Print each test's decision for the provider (a line each: run, unmapped, or skip with the
+    /// capability and reason) and run nothing.
+    #[arg(long)]
+    pub plan: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CloudE2eArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The provider whose capabilities and hooks apply.
+    #[arg(long, default_value = "local")]
+    pub provider: String,
+    #[command(flatten)]
+    pub target: Target,
     /// Run only the tests whose names match this regex.
     #[arg(long)]
     pub focus: Option<String>,
@@ -60,19 +96,74 @@ fn parse_var(text: &str) -> Result<(Placeholder, String), String> {
 }
 
 pub async fn run_suite(command: SuiteCommand) -> Result<()> {
-    let SuiteCommand::CloudE2e(args) = command;
+    match command {
+        SuiteCommand::CloudE2e(args) => run_cloud_e2e(args).await,
+        SuiteCommand::UpstreamLoadBalancers(args) => run_upstream_load_balancers(args).await,
+    }
+}
+
+async fn run_upstream_load_balancers(args: UpstreamLoadBalancersArgs) -> Result<()> {
+    use harness::suites::upstream_load_balancers::{self as upstream, Decision, UpstreamLoadBalancersSuite};
     let config = args.config.load()?;
     let Some(provider) = config.provider(&args.provider) else {
         let known: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
         bail!("unknown provider {:?}: providers.yaml defines {}", args.provider, known.join(", "));
     };
+    let version = match &args.kubernetes {
+        Some(version) => version.clone(),
+        None => {
+            provider.kubernetes.first().map(|v| v.to_string()).context("the provider lists no Kubernetes version")?
+        }
+    };
+    let release = toolchain::resolve(Some(&version))?;
+    let binaries = harness::suites::ginkgo::Binaries::of(&toolchain::installed(&release).with_context(|| {
+        format!("the toolchain of {version} is not installed: harness toolchain install --kubernetes {version}")
+    })?);
+    if args.plan {
+        let listed = upstream::list_tests(&binaries.e2e_test).await.map_err(anyhow::Error::msg)?;
+        let planned = upstream::plan(&listed, &upstream::table(), &provider.capabilities, &provider.unsupported, None);
+        for test in planned {
+            let decision = match test.decision {
+                Decision::Run => "run".to_owned(),
+                Decision::RunUnmapped => "run (unmapped)".to_owned(),
+                Decision::Skip { capability, .. } => format!("skip ({capability})"),
+                Decision::Excluded { .. } => "skip (the suite's skip)".to_owned(),
+            };
+            println!("{decision:<50} {}", test.name);
+        }
+        return Ok(());
+    }
+    let (kubeconfig, vars) = target(&args.target, &[])?;
+    let suite = UpstreamLoadBalancersSuite::new(config::UPSTREAM_LOAD_BALANCERS, args.parallel, provider, vars.clone())
+        .with_binaries(binaries);
+    let ctx = SuiteContext {
+        kubeconfig,
+        artifacts: args.target.artifacts.clone(),
+        provider: provider.name.clone(),
+        kubernetes_version: version,
+        vars,
+        timeout: args.timeout,
+    };
+    let outcome = super::until_interrupted(suite.run(&ctx)).await??;
+    println!("{}: {}", config::UPSTREAM_LOAD_BALANCERS, outcome.summary);
+    for file in &outcome.junit {
+        println!("  junit: {}", file.display());
+    }
+    if !outcome.passed {
+        bail!("{} failed: {}", config::UPSTREAM_LOAD_BALANCERS, outcome.summary);
+    }
+    Ok(())
+}
+
+/// The kubeconfig of the cluster under test, and the placeholders its hooks use: a local
+/// cluster's (`--cluster`), else a kubeconfig's.
+fn target(target: &Target, extra: &[(Placeholder, String)]) -> Result<(PathBuf, Vars)> {
     let mut vars = Vars::new();
-    vars.insert(Placeholder::Artifacts, args.artifacts.display().to_string());
+    vars.insert(Placeholder::Artifacts, target.artifacts.display().to_string());
     if let Ok(exe) = std::env::current_exe() {
         vars.insert(Placeholder::Harness, exe.display().to_string());
     }
-    let mut healthz = args.ccm_healthz_url.clone();
-    let kubeconfig = match &args.cluster {
+    let kubeconfig = match target.cluster.as_deref() {
         Some(name) => {
             let state = local_cluster::load_state(name)?;
             vars.insert(Placeholder::Cluster, state.name.clone());
@@ -81,30 +172,44 @@ pub async fn run_suite(command: SuiteCommand) -> Result<()> {
             if let Some(port) = state.ccm_port {
                 vars.insert(Placeholder::SecurePort, port.to_string());
             }
-            healthz = healthz.or(state.ccm_url.as_ref().map(|url| format!("{url}/healthz")));
             state.kubeconfig
         }
-        None => args
+        None => target
             .kubeconfig
             .clone()
             .or_else(default_kubeconfig)
             .context("no --kubeconfig, $KUBECONFIG or ~/.kube/config")?,
     };
     vars.insert(Placeholder::Kubeconfig, kubeconfig.display().to_string());
-    vars.extend(args.vars.iter().cloned());
+    vars.extend(extra.iter().cloned());
+    Ok((kubeconfig, vars))
+}
+
+async fn run_cloud_e2e(args: CloudE2eArgs) -> Result<()> {
+    let config = args.config.load()?;
+    let Some(provider) = config.provider(&args.provider) else {
+        let known: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
+        bail!("unknown provider {:?}: providers.yaml defines {}", args.provider, known.join(", "));
+    };
+    let (kubeconfig, vars) = target(&args.target, &args.vars)?;
+    let mut healthz = args.ccm_healthz_url.clone();
+    if let Some(name) = &args.target.cluster {
+        let state = local_cluster::load_state(name)?;
+        healthz = healthz.or(state.ccm_url.as_ref().map(|url| format!("{url}/healthz")));
+    }
 
     let suite = CloudE2eSuite::new("cloud-e2e", provider, args.focus.as_deref(), args.skip.as_deref())?
         .with_ccm_healthz_url(healthz);
     let ctx = SuiteContext {
         kubeconfig,
-        artifacts: args.artifacts.clone(),
+        artifacts: args.target.artifacts.clone(),
         provider: provider.name.clone(),
         kubernetes_version: String::new(),
         vars,
         timeout: args.timeout,
     };
     let outcome = super::until_interrupted(suite.run(&ctx)).await??;
-    record_job_version(&ctx.kubeconfig, &args.artifacts).await;
+    record_job_version(&ctx.kubeconfig, &args.target.artifacts).await;
     println!("cloud-e2e: {}", outcome.summary);
     for file in &outcome.junit {
         println!("  junit: {}", file.display());

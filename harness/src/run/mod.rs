@@ -168,10 +168,7 @@ struct Plan<'a> {
 /// the proxy does not serve, or one this Go cannot build, is refused before anything starts.
 async fn pin_kubernetes(plan: &Plan<'_>) -> Result<(), RunError> {
     let local = matches!(plan.provider.deployer, config::Deployer::Local { .. });
-    let ginkgo = plan
-        .suites
-        .iter()
-        .any(|suite| matches!(suite.kind, SuiteKind::Ginkgo { .. } | SuiteKind::CertifiedConformance { .. }));
+    let ginkgo = plan.suites.iter().any(|suite| suite.kind.runs_e2e_test());
     if !local && !ginkgo {
         return Ok(());
     }
@@ -529,6 +526,17 @@ fn runner(
         }
         SuiteKind::CertifiedConformance { parallel } => {
             submission::suite(&suite.name, *parallel, plan, vars).map(|suite| Box::new(suite) as Box<dyn SuiteRunner>)
+        }
+        SuiteKind::UpstreamLoadBalancers { skip, parallel } => {
+            crate::suites::upstream_load_balancers::UpstreamLoadBalancersSuite::new(
+                &suite.name,
+                *parallel,
+                provider,
+                vars.clone(),
+            )
+            .with_skip(skip.as_deref())
+            .map(|suite| Box::new(suite) as Box<dyn SuiteRunner>)
+            .map_err(|e| e.to_string())
         }
     }
 }

@@ -32,7 +32,7 @@ use junit::{Attempt, Detail, Outcome, Output, Report, Suite, TestCase};
 use nix::sys::signal::Signal;
 
 use super::exec::{self, Invocation, JunitSnapshot, absolute};
-use super::ginkgo::{Binaries, GINKGO_CLEANUP_GRACE, GINKGO_REPORT_GRACE, go_duration, toolchain_binaries};
+use super::ginkgo::{Binaries, GINKGO_CLEANUP_GRACE, GINKGO_REPORT_GRACE, given_or_toolchain, go_duration};
 use super::{SuiteContext, SuiteError, SuiteOutcome, SuiteRunner};
 use config::CONFORMANCE_FOCUS;
 
@@ -113,10 +113,7 @@ impl SuiteRunner for CertifiedConformanceSuite {
     }
 
     async fn run(&self, ctx: &SuiteContext) -> Result<SuiteOutcome, SuiteError> {
-        let binaries = match &self.binaries {
-            Some(binaries) => binaries.clone(),
-            None => toolchain_binaries(&self.name, ctx)?,
-        };
+        let binaries = given_or_toolchain(self.binaries.as_ref(), &self.name, ctx)?;
         for program in [&binaries.ginkgo, &binaries.e2e_test] {
             if !program.is_file() {
                 return Err(exec::cannot_run(&self.name, format!("{} does not exist", program.display())));
@@ -196,22 +193,9 @@ pub fn newest_pinned_minor() -> Minor {
 
 /// The release's conformance list, as its `e2e.test` prints it.
 pub async fn conformance_list(e2e_test: &Path) -> Result<Vec<certification::ConformanceTest>, String> {
-    let output = tokio::process::Command::new(e2e_test)
-        .arg("--list-conformance-tests")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .map_err(|e| format!("cannot run {} --list-conformance-tests: {e}", e2e_test.display()))?;
-    if !output.status.success() {
-        return Err(format!(
-            "{} --list-conformance-tests: {}: {}",
-            e2e_test.display(),
-            exec::go_exit_text(output.status),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    certification::conformance_list::parse(&String::from_utf8_lossy(&output.stdout))
-        .map_err(|e| format!("{} --list-conformance-tests: {e}", e2e_test.display()))
+    let flag = "--list-conformance-tests";
+    let listed = exec::e2e_test_list(e2e_test, flag).await?;
+    certification::conformance_list::parse(&listed).map_err(|e| format!("{} {flag}: {e}", e2e_test.display()))
 }
 
 /// The checks as `harness conformance verify` prints them, a line each, then the title.

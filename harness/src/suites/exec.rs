@@ -181,6 +181,26 @@ pub(crate) struct Finished {
 }
 
 /// Go's `ProcessState.String()`, which is what kubetest2 reports for a failed command.
+/// What `e2e.test <flag>` prints (`--list-tests`, `--list-conformance-tests`): a list it prints
+/// without a cluster; an error naming the flag when it cannot.
+pub(crate) async fn e2e_test_list(e2e_test: &Path, flag: &str) -> Result<String, String> {
+    let output = tokio::process::Command::new(e2e_test)
+        .arg(flag)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("cannot run {} {flag}: {e}", e2e_test.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{} {flag}: {}: {}",
+            e2e_test.display(),
+            go_exit_text(output.status),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
 pub(crate) fn go_exit_text(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     if let Some(code) = status.code() {

@@ -89,6 +89,8 @@ pub struct GinkgoSuite {
     parallel: u16,
     args: Vec<String>,
     binaries: Option<Binaries>,
+    /// A command the whole command line is appended to (a provider's `run_on_cloud_network`).
+    wrapper: Vec<String>,
 }
 
 impl GinkgoSuite {
@@ -99,7 +101,14 @@ impl GinkgoSuite {
         parallel: u16,
         args: Vec<String>,
     ) -> Self {
-        GinkgoSuite { name: name.into(), focus, skip, parallel, args, binaries: None }
+        GinkgoSuite { name: name.into(), focus, skip, parallel, args, binaries: None, wrapper: Vec::new() }
+    }
+
+    /// Runs the command line as the arguments of `wrapper` (e.g. `harness cluster exec --name C
+    /// --`, which runs it as a client on the cloud's network); empty for none.
+    pub fn with_wrapper(mut self, wrapper: Vec<String>) -> Self {
+        self.wrapper = wrapper;
+        self
     }
 
     /// Runs these programs instead of the toolchain's for the context's Kubernetes version (a
@@ -111,10 +120,7 @@ impl GinkgoSuite {
 
     /// The programs it runs for `ctx`: the ones given, else the installed toolchain's.
     pub fn binaries(&self, ctx: &SuiteContext) -> Result<Binaries, SuiteError> {
-        match &self.binaries {
-            Some(binaries) => Ok(binaries.clone()),
-            None => toolchain_binaries(&self.name, ctx),
-        }
+        given_or_toolchain(self.binaries.as_ref(), &self.name, ctx)
     }
 
     /// The command line for `ctx`; `report_prefix` is `e2e.test`'s `--report-prefix`.
@@ -148,19 +154,33 @@ impl GinkgoSuite {
             flags.push(template::render(arg, &vars)?);
         }
         if self.parallel <= 1 {
-            return Ok(std::iter::once(binaries.e2e_test.display().to_string()).chain(flags).collect());
+            let e2e_test = binaries.e2e_test.display().to_string();
+            return Ok(self.wrapper.iter().cloned().chain(std::iter::once(e2e_test)).chain(flags).collect());
         }
         // The CLI's own suite timeout (default 1h) and colours, then the e2e flags after `--`.
-        let mut argv = vec![
+        let mut argv = self.wrapper.clone();
+        argv.extend([
             binaries.ginkgo.display().to_string(),
             format!("--nodes={}", self.parallel),
             format!("--timeout={timeout}"),
             "--no-color".into(),
             binaries.e2e_test.display().to_string(),
             "--".into(),
-        ];
+        ]);
         argv.extend(flags);
         Ok(argv)
+    }
+}
+
+/// `given` programs, else the installed toolchain's for the context's Kubernetes version.
+pub(crate) fn given_or_toolchain(
+    given: Option<&Binaries>,
+    suite: &str,
+    ctx: &SuiteContext,
+) -> Result<Binaries, SuiteError> {
+    match given {
+        Some(binaries) => Ok(binaries.clone()),
+        None => toolchain_binaries(suite, ctx),
     }
 }
 

@@ -5,7 +5,9 @@
 //! - `ginkgo` ([`ginkgo`]): upstream `e2e.test` of the cluster's Kubernetes version under ginkgo;
 //! - `cloud-e2e` ([`cloud_e2e`]): the harness's built-in cloud-provider suite;
 //! - `certified-conformance` ([`certified_conformance`]): upstream conformance as certification
-//!   runs it, and the `cncf/k8s-conformance` submission written and checked.
+//!   runs it, and the `cncf/k8s-conformance` submission written and checked;
+//! - `upstream-load-balancers` ([`upstream_load_balancers`]): upstream's own load-balancer tests,
+//!   each run or skipped by the capabilities the provider declares.
 //!
 //! A test failing is not an error here: it is in the JUnit, and [`SuiteOutcome::passed`] says so.
 //! [`SuiteError`] is for a suite that could not run at all (a missing binary, a bad template).
@@ -15,6 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use config::Capability;
 use config::template::Vars;
 
 pub mod certified_conformance;
@@ -23,6 +26,7 @@ pub mod exec;
 pub mod ginkgo;
 pub mod local_skips;
 pub mod metadata;
+pub mod upstream_load_balancers;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
@@ -65,4 +69,17 @@ pub struct SuiteOutcome {
 pub trait SuiteRunner: Send + Sync {
     fn name(&self) -> &str;
     async fn run(&self, ctx: &SuiteContext) -> Result<SuiteOutcome, SuiteError>;
+}
+
+/// Why a test needing `capability` is skipped for a provider without it: the capability, and the
+/// provider's `unsupported:` reason when it gives one.
+pub fn missing_capability(
+    capability: Capability,
+    unsupported: &std::collections::BTreeMap<Capability, String>,
+) -> String {
+    let reason = match unsupported.get(&capability) {
+        Some(why) => format!(": {why}"),
+        None => String::new(),
+    };
+    format!("the provider does not declare the capability `{capability}` (providers.yaml capabilities){reason}")
 }

@@ -17,4 +17,5 @@ mod provider_run;
 mod prow;
 mod real_prow;
 mod run;
+mod upstream_load_balancers;
 mod vsphere;

@@ -219,13 +219,7 @@ impl CloudE2eSuite {
     /// Why `test` cannot run for this provider, if it cannot.
     fn skip_reason(&self, test: &Test, hooks: &HookRunner) -> Option<String> {
         if let Some(missing) = test.needs.iter().find(|c| !self.capabilities.contains(c)) {
-            let reason = match self.unsupported.get(missing) {
-                Some(why) => format!(": {why}"),
-                None => String::new(),
-            };
-            return Some(format!(
-                "the provider does not declare the capability `{missing}` (providers.yaml capabilities){reason}"
-            ));
+            return Some(super::missing_capability(*missing, &self.unsupported));
         }
         let missing = test.hooks.iter().find(|h| !hooks.has(**h))?;
         Some(format!("the provider declares no `{}` hook (providers.yaml hooks)", missing.as_str()))
