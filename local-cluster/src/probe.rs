@@ -333,8 +333,8 @@ impl Client {
         in_ns(&hub, &["link", "set", &self.link, "master", "br0", "up"])?;
         in_ns(&pid, &["link", "set", "lo", "up"])?;
         in_ns(&pid, &["addr", "add", &format!("{}/24", self.source), "dev", "eth0"])?;
-        // The nodes' IPv6 link is the hub's bridge too: e2e dials a node's first InternalIP,
-        // which may be its IPv6 one (a health-check node port).
+        // The nodes' IPv6 link is the hub's bridge too: a client of dual-stack nodes reaches them
+        // on either family, as e2e may dial a node's IPv6 InternalIP.
         let ipv6 = std::net::Ipv6Addr::new(0xfd00, 0x250, 0, 0, 0, 0, 0, u16::from(self.source.octets()[3]));
         in_ns(&pid, &["-6", "addr", "add", &format!("{ipv6}/64"), "dev", "eth0", "nodad"])?;
         in_ns(&pid, &["link", "set", "eth0", "up"])?;
