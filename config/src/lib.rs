@@ -393,6 +393,8 @@ pub struct Provider {
     pub suites: Vec<String>,
     pub required: Required,
     pub hooks: Hooks,
+    /// What cloud-e2e's LoadBalancer Services carry for this cloud (`load_balancer_services:`).
+    pub load_balancer_services: LoadBalancerServices,
     /// The flake policy of `harness bisect`: runs of a failing commit before it counts as bad
     /// (`flake.runs`, default 1; a pass in any of them makes the commit good).
     pub flake_runs: u32,
@@ -751,6 +753,31 @@ pub struct Hooks {
     /// through it, as upstream's tests dial load balancers from the test process. Without it,
     /// `e2e.test` runs where the harness does, as on a real cloud.
     pub run_on_cloud_network: Option<Hook>,
+}
+
+/// Annotations and a class the cloud needs on a LoadBalancer Service to give it what a test asks
+/// for (an AWS UDP port needs an NLB: `service.beta.kubernetes.io/aws-load-balancer-type: nlb`).
+/// cloud-e2e puts them on every Service it creates; upstream's tests create their own Services,
+/// which these do not reach.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadBalancerServices {
+    /// On every LoadBalancer Service.
+    pub annotations: BTreeMap<String, String>,
+    /// Also on a Service with a UDP port (they win over `annotations`).
+    pub udp_annotations: BTreeMap<String, String>,
+    /// `spec.loadBalancerClass` of every Service (but the one testing that another class is left alone).
+    pub load_balancer_class: Option<String>,
+}
+
+impl LoadBalancerServices {
+    /// The annotations of a Service, with a UDP port or not.
+    pub fn annotations_for(&self, udp: bool) -> BTreeMap<String, String> {
+        let mut annotations = self.annotations.clone();
+        if udp {
+            annotations.extend(self.udp_annotations.clone());
+        }
+        annotations
+    }
 }
 
 /// A hook: argv with placeholders (`{node}` in the instance hooks) and how long it may take.

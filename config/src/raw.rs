@@ -65,6 +65,8 @@ pub struct RawProvider {
     #[serde(default)]
     pub hooks: RawHooks,
     #[serde(default)]
+    pub load_balancer_services: RawLoadBalancerServices,
+    #[serde(default)]
     pub flake: RawFlake,
     pub interval: Option<String>,
     pub jobs: Option<Vec<RawJob>>,
@@ -174,6 +176,17 @@ pub struct RawRequired {
 pub struct RawFlake {
     /// Runs of a failing commit before `harness bisect` counts it bad.
     pub runs: Option<u32>,
+}
+
+/// What the suites' LoadBalancer Services carry for this provider's cloud.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLoadBalancerServices {
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    pub udp_annotations: BTreeMap<String, String>,
+    pub load_balancer_class: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -724,6 +724,39 @@ suites:
 }
 
 #[test]
+fn load_balancer_services_give_annotations_and_a_class_with_bad_keys_located() {
+    let text = edit(
+        "    capabilities: [instances]",
+        "    capabilities: [instances]\n    load_balancer_services:\n      annotations: {example.com/tier: gold}\n      udp_annotations: {service.beta.kubernetes.io/aws-load-balancer-type: nlb, example.com/tier: udp}\n      load_balancer_class: example.com/internal",
+    );
+    let config = load(&text).unwrap();
+    let services = &config.providers[0].load_balancer_services;
+    assert_eq!(services.load_balancer_class.as_deref(), Some("example.com/internal"));
+    let tcp = services.annotations_for(false);
+    assert_eq!(tcp.into_iter().collect::<Vec<_>>(), [("example.com/tier".to_owned(), "gold".to_owned())]);
+    let udp = services.annotations_for(true);
+    assert_eq!(udp["example.com/tier"], "udp", "the UDP ones win");
+    assert_eq!(udp["service.beta.kubernetes.io/aws-load-balancer-type"], "nlb");
+    assert_eq!(load(BASE).unwrap().providers[0].load_balancer_services, LoadBalancerServices::default());
+
+    let text = edit(
+        "    capabilities: [instances]",
+        "    capabilities: [instances]\n    load_balancer_services:\n      annotations: {Bad_Prefix/x: y}\n      load_balancer_class: internal-",
+    );
+    let all = problems(&text);
+    let found: Vec<&str> = all.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(
+        found,
+        [
+            "providers[0].load_balancer_services.annotations.Bad_Prefix/x",
+            "providers[0].load_balancer_services.load_balancer_class"
+        ],
+        "{all:#?}"
+    );
+    assert!(all[0].problem.to_string().contains("DNS subdomain"), "{}", all[0].problem);
+}
+
+#[test]
 fn defaults_fill_in() {
     let config = load(BASE).unwrap();
     let p = &config.providers[0];

@@ -10,14 +10,15 @@ use std::time::Duration;
 use super::clouds::{self, CloudFacts};
 use super::locate::{Location, YamlPath};
 use super::raw::{
-    RawBuild, RawCertification, RawDeploy, RawDeployer, RawFile, RawHook, RawProvider, RawSuite, RawTestGrid,
-    RawTestMatcher,
+    RawBuild, RawCertification, RawDeploy, RawDeployer, RawFile, RawHook, RawLoadBalancerServices, RawProvider,
+    RawSuite, RawTestGrid, RawTestMatcher,
 };
 use super::template::{self, Placeholder, TemplateError};
 use super::{
     BUILTIN_SUITES, BuildOutput, Capability, Ccm, CcmBuild, CcmDeploy, CommandSpec, Deployer, DeployerKind, Hook,
-    Hooks, JobSpec, KubernetesVersion, Provider, ProviderTestGrid, ProvidersConfig, Required, Suite, SuiteKind,
-    TestGridSettings, TestMatcher, UPSTREAM_LOAD_BALANCERS, UPSTREAM_LOAD_BALANCERS_PARALLEL, VsphereTags, jobs,
+    Hooks, JobSpec, KubernetesVersion, LoadBalancerServices, Provider, ProviderTestGrid, ProvidersConfig, Required,
+    Suite, SuiteKind, TestGridSettings, TestMatcher, UPSTREAM_LOAD_BALANCERS, UPSTREAM_LOAD_BALANCERS_PARALLEL,
+    VsphereTags, jobs,
 };
 
 pub const DEFAULT_NODES: u32 = 3;
@@ -521,6 +522,8 @@ impl Checker<'_> {
             let at = at.key("flake").key("runs");
             self.report(&at, Problem::BadValue { what: "flake runs", value: "0".into(), reason });
         }
+        let load_balancer_services =
+            self.load_balancer_services(raw.load_balancer_services, &at.key("load_balancer_services"));
         let has_certification = raw.certification.is_some();
         self.certified_suite_listed(&provider_suites, &at.key("suites"), has_certification, &raw.name);
         // The one job of a provider without `jobs:` runs `suites`, reported above.
@@ -547,6 +550,7 @@ impl Checker<'_> {
             suites: provider_suites,
             required,
             hooks,
+            load_balancer_services,
             flake_runs: flake_runs.max(1),
             jobs,
             testgrid,
@@ -870,6 +874,29 @@ impl Checker<'_> {
             list_load_balancers: hook("list_load_balancers", raw.list_load_balancers, false),
             probe_load_balancer: hook("probe_load_balancer", raw.probe_load_balancer, false),
             run_on_cloud_network: hook("run_on_cloud_network", raw.run_on_cloud_network, false),
+        }
+    }
+
+    fn load_balancer_services(&mut self, raw: RawLoadBalancerServices, at: &YamlPath) -> LoadBalancerServices {
+        for (field, annotations) in [("annotations", &raw.annotations), ("udp_annotations", &raw.udp_annotations)] {
+            for key in annotations.keys() {
+                if let Err(reason) = annotation_key(key) {
+                    let at = at.key(field).key(key);
+                    self.report(&at, Problem::BadValue { what: "annotation key", value: key.clone(), reason });
+                }
+            }
+        }
+        if let Some(class) = &raw.load_balancer_class
+            && annotation_key(class).is_err()
+        {
+            let reason = "a class is a label-style name with a domain prefix, e.g. example.com/internal";
+            let at = at.key("load_balancer_class");
+            self.report(&at, Problem::BadValue { what: "loadBalancerClass", value: class.clone(), reason });
+        }
+        LoadBalancerServices {
+            annotations: raw.annotations,
+            udp_annotations: raw.udp_annotations,
+            load_balancer_class: raw.load_balancer_class,
         }
     }
 
@@ -1254,4 +1281,37 @@ impl Checker<'_> {
             }
         }
     }
+}
+
+/// Checks a Kubernetes annotation key (`[prefix/]name`): a DNS subdomain prefix of at most 253
+/// characters, and a name of 1 to 63 alphanumerics, `-`, `_` or `.`, starting and ending with an
+/// alphanumeric.
+fn annotation_key(key: &str) -> Result<(), &'static str> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let alnum_ends = |s: &str| {
+        s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && s.chars().last().is_some_and(|c| c.is_ascii_alphanumeric())
+    };
+    let name_ok = (1..=63).contains(&name.len())
+        && alnum_ends(name)
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !name_ok {
+        return Err(
+            "an annotation name is 1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+        );
+    }
+    if let Some(prefix) = prefix {
+        let label_ok = |label: &str| {
+            (1..=63).contains(&label.len())
+                && alnum_ends(label)
+                && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        };
+        if prefix.len() > 253 || !prefix.split('.').all(label_ok) {
+            return Err("an annotation prefix is a DNS subdomain: lower-case labels joined by '.', e.g. example.com");
+        }
+    }
+    Ok(())
 }

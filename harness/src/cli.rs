@@ -386,7 +386,7 @@ pub enum ClusterCommand {
 pub struct DialArgs {
     /// The ingress IP.
     #[arg(long)]
-    pub ip: std::net::Ipv4Addr,
+    pub ip: std::net::IpAddr,
     /// The load balancer's port.
     #[arg(long)]
     pub port: u16,

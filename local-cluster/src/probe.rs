@@ -18,7 +18,7 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -35,7 +35,8 @@ pub const SESSION_SOURCES: std::ops::RangeInclusive<u8> = 230..=249;
 /// What to dial, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dial {
-    pub ip: Ipv4Addr,
+    /// The ingress address, IPv4 or IPv6.
+    pub ip: IpAddr,
     pub port: u16,
     pub udp: bool,
     /// Sent once connected (TCP: then the write side is closed); UDP needs it.
@@ -76,7 +77,8 @@ pub fn dial(dial: &Dial) -> std::result::Result<String, String> {
         let Some(send) = &dial.send else {
             return Err("a UDP probe needs --send TEXT: it only learns something from a reply".into());
         };
-        let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(|e| format!("UDP socket: {e}"))?;
+        let any: IpAddr = if dial.ip.is_ipv6() { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
+        let socket = UdpSocket::bind((any, 0)).map_err(|e| format!("UDP socket: {e}"))?;
         socket.connect(target).map_err(|e| format!("{what}: {e}"))?;
         socket.set_read_timeout(Some(dial.timeout)).map_err(|e| format!("{what}: {e}"))?;
         socket.send(send.as_bytes()).map_err(|e| format!("{what}: sending: {e}"))?;
@@ -391,7 +393,7 @@ mod tests {
             stream.write_all(format!("you said {asked}").as_bytes()).unwrap();
         });
         let ask = Dial {
-            ip: Ipv4Addr::LOCALHOST,
+            ip: Ipv4Addr::LOCALHOST.into(),
             port,
             udp: false,
             send: Some("hi".into()),
@@ -415,7 +417,7 @@ mod tests {
             server.send_to(&buffer[..got], from).unwrap();
         });
         let ask = Dial {
-            ip: Ipv4Addr::LOCALHOST,
+            ip: Ipv4Addr::LOCALHOST.into(),
             port,
             udp: true,
             send: Some("echo".into()),
@@ -430,7 +432,7 @@ mod tests {
     #[test]
     fn the_dial_repeats_as_lb_dial_arguments() {
         let ask = Dial {
-            ip: Ipv4Addr::new(10, 250, 1, 1),
+            ip: Ipv4Addr::new(10, 250, 1, 1).into(),
             port: 53,
             udp: true,
             send: Some("hostname".into()),

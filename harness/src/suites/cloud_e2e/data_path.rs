@@ -9,7 +9,7 @@
 //! they are skipped, saying so.
 
 use std::collections::BTreeSet;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -151,7 +151,7 @@ async fn with_backend<'a, F>(
     name: &'a str,
     service: Service,
     nodes: &'a [Node],
-    body: impl FnOnce(Vec<String>, Ipv4Addr) -> F,
+    body: impl FnOnce(Vec<String>, IpAddr) -> F,
 ) -> TestResult
 where
     F: Future<Output = TestResult> + 'a,
@@ -171,14 +171,29 @@ where
     result
 }
 
-async fn ingress_ip(w: &World, name: &str) -> Result<Ipv4Addr, Verdict> {
-    let what = format!("an ingress IP in the status of service {}/{name}", w.namespace);
-    let ip = wait::until(&what, TIMEOUT, || async {
+async fn ingress_ip(w: &World, name: &str) -> Result<IpAddr, Verdict> {
+    let what = format!("an ingress address in the status of service {}/{name}", w.namespace);
+    let point = wait::until(&what, TIMEOUT, || async {
         let service = services(w).get(name).await.map_err(|e| e.to_string())?;
         super::load_balancers::ingress(&service).into_iter().next().ok_or_else(|| "no ingress yet".to_owned())
     })
     .await?;
-    ip.parse().map_err(|_| Verdict::Failed(format!("ingress {ip:?} of service {name} is not an IPv4 address")))
+    ingress_address(&point).await.map_err(|e| Verdict::Failed(format!("the ingress of service {name}: {e}")))
+}
+
+/// An ingress point's address: the IP itself (IPv4 or IPv6), or what its host name resolves to,
+/// IPv4 first (AWS's load balancers give a DNS name).
+pub async fn ingress_address(point: &str) -> Result<IpAddr, String> {
+    if let Ok(ip) = point.parse() {
+        return Ok(ip);
+    }
+    let resolved: Vec<IpAddr> = tokio::net::lookup_host((point, 0))
+        .await
+        .map_err(|e| format!("host name {point:?} does not resolve: {e}"))?
+        .map(|address| address.ip())
+        .collect();
+    let first = resolved.iter().find(|ip| ip.is_ipv4()).or(resolved.first());
+    first.copied().ok_or_else(|| format!("host name {point:?} resolves to no address"))
 }
 
 /// Dials through the provider's probe hook, or from here.
@@ -195,7 +210,7 @@ async fn dial(w: &World, dial: Dial) -> Result<String, String> {
 }
 
 /// `GET /hostname` through the ingress IP: the name of the pod that answered.
-async fn hostname(w: &World, ip: Ipv4Addr) -> Result<String, String> {
+async fn hostname(w: &World, ip: IpAddr) -> Result<String, String> {
     let request = "GET /hostname HTTP/1.0\r\n\r\n".to_owned();
     let answer =
         dial(w, Dial { ip, port: 80, udp: false, send: Some(request), timeout: Duration::from_secs(5) }).await?;
@@ -208,7 +223,7 @@ async fn hostname(w: &World, ip: Ipv4Addr) -> Result<String, String> {
 async fn tcp_reaches_a_pod(w: &World) -> TestResult {
     const NAME: &str = "dp-tcp";
     let nodes = real_nodes(w).await?;
-    with_backend(w, NAME, service(NAME, false, json!({})), &nodes, |pods, ip| async move {
+    with_backend(w, NAME, w.for_cloud(service(NAME, false, json!({}))), &nodes, |pods, ip| async move {
         let what = format!("GET /hostname through {ip}:80 to answer with one of the pods {pods:?}");
         wait::until(&what, TIMEOUT, || async {
             let name = hostname(w, ip).await?;
@@ -222,7 +237,7 @@ async fn tcp_reaches_a_pod(w: &World) -> TestResult {
 async fn udp_echo(w: &World) -> TestResult {
     const NAME: &str = "dp-udp";
     let nodes = real_nodes(w).await?;
-    with_backend(w, NAME, service(NAME, true, json!({})), &nodes, |_, ip| async move {
+    with_backend(w, NAME, w.for_cloud(service(NAME, true, json!({}))), &nodes, |_, ip| async move {
         let what = format!("a UDP echo through {ip}:5300 to come back");
         wait::until(&what, TIMEOUT, || async {
             let send = Some("echo cloud-e2e-data-path".to_owned());
@@ -241,7 +256,7 @@ async fn set_ranges(w: &World, name: &str, ranges: &[&str]) -> Result<(), Verdic
 }
 
 /// Waits until `IN_A_ROW` dials in a row are refused (or go unanswered).
-async fn refused(w: &World, ip: Ipv4Addr, after: &str) -> TestResult {
+async fn refused(w: &World, ip: IpAddr, after: &str) -> TestResult {
     let what = format!("{ip}:80 to refuse {IN_A_ROW} requests in a row {after}");
     wait::until(&what, TIMEOUT, || async {
         for _ in 0..IN_A_ROW {
@@ -257,7 +272,7 @@ async fn refused(w: &World, ip: Ipv4Addr, after: &str) -> TestResult {
 async fn source_ranges(w: &World) -> TestResult {
     const NAME: &str = "dp-ranges";
     let nodes = real_nodes(w).await?;
-    let service = service(NAME, false, json!({"loadBalancerSourceRanges": [NOBODY]}));
+    let service = w.for_cloud(service(NAME, false, json!({"loadBalancerSourceRanges": [NOBODY]})));
     with_backend(w, NAME, service, &nodes, |pods, ip| async move {
         // Admitted: the client is inside 0.0.0.0/0, whatever its address.
         set_ranges(w, NAME, &[NOBODY, "0.0.0.0/0"]).await?;
@@ -291,7 +306,7 @@ async fn excluded_node(w: &World) -> TestResult {
     // Local: a node's NodePort only reaches the pod on that node, so who answers tells which
     // node the load balancer sent the request to. A pod on every node: the local cloud does not
     // health-check `healthCheckNodePort`, so a node without one would drop its share.
-    let service = service(NAME, false, json!({"externalTrafficPolicy": "Local"}));
+    let service = w.for_cloud(service(NAME, false, json!({"externalTrafficPolicy": "Local"})));
     with_backend(w, NAME, service, nodes, |pods, ip| async move {
         let result = exclude(w, ip, &pods, &excluded).await;
         let restored = set_excluded(w, &excluded, false).await;
@@ -301,7 +316,7 @@ async fn excluded_node(w: &World) -> TestResult {
     .await
 }
 
-async fn exclude(w: &World, ip: Ipv4Addr, pods: &[String], node: &str) -> TestResult {
+async fn exclude(w: &World, ip: IpAddr, pods: &[String], node: &str) -> TestResult {
     let seen = std::sync::Mutex::new(BTreeSet::new());
     let what = format!("requests through {ip}:80 to reach the pods on every node, {pods:?}");
     wait::until(&what, TIMEOUT, || async {

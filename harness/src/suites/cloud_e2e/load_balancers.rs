@@ -233,7 +233,7 @@ async fn wait_listed(w: &World, service: &Service) -> Result<String, Verdict> {
 }
 
 async fn ingress_and_finalizer(w: &World) -> TestResult {
-    let service = load_balancer_service("lb-basic", json!({}));
+    let service = w.for_cloud(load_balancer_service("lb-basic", json!({})));
     with_service(w, service, |_| async move {
         let service = wait_for_ingress(w, "lb-basic").await?;
         if !finalizers(&service).iter().any(|f| f == FINALIZER) {
@@ -257,7 +257,7 @@ async fn ingress_and_finalizer(w: &World) -> TestResult {
 
 async fn deleted_with_the_service(w: &World) -> TestResult {
     const NAME: &str = "lb-delete";
-    let service = load_balancer_service(NAME, json!({}));
+    let service = w.for_cloud(load_balancer_service(NAME, json!({})));
     with_service(w, service, |_| async move {
         let service = wait_for_ingress(w, NAME).await?;
         let listed = w.hooks.has(HookKind::ListLoadBalancers);
@@ -301,7 +301,7 @@ async fn wait_unlisted(w: &World, service: &Service, after: &str) -> TestResult 
 
 async fn released_on_type_change(w: &World) -> TestResult {
     const NAME: &str = "lb-to-clusterip";
-    let service = load_balancer_service(NAME, json!({}));
+    let service = w.for_cloud(load_balancer_service(NAME, json!({})));
     with_service(w, service, |_| async move {
         let service = wait_for_ingress(w, NAME).await?;
         let listed = w.hooks.has(HookKind::ListLoadBalancers);
@@ -335,7 +335,7 @@ async fn released_on_type_change(w: &World) -> TestResult {
 
 async fn foreign_class_ignored(w: &World) -> TestResult {
     const NAME: &str = "lb-foreign-class";
-    let service = load_balancer_service(NAME, json!({"loadBalancerClass": FOREIGN_CLASS}));
+    let service = w.for_cloud(load_balancer_service(NAME, json!({"loadBalancerClass": FOREIGN_CLASS})));
     with_service(w, service, |_| async move {
         let what = format!(
             "the CCM to leave service {} (loadBalancerClass {FOREIGN_CLASS}) alone for {}s: no finalizer, no ingress, no events",
@@ -359,14 +359,16 @@ async fn foreign_class_ignored(w: &World) -> TestResult {
 async fn udp(w: &World) -> TestResult {
     const NAME: &str = "lb-udp";
     let ports = json!({"ports": [{"name": "dns", "protocol": "UDP", "port": 53, "targetPort": 5353}]});
-    with_service(w, load_balancer_service(NAME, ports), |_| async move { wait_for_ingress(w, NAME).await.map(|_| ()) })
-        .await
+    with_service(w, w.for_cloud(load_balancer_service(NAME, ports)), |_| async move {
+        wait_for_ingress(w, NAME).await.map(|_| ())
+    })
+    .await
 }
 
 async fn source_ranges(w: &World) -> TestResult {
     const NAME: &str = "lb-source-ranges";
     let [first, second] = SOURCE_RANGES;
-    let service = load_balancer_service(NAME, json!({"loadBalancerSourceRanges": [first]}));
+    let service = w.for_cloud(load_balancer_service(NAME, json!({"loadBalancerSourceRanges": [first]})));
     with_service(w, service, |_| async move {
         let service = wait_for_ingress(w, NAME).await?;
         wait_for_ranges(w, &service, &[first], &[]).await?;
@@ -409,7 +411,7 @@ async fn node_exclusion(w: &World) -> TestResult {
     const NAME: &str = "lb-node-exclusion";
     let workers = w.workers().await?;
     let node = workers[0].metadata.name.clone().unwrap_or_default();
-    with_service(w, load_balancer_service(NAME, json!({})), |_| async {
+    with_service(w, w.for_cloud(load_balancer_service(NAME, json!({}))), |_| async {
         let result = exclude_and_include(w, NAME, &node).await;
         // Whatever happened, the node is a backend again afterwards.
         let restored = set_excluded(w, &node, false).await;

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
@@ -138,9 +138,33 @@ pub struct World {
     /// Where the CCM serves `/healthz` when it runs outside the cluster (a process of the local
     /// deployer); a CCM running as a pod is found through its leader Lease instead.
     pub ccm_healthz_url: Option<String>,
+    /// What the cloud needs on a LoadBalancer Service (providers.yaml `load_balancer_services`).
+    pub services: config::LoadBalancerServices,
+}
+
+/// `service` with the provider's annotations (its UDP ones too when a port is UDP) and its
+/// `loadBalancerClass` unless the service names one.
+pub fn for_cloud(services: &config::LoadBalancerServices, mut service: Service) -> Service {
+    let ports = service.spec.iter().flat_map(|s| s.ports.iter().flatten());
+    let udp = ports.clone().any(|p| p.protocol.as_deref() == Some("UDP"));
+    let annotations = services.annotations_for(udp);
+    if !annotations.is_empty() {
+        service.metadata.annotations.get_or_insert_with(Default::default).extend(annotations);
+    }
+    if let Some(spec) = service.spec.as_mut()
+        && spec.load_balancer_class.is_none()
+    {
+        spec.load_balancer_class = services.load_balancer_class.clone();
+    }
+    service
 }
 
 impl World {
+    /// `service` with what the provider's cloud needs on it ([`for_cloud`]).
+    pub fn for_cloud(&self, service: Service) -> Service {
+        for_cloud(&self.services, service)
+    }
+
     pub fn nodes(&self) -> Api<Node> {
         Api::all(self.client.clone())
     }
@@ -178,6 +202,7 @@ pub struct CloudE2eSuite {
     /// Why the provider lacks a capability, when its entry says.
     unsupported: std::collections::BTreeMap<Capability, String>,
     hooks: Hooks,
+    services: config::LoadBalancerServices,
     focus: Option<regex::Regex>,
     skip: Option<regex::Regex>,
     ccm_healthz_url: Option<String>,
@@ -200,6 +225,7 @@ impl CloudE2eSuite {
             capabilities: provider.capabilities.clone(),
             unsupported: provider.unsupported.clone(),
             hooks: provider.hooks.clone(),
+            services: provider.load_balancer_services.clone(),
             focus: regex("focus", focus)?,
             skip: regex("skip", skip)?,
             ccm_healthz_url: None,
@@ -264,7 +290,13 @@ impl CloudE2eSuite {
             .ccm_healthz_url
             .clone()
             .or_else(|| ctx.vars.get(&Placeholder::SecurePort).map(|port| format!("http://127.0.0.1:{port}/healthz")));
-        Ok(World { client, namespace, hooks: HookRunner::new(self.hooks.clone(), ctx.vars.clone()), ccm_healthz_url })
+        Ok(World {
+            client,
+            namespace,
+            hooks: HookRunner::new(self.hooks.clone(), ctx.vars.clone()),
+            ccm_healthz_url,
+            services: self.services.clone(),
+        })
     }
 }
 

@@ -169,3 +169,43 @@ fn load_balancers_are_named_as_upstream_names_them() {
     assert!(load_balancers::belongs("lb shop/web", &service));
     assert!(!load_balancers::belongs("lb shop/webx", &service));
 }
+
+#[test]
+fn services_get_the_providers_annotations_and_class_udp_ones_on_udp_services() {
+    let services = config::LoadBalancerServices {
+        annotations: [("example.com/tier".to_owned(), "gold".to_owned())].into(),
+        udp_annotations: [("service.beta.kubernetes.io/aws-load-balancer-type".to_owned(), "nlb".to_owned())].into(),
+        load_balancer_class: Some("example.com/internal".into()),
+    };
+    let service = |protocol: &str, class: Option<&str>| -> k8s_openapi::api::core::v1::Service {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "s"},
+            "spec": {"type": "LoadBalancer", "loadBalancerClass": class, "ports": [{"port": 53, "protocol": protocol}]},
+        }))
+        .unwrap()
+    };
+    let tcp = for_cloud(&services, service("TCP", None));
+    let annotations = tcp.metadata.annotations.clone().unwrap();
+    assert_eq!(annotations.len(), 1, "{annotations:?}");
+    assert_eq!(tcp.spec.unwrap().load_balancer_class.as_deref(), Some("example.com/internal"));
+    let udp = for_cloud(&services, service("UDP", None));
+    assert_eq!(udp.metadata.annotations.unwrap()["service.beta.kubernetes.io/aws-load-balancer-type"], "nlb");
+    // The test of a foreign class keeps its own.
+    let foreign = for_cloud(&services, service("TCP", Some("cloud-e2e.example.com/nobody")));
+    assert_eq!(foreign.spec.unwrap().load_balancer_class.as_deref(), Some("cloud-e2e.example.com/nobody"));
+    // Nothing declared, nothing added.
+    let plain = for_cloud(&config::LoadBalancerServices::default(), service("UDP", None));
+    assert!(plain.metadata.annotations.is_none() && plain.spec.unwrap().load_balancer_class.is_none());
+}
+
+#[tokio::test]
+async fn an_ingress_is_an_ipv4_or_ipv6_address_or_a_host_name_that_resolves() {
+    use super::data_path::ingress_address;
+    assert_eq!(ingress_address("10.250.1.2").await.unwrap().to_string(), "10.250.1.2");
+    assert_eq!(ingress_address("fd00:250::1:2").await.unwrap().to_string(), "fd00:250::1:2");
+    // A host name, as AWS's load balancers give one: resolved, IPv4 first.
+    let local = ingress_address("localhost").await.unwrap();
+    assert!(local.is_loopback(), "{local}");
+    let err = ingress_address("no-such-load-balancer.invalid").await.unwrap_err();
+    assert!(err.contains("no-such-load-balancer.invalid") && err.contains("does not resolve"), "{err}");
+}
