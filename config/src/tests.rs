@@ -103,10 +103,15 @@ fn the_aws_provider_runs_the_toolchains_ccm_against_moto_with_honest_capabilitie
             tags: None
         }
     );
-    // What classic ELBs, moto and an IPv4 VPC do not give (docs/providers.md says why).
-    for missing in [Capability::LoadBalancerUdp, Capability::Routes, Capability::DualStack] {
+    // What moto and an IPv4 VPC do not give (docs/providers.md says why).
+    for missing in [Capability::Routes, Capability::DualStack, Capability::LoadBalancerDataPath] {
         assert!(!aws.has(missing), "{missing}");
     }
+    // UDP through an NLB: a classic ELB, the CCM's default, has none, so UDP Services ask for one.
+    assert!(aws.has(Capability::LoadBalancerUdp));
+    let udp = aws.load_balancer_services.annotations_for(true);
+    assert_eq!(udp["service.beta.kubernetes.io/aws-load-balancer-type"], "nlb");
+    assert!(aws.load_balancer_services.annotations_for(false).is_empty(), "TCP Services keep the classic ELB");
     let local = config.provider("local").unwrap();
     let tested: Vec<String> = aws.kubernetes.iter().map(ToString::to_string).collect();
     assert_eq!(tested, local.kubernetes.iter().map(ToString::to_string).collect::<Vec<_>>());
