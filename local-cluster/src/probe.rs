@@ -207,11 +207,6 @@ impl Session {
     pub fn netns(&self) -> std::path::PathBuf {
         format!("/proc/{}/ns/net", self.client.holder.id()).into()
     }
-
-    /// The client's address on the hub network.
-    pub fn source(&self) -> Ipv4Addr {
-        self.client.source
-    }
 }
 
 impl Drop for Session {
