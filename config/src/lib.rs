@@ -36,7 +36,7 @@ use std::time::Duration;
 pub use jobs::{Cell, cells, gcs_prefix, job_name, testgrid_input};
 pub use locate::Location;
 pub use template::{Placeholder, TemplateError, Vars};
-pub use validate::{Diagnostic, Problem};
+pub use validate::{Diagnostic, MAX_FLAKE_ATTEMPTS, Problem};
 
 /// The file `harness` looks for in the working directory.
 pub const DEFAULT_FILE: &str = "providers.yaml";
@@ -222,6 +222,9 @@ pub struct Suite {
     pub builtin: bool,
     pub kind: SuiteKind,
     pub timeout: Duration,
+    /// Runs of a failing test before it counts as failed (`flake_attempts`, default 1); a pass on a
+    /// later one is recorded as flaky, never as a clean pass.
+    pub flake_attempts: u32,
 }
 
 /// The suites every file has: `cloud-e2e`, `conformance`, `conformance-quick`,
@@ -268,6 +271,7 @@ impl Suite {
             builtin: true,
             kind,
             timeout: Duration::from_secs(minutes * 60),
+            flake_attempts: 1,
         };
         vec![
             suite("cloud-e2e", SuiteKind::CloudE2e { focus: None, skip: None }, 30),
@@ -398,6 +402,9 @@ pub struct Provider {
     /// The flake policy of `harness bisect`: runs of a failing commit before it counts as bad
     /// (`flake.runs`, default 1; a pass in any of them makes the commit good).
     pub flake_runs: u32,
+    /// Tests allowed to fail, each with its reason and link (`known_failures:`): a run whose only
+    /// failures are these passes, and says which.
+    pub known_failures: Vec<KnownFailure>,
     /// The CI jobs per Kubernetes version; one running every suite unless the file splits them.
     pub jobs: Vec<JobSpec>,
     pub testgrid: ProviderTestGrid,
@@ -407,6 +414,11 @@ pub struct Provider {
 }
 
 impl Provider {
+    /// The entry of `known_failures` that covers `test` of `suite`, if one does.
+    pub fn known_failure(&self, suite: &str, test: &str) -> Option<&KnownFailure> {
+        self.known_failures.iter().find(|known| known.covers(suite, test))
+    }
+
     pub fn has(&self, capability: Capability) -> bool {
         self.capabilities.contains(&capability)
     }
@@ -722,6 +734,32 @@ impl TestMatcher {
         match self {
             TestMatcher::Name(name) => name == test,
             TestMatcher::Regex(regex) => regex.is_match(test),
+        }
+    }
+}
+
+/// A test a provider accepts failing, as SovereignCloudStack's standards allow "a fixed list of tests
+/// ... each with a description of why".
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnownFailure {
+    pub test: TestMatcher,
+    /// Only in this suite; in any when `None`.
+    pub suite: Option<String>,
+    pub reason: String,
+    /// Where the failure is tracked (an issue).
+    pub link: String,
+}
+
+impl KnownFailure {
+    pub fn covers(&self, suite: &str, test: &str) -> bool {
+        self.suite.as_deref().is_none_or(|only| only == suite) && self.test.matches(test)
+    }
+
+    /// How the file names the test: the name, or `regex: <pattern>`.
+    pub fn test_text(&self) -> String {
+        match &self.test {
+            TestMatcher::Name(name) => name.clone(),
+            TestMatcher::Regex(regex) => format!("regex: {}", regex.as_str()),
         }
     }
 }

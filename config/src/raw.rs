@@ -42,6 +42,7 @@ pub struct RawSuite {
     pub command: Option<Vec<String>>,
     pub env: Option<BTreeMap<String, String>>,
     pub dir: Option<String>,
+    pub flake_attempts: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -68,6 +69,8 @@ pub struct RawProvider {
     pub load_balancer_services: RawLoadBalancerServices,
     #[serde(default)]
     pub flake: RawFlake,
+    #[serde(default)]
+    pub known_failures: Vec<RawKnownFailure>,
     pub interval: Option<String>,
     pub jobs: Option<Vec<RawJob>>,
     #[serde(default)]
@@ -176,6 +179,17 @@ pub struct RawRequired {
 pub struct RawFlake {
     /// Runs of a failing commit before `harness bisect` counts it bad.
     pub runs: Option<u32>,
+}
+
+/// A test the provider accepts failing: which (a name, or `{regex: ...}`), in which suite, why, and
+/// where that is tracked.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKnownFailure {
+    pub test: RawTestMatcher,
+    pub suite: Option<String>,
+    pub reason: String,
+    pub link: String,
 }
 
 /// What the suites' LoadBalancer Services carry for this provider's cloud.

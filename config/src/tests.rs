@@ -895,6 +895,74 @@ fn the_flake_policy_gives_bisect_its_runs_per_commit() {
     assert!(problem.problem.to_string().contains("at least one run"), "{}", problem.problem);
 }
 
+#[test]
+fn a_suite_retries_failing_tests_only_when_it_says_so_and_never_past_five_attempts() {
+    let suites = |body: &str| format!("{BASE}suites:\n{body}");
+    let config = load(&suites("  - {name: mine, kind: cloud-e2e, flake_attempts: 3}\n")).unwrap();
+    assert_eq!(config.suite("mine").unwrap().flake_attempts, 3);
+    assert_eq!(config.suite("cloud-e2e").unwrap().flake_attempts, 1, "built-in suites do not retry");
+    let ginkgo = load(&suites("  - {name: g, kind: ginkgo, focus: x, flake_attempts: 2}\n")).unwrap();
+    assert_eq!(ginkgo.suite("g").unwrap().flake_attempts, 2);
+    let upstream = load(&suites("  - {name: u, kind: upstream-load-balancers, flake_attempts: 2}\n")).unwrap();
+    assert_eq!(upstream.suite("u").unwrap().flake_attempts, 2);
+
+    let zero = only_problem(&suites("  - {name: mine, kind: cloud-e2e, flake_attempts: 0}\n"));
+    assert_eq!(zero.path, "suites[0].flake_attempts");
+    assert_eq!(zero.problem.to_string(), "`flake_attempts` must be at least 1");
+    let many = only_problem(&suites("  - {name: mine, kind: cloud-e2e, flake_attempts: 9}\n"));
+    assert!(many.problem.to_string().contains("at most 5"), "{}", many.problem);
+    // An exec suite's command runs its own tests: the harness cannot retry one of them.
+    let exec = only_problem(&suites("  - {name: e, kind: exec, command: [\"true\"], flake_attempts: 2}\n"));
+    assert!(
+        exec.problem.to_string().starts_with("`flake_attempts` is not an option of a `exec` suite"),
+        "{}",
+        exec.problem
+    );
+}
+
+#[test]
+fn known_failures_name_a_test_a_reason_and_a_link_and_cover_only_their_suite() {
+    let with = |entries: &str| {
+        edit("    suites: [cloud-e2e]", &format!("    suites: [cloud-e2e]\n    known_failures:\n{entries}"))
+    };
+    let text = with(
+        "      - {test: '[cloud-e2e] routes', reason: 'no routes on this cloud yet', link: 'https://github.com/o/p/issues/7'}
+      - {test: {regex: 'Services .* affinity'}, suite: cloud-e2e, reason: 'kube-proxy bug', link: 'https://github.com/o/p/issues/8'}",
+    );
+    let provider = load(&text).unwrap().providers.remove(0);
+    assert_eq!(provider.known_failures.len(), 2);
+    let routes = provider.known_failure("conformance", "[cloud-e2e] routes").expect("any suite");
+    assert_eq!(
+        (routes.reason.as_str(), routes.link.as_str()),
+        ("no routes on this cloud yet", "https://github.com/o/p/issues/7")
+    );
+    assert!(provider.known_failure("cloud-e2e", "Services keep affinity").is_some());
+    assert!(provider.known_failure("conformance", "Services keep affinity").is_none(), "only in its suite");
+    assert!(provider.known_failure("cloud-e2e", "[cloud-e2e] routes again").is_none(), "a name matches whole");
+    assert_eq!(provider.known_failures[1].test_text(), "regex: Services .* affinity");
+    assert!(load(BASE).unwrap().providers[0].known_failures.is_empty());
+
+    let all = problems(&with(
+        "      - {test: '', suite: conformance, reason: ' ', link: 'github.com/o/p/issues/7'}
+      - {test: {regex: '('}, reason: r, link: 'https://x'}",
+    ));
+    let paths: Vec<&str> = all.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "providers[0].known_failures[0].test",
+            "providers[0].known_failures[0].suite",
+            "providers[0].known_failures[0].reason",
+            "providers[0].known_failures[0].link",
+            "providers[0].known_failures[1].test.regex",
+        ],
+        "{all:#?}"
+    );
+    assert!(all[3].problem.to_string().contains("http(s) address of the issue"), "{}", all[3].problem);
+    assert!(all[1].problem.to_string().contains("it runs cloud-e2e"), "{}", all[1].problem);
+    assert_eq!(all[3].location, at(15, 59), "the value, on its line: {:?}", all[3]);
+}
+
 // ---- certification ----
 
 const CERTIFICATION: &str = "    certification:

@@ -10,15 +10,15 @@ use std::time::Duration;
 use super::clouds::{self, CloudFacts};
 use super::locate::{Location, YamlPath};
 use super::raw::{
-    RawBuild, RawCertification, RawDeploy, RawDeployer, RawFile, RawHook, RawLoadBalancerServices, RawProvider,
-    RawSuite, RawTestGrid, RawTestMatcher,
+    RawBuild, RawCertification, RawDeploy, RawDeployer, RawFile, RawHook, RawKnownFailure, RawLoadBalancerServices,
+    RawProvider, RawSuite, RawTestGrid, RawTestMatcher,
 };
 use super::template::{self, Placeholder, TemplateError};
 use super::{
     BUILTIN_SUITES, BuildOutput, Capability, Ccm, CcmBuild, CcmDeploy, CommandSpec, Deployer, DeployerKind, Hook,
-    Hooks, JobSpec, KubernetesVersion, LoadBalancerServices, Provider, ProviderTestGrid, ProvidersConfig, Required,
-    Suite, SuiteKind, TestGridSettings, TestMatcher, UPSTREAM_LOAD_BALANCERS, UPSTREAM_LOAD_BALANCERS_PARALLEL,
-    VsphereTags, jobs,
+    Hooks, JobSpec, KnownFailure, KubernetesVersion, LoadBalancerServices, Provider, ProviderTestGrid, ProvidersConfig,
+    Required, Suite, SuiteKind, TestGridSettings, TestMatcher, UPSTREAM_LOAD_BALANCERS,
+    UPSTREAM_LOAD_BALANCERS_PARALLEL, VsphereTags, jobs,
 };
 
 pub const DEFAULT_NODES: u32 = 3;
@@ -27,6 +27,8 @@ pub const DEFAULT_NUM_FAILURES_TO_ALERT: u16 = 3;
 pub const DEFAULT_BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 pub const DEFAULT_DEPLOY_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(2 * 60);
+/// The most `flake_attempts` a suite may give.
+pub const MAX_FLAKE_ATTEMPTS: u32 = 5;
 pub const DEFAULT_SUITE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
 /// One problem of the file, and where it is.
@@ -85,6 +87,10 @@ pub enum Problem {
     DuplicateSuiteReference(String),
     #[error("required suite `{0}` is not run by any job of this provider; add it to `suites` (or to a job's `suites`)")]
     RequiredSuiteNotRun(String),
+    #[error(
+        "suite `{suite}` is not run by this provider (it runs {runs}); name one of those, or leave `suite` out to match any"
+    )]
+    KnownFailureSuiteNotRun { suite: String, runs: String },
     #[error("{0}")]
     BadVersion(String),
     #[error(
@@ -403,18 +409,25 @@ impl Checker<'_> {
             ("env", raw.env.is_some()),
             ("dir", raw.dir.is_some()),
             ("timeout", raw.timeout.is_some()),
+            ("flake_attempts", raw.flake_attempts.is_some()),
         ];
         let timeout = self.duration(&at.key("timeout"), raw.timeout.as_deref(), DEFAULT_SUITE_TIMEOUT);
+        let flake_attempts = self.flake_attempts(&at.key("flake_attempts"), raw.flake_attempts);
         let kind = match raw.kind.as_str() {
             "cloud-e2e" => {
-                self.only(at, &what("cloud-e2e"), &options, &["focus", "skip", "timeout"]);
+                self.only(at, &what("cloud-e2e"), &options, &["focus", "skip", "timeout", "flake_attempts"]);
                 SuiteKind::CloudE2e {
                     focus: self.regex(&at.key("focus"), raw.focus),
                     skip: self.regex(&at.key("skip"), raw.skip),
                 }
             }
             "ginkgo" => {
-                self.only(at, &what("ginkgo"), &options, &["focus", "skip", "parallel", "args", "timeout"]);
+                self.only(
+                    at,
+                    &what("ginkgo"),
+                    &options,
+                    &["focus", "skip", "parallel", "args", "timeout", "flake_attempts"],
+                );
                 if raw.parallel == Some(0) {
                     self.report(&at.key("parallel"), Problem::Zero("parallel"));
                 }
@@ -428,7 +441,12 @@ impl Checker<'_> {
                 }
             }
             UPSTREAM_LOAD_BALANCERS => {
-                self.only(at, &what(UPSTREAM_LOAD_BALANCERS), &options, &["skip", "parallel", "timeout"]);
+                self.only(
+                    at,
+                    &what(UPSTREAM_LOAD_BALANCERS),
+                    &options,
+                    &["skip", "parallel", "timeout", "flake_attempts"],
+                );
                 if raw.parallel == Some(0) {
                     self.report(&at.key("parallel"), Problem::Zero("parallel"));
                 }
@@ -448,7 +466,24 @@ impl Checker<'_> {
                 return None;
             }
         };
-        named.then_some(Suite { name: raw.name, builtin: false, kind, timeout })
+        named.then_some(Suite { name: raw.name, builtin: false, kind, timeout, flake_attempts })
+    }
+
+    /// A suite's `flake_attempts`: 1 (no retry) unless given; at most [`MAX_FLAKE_ATTEMPTS`].
+    fn flake_attempts(&mut self, at: &YamlPath, value: Option<u32>) -> u32 {
+        match value {
+            None => 1,
+            Some(0) => {
+                self.report(at, Problem::Zero("flake_attempts"));
+                1
+            }
+            Some(n) if n > MAX_FLAKE_ATTEMPTS => {
+                let reason = "at most 5: more attempts turn a failing test into a pass by persistence";
+                self.report(at, Problem::BadValue { what: "number of flake attempts", value: n.to_string(), reason });
+                MAX_FLAKE_ATTEMPTS
+            }
+            Some(n) => n,
+        }
     }
 
     fn provider(&mut self, raw: RawProvider, at: &YamlPath, suites: &[Suite]) -> Option<Provider> {
@@ -524,6 +559,7 @@ impl Checker<'_> {
         }
         let load_balancer_services =
             self.load_balancer_services(raw.load_balancer_services, &at.key("load_balancer_services"));
+        let known_failures = self.known_failures(raw.known_failures, &at.key("known_failures"), &run);
         let has_certification = raw.certification.is_some();
         self.certified_suite_listed(&provider_suites, &at.key("suites"), has_certification, &raw.name);
         // The one job of a provider without `jobs:` runs `suites`, reported above.
@@ -552,6 +588,7 @@ impl Checker<'_> {
             hooks,
             load_balancer_services,
             flake_runs: flake_runs.max(1),
+            known_failures,
             jobs,
             testgrid,
             certification,
@@ -988,6 +1025,37 @@ impl Checker<'_> {
                 }
             },
         }
+    }
+
+    /// `known_failures:`: each names a test, a reason and an `http(s)` link, and a suite only one
+    /// the provider runs.
+    fn known_failures(&mut self, raw: Vec<RawKnownFailure>, at: &YamlPath, run: &BTreeSet<&str>) -> Vec<KnownFailure> {
+        let mut known = Vec::new();
+        for (i, entry) in raw.into_iter().enumerate() {
+            let at = at.index(i);
+            let test = self.test_matcher(&at.key("test"), entry.test);
+            if entry.reason.trim().is_empty() {
+                let reason = "say why the test fails and what would fix it";
+                self.report(
+                    &at.key("reason"),
+                    Problem::BadValue { what: "reason", value: entry.reason.clone(), reason },
+                );
+            }
+            if !(entry.link.starts_with("https://") || entry.link.starts_with("http://")) {
+                let reason = "give the http(s) address of the issue that tracks the failure";
+                self.report(&at.key("link"), Problem::BadValue { what: "link", value: entry.link.clone(), reason });
+            }
+            if let Some(suite) = &entry.suite
+                && !run.contains(suite.as_str())
+            {
+                let runs = run.iter().copied().collect::<Vec<_>>().join(", ");
+                self.report(&at.key("suite"), Problem::KnownFailureSuiteNotRun { suite: suite.clone(), runs });
+            }
+            if let Some(test) = test {
+                known.push(KnownFailure { test, suite: entry.suite, reason: entry.reason, link: entry.link });
+            }
+        }
+        known
     }
 
     /// Job names: short enough for Prow, unique across the file even as TestGrid normalises them.

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use super::ConfigArg;
 use config::template::{Placeholder, Vars};
 use harness::suites::cloud_e2e::CloudE2eSuite;
-use harness::suites::{SuiteContext, SuiteRunner, metadata};
+use harness::suites::{SuiteContext, SuiteRunner, known_failures, metadata};
 
 #[derive(Debug, Subcommand)]
 pub enum SuiteCommand {
@@ -60,6 +60,10 @@ pub struct UpstreamLoadBalancersArgs {
     /// capability and reason) and run nothing.
     #[arg(long)]
     pub plan: bool,
+    /// Runs of a failing test before it counts as failed; a pass on a later one is recorded as
+    /// flaky (a suite's `flake_attempts` in providers.yaml).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=config::MAX_FLAKE_ATTEMPTS as i64))]
+    pub flake_attempts: u32,
 }
 
 #[derive(Debug, Args)]
@@ -86,6 +90,10 @@ pub struct CloudE2eArgs {
     /// Time for the whole suite.
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+    /// Runs of a failing test before it counts as failed; a pass on a later one is recorded as
+    /// flaky (a suite's `flake_attempts` in providers.yaml).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=config::MAX_FLAKE_ATTEMPTS as i64))]
+    pub flake_attempts: u32,
 }
 
 fn parse_var(text: &str) -> Result<(Placeholder, String), String> {
@@ -135,7 +143,8 @@ async fn run_upstream_load_balancers(args: UpstreamLoadBalancersArgs) -> Result<
     }
     let (kubeconfig, vars) = target(&args.target, &[])?;
     let suite = UpstreamLoadBalancersSuite::new(config::UPSTREAM_LOAD_BALANCERS, args.parallel, provider, vars.clone())
-        .with_binaries(binaries);
+        .with_binaries(binaries)
+        .with_flake_attempts(args.flake_attempts);
     let ctx = SuiteContext {
         kubeconfig,
         artifacts: args.target.artifacts.clone(),
@@ -145,6 +154,7 @@ async fn run_upstream_load_balancers(args: UpstreamLoadBalancersArgs) -> Result<
         timeout: args.timeout,
     };
     let outcome = super::until_interrupted(suite.run(&ctx)).await??;
+    let (outcome, _) = known_failures::apply(provider, config::UPSTREAM_LOAD_BALANCERS, outcome);
     println!("{}: {}", config::UPSTREAM_LOAD_BALANCERS, outcome.summary);
     for file in &outcome.junit {
         println!("  junit: {}", file.display());
@@ -199,7 +209,8 @@ async fn run_cloud_e2e(args: CloudE2eArgs) -> Result<()> {
     }
 
     let suite = CloudE2eSuite::new("cloud-e2e", provider, args.focus.as_deref(), args.skip.as_deref())?
-        .with_ccm_healthz_url(healthz);
+        .with_ccm_healthz_url(healthz)
+        .with_flake_attempts(args.flake_attempts);
     let ctx = SuiteContext {
         kubeconfig,
         artifacts: args.target.artifacts.clone(),
@@ -209,6 +220,7 @@ async fn run_cloud_e2e(args: CloudE2eArgs) -> Result<()> {
         timeout: args.timeout,
     };
     let outcome = super::until_interrupted(suite.run(&ctx)).await??;
+    let (outcome, _) = known_failures::apply(provider, "cloud-e2e", outcome);
     record_job_version(&ctx.kubeconfig, &args.target.artifacts).await;
     println!("cloud-e2e: {}", outcome.summary);
     for file in &outcome.junit {

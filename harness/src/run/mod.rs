@@ -26,14 +26,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::deploy::{self, Deployer};
-use crate::suites::{SuiteContext, SuiteRunner};
+use crate::suites::{SuiteContext, SuiteRunner, known_failures};
 use cli_support::signals::{self, StopSignal};
 use config::template::{Placeholder, Vars};
 use config::{self, KubernetesVersion, Provider, ProvidersConfig, SuiteKind};
 use junit::{self, ReadOptions, Status};
 use results::index::Index;
 use results::layout::{
-    self, BuildLocation, BuildWriter, FINISHED_JSON, Finished, JobResult, Metadata, STARTED_JSON, Started, Versions,
+    self, BuildLocation, BuildWriter, FINISHED_JSON, Finished, JobResult, MetaValue, Metadata, STARTED_JSON, Started,
+    Versions,
 };
 use results::publish;
 use results::record::{ReadBuildOptions, Unfinished};
@@ -274,9 +275,9 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     ));
     let mut deployer: Option<Box<dyn Deployer>> = None;
     let mut ccm_version = None;
-    let mut suite: Option<String> = None;
+    let mut tested = Tested::default();
     let cut_short = {
-        let work = run_steps(&plan, opts, &writer, &mut steps, &mut deployer, &mut ccm_version, &mut suite);
+        let work = run_steps(&plan, opts, &writer, &mut steps, &mut deployer, &mut ccm_version, &mut tested);
         tokio::select! {
             () = work => None,
             () = tokio::time::sleep(opts.timeout) => Some(CutShort::TimedOut(opts.timeout)),
@@ -289,7 +290,7 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     };
     if let Some(why) = &cut_short {
         // The step under way when the run was cut short failed; the ones after it did not run.
-        steps.interrupt(&interrupted_step(&why.to_string(), suite.as_deref()));
+        steps.interrupt(&interrupted_step(&why.to_string(), tested.under_way.as_deref()));
     }
     tear_down(opts, signal, &writer, &mut steps, &mut deployer).await;
 
@@ -312,11 +313,16 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
         repos: kubernetes_repos(&plan.version),
         ..Versions::default()
     };
+    let mut metadata = versions.to_metadata();
+    if !tested.known_failures.is_empty() {
+        let met = serde_json::to_value(&tested.known_failures).expect("known failures serialise");
+        metadata.0.insert(known_failures::KNOWN_FAILURES_KEY.into(), MetaValue::Other(met));
+    }
     let finished = Finished {
         timestamp: Some(unix_now()),
         passed: Some(passed),
         result: Some(result),
-        metadata: versions.to_metadata(),
+        metadata,
         ..Finished::default()
     };
     // Under Prow, the sidecar merges `$ARTIFACTS/metadata.json` into the finished.json it writes,
@@ -377,8 +383,17 @@ fn interrupted_step(why: &str, suite: Option<&str>) -> String {
     }
 }
 
-/// Build, Up, Deploy, Test; a failed step skips the rest. `suite` names the suite Test is running,
-/// for the caller to record when this future is dropped (timeout, signal).
+/// What the Test step leaves for the caller, which reads it even when the step's future is
+/// dropped (timeout, signal).
+#[derive(Default)]
+struct Tested {
+    /// The suite running now.
+    under_way: Option<String>,
+    /// The provider's known failures the suites met, for `metadata.json`.
+    known_failures: Vec<known_failures::Met>,
+}
+
+/// Build, Up, Deploy, Test; a failed step skips the rest.
 async fn run_steps(
     plan: &Plan<'_>,
     opts: &RunOptions,
@@ -386,7 +401,7 @@ async fn run_steps(
     steps: &mut Steps,
     deployer_slot: &mut Option<Box<dyn Deployer>>,
     ccm_version: &mut Option<String>,
-    suite_under_way: &mut Option<String>,
+    tested: &mut Tested,
 ) {
     let artifacts = writer.artifacts_dir();
     let mut vars = base_vars(plan, opts, &artifacts);
@@ -429,9 +444,11 @@ async fn run_steps(
     let test = async {
         let mut failed = Vec::new();
         for suite in &plan.suites {
-            *suite_under_way = Some(suite.name.clone());
+            tested.under_way = Some(suite.name.clone());
             let outcome = runner(suite, plan, opts, &vars)?.run(&ctx(suite)).await.map_err(|e| e.to_string())?;
-            *suite_under_way = None;
+            tested.under_way = None;
+            let (outcome, met) = known_failures::apply(plan.provider, &suite.name, outcome);
+            tested.known_failures.extend(met);
             steps_note(&outcome.summary, &suite.name);
             // A certification run fails whenever its submission would be refused.
             let required = plan.provider.required.suites.contains(&suite.name)
@@ -511,17 +528,14 @@ fn runner(
                 }
                 _ => skip.clone(),
             };
-            Ok(Box::new(crate::suites::ginkgo::GinkgoSuite::new(
-                &suite.name,
-                focus.clone(),
-                skip,
-                *parallel,
-                args.clone(),
-            )))
+            Ok(Box::new(
+                crate::suites::ginkgo::GinkgoSuite::new(&suite.name, focus.clone(), skip, *parallel, args.clone())
+                    .with_flake_attempts(suite.flake_attempts),
+            ))
         }
         SuiteKind::CloudE2e { focus, skip } => {
             crate::suites::cloud_e2e::CloudE2eSuite::new(&suite.name, provider, focus.as_deref(), skip.as_deref())
-                .map(|suite| Box::new(suite) as Box<dyn SuiteRunner>)
+                .map(|runner| Box::new(runner.with_flake_attempts(suite.flake_attempts)) as Box<dyn SuiteRunner>)
                 .map_err(|e| e.to_string())
         }
         SuiteKind::CertifiedConformance { parallel } => {
@@ -534,6 +548,7 @@ fn runner(
                 provider,
                 vars.clone(),
             )
+            .with_flake_attempts(suite.flake_attempts)
             .with_skip(skip.as_deref())
             .map(|suite| Box::new(suite) as Box<dyn SuiteRunner>)
             .map_err(|e| e.to_string())

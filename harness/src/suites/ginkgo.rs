@@ -7,7 +7,9 @@
 //! `--provider` ([`e2e_provider`]), `--ginkgo.focus`, `--ginkgo.skip`, `--report-dir={artifacts}`,
 //! `--ginkgo.timeout=<suite timeout>`, `--ginkgo.no-color`, `--ginkgo.silence-skips` (not in
 //! kubetest2: without it ginkgo prints an `S` per skipped spec, thousands of them on one line of
-//! the output, for nothing the JUnit does not say), then the suite's `args` (rendered with
+//! the output, for nothing the JUnit does not say), `--ginkgo.flake-attempts=N` when the suite's
+//! `flake_attempts` is above 1 (as cloud-provider-gcp's jobs pass `--ginkgo.flakeAttempts=3`),
+//! then the suite's `args` (rendered with
 //! the run's placeholders; Go's flag parsing lets the last of a repeated flag win, so `args` can
 //! override any of ours, `--provider` included).
 //!
@@ -91,6 +93,8 @@ pub struct GinkgoSuite {
     binaries: Option<Binaries>,
     /// A command the whole command line is appended to (a provider's `run_on_cloud_network`).
     wrapper: Vec<String>,
+    /// ginkgo's `--flake-attempts` (the suite's `flake_attempts`): 1 runs each spec once.
+    flake_attempts: u32,
 }
 
 impl GinkgoSuite {
@@ -101,7 +105,24 @@ impl GinkgoSuite {
         parallel: u16,
         args: Vec<String>,
     ) -> Self {
-        GinkgoSuite { name: name.into(), focus, skip, parallel, args, binaries: None, wrapper: Vec::new() }
+        GinkgoSuite {
+            name: name.into(),
+            focus,
+            skip,
+            parallel,
+            args,
+            binaries: None,
+            wrapper: Vec::new(),
+            flake_attempts: 1,
+        }
+    }
+
+    /// Runs a failing spec up to `attempts` times in all (ginkgo's `--flake-attempts`); e2e.test's
+    /// JUnit then says `Attempt #N Failed.  Retrying` in a spec that passed later, which reads as
+    /// flaky.
+    pub fn with_flake_attempts(mut self, attempts: u32) -> Self {
+        self.flake_attempts = attempts.max(1);
+        self
     }
 
     /// Runs the command line as the arguments of `wrapper` (e.g. `harness cluster exec --name C
@@ -150,6 +171,9 @@ impl GinkgoSuite {
         flags.push(format!("--ginkgo.timeout={timeout}"));
         flags.push("--ginkgo.no-color".into());
         flags.push("--ginkgo.silence-skips".into());
+        if self.flake_attempts > 1 {
+            flags.push(format!("--ginkgo.flake-attempts={}", self.flake_attempts));
+        }
         for arg in &self.args {
             flags.push(template::render(arg, &vars)?);
         }

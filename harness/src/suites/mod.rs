@@ -9,6 +9,9 @@
 //! - `upstream-load-balancers` ([`upstream_load_balancers`]): upstream's own load-balancer tests,
 //!   each run or skipped by the capabilities the provider declares.
 //!
+//! Whatever the kind, [`known_failures`] applies the provider's `known_failures` to a suite's
+//! outcome afterwards.
+//!
 //! A test failing is not an error here: it is in the JUnit, and [`SuiteOutcome::passed`] says so.
 //! [`SuiteError`] is for a suite that could not run at all (a missing binary, a bad template).
 
@@ -24,6 +27,7 @@ pub mod certified_conformance;
 pub mod cloud_e2e;
 pub mod exec;
 pub mod ginkgo;
+pub mod known_failures;
 pub mod local_skips;
 pub mod metadata;
 pub mod upstream_load_balancers;

@@ -175,6 +175,8 @@ pub struct UpstreamLoadBalancersSuite {
     on_cloud_network: Option<CommandSpec>,
     vars: Vars,
     binaries: Option<Binaries>,
+    /// ginkgo's `--flake-attempts` (the suite's `flake_attempts`).
+    flake_attempts: u32,
 }
 
 impl UpstreamLoadBalancersSuite {
@@ -189,7 +191,14 @@ impl UpstreamLoadBalancersSuite {
             on_cloud_network: provider.hooks.run_on_cloud_network.as_ref().map(|hook| hook.command.clone()),
             vars,
             binaries: None,
+            flake_attempts: 1,
         }
+    }
+
+    /// Runs a failing test up to `attempts` times in all; a pass after a failure is flaky.
+    pub fn with_flake_attempts(mut self, attempts: u32) -> Self {
+        self.flake_attempts = attempts.max(1);
+        self
     }
 
     /// Leaves out the tests `skip` matches (a suite's own `skip`), reporting each as skipped.
@@ -239,7 +248,8 @@ impl SuiteRunner for UpstreamLoadBalancersSuite {
                 let args = vec!["--provider=skeleton".to_owned()];
                 let ginkgo = GinkgoSuite::new(&self.name, Some(focus), None, self.parallel, args)
                     .with_binaries(binaries)
-                    .with_wrapper(wrapper);
+                    .with_wrapper(wrapper)
+                    .with_flake_attempts(self.flake_attempts);
                 let scratch = ctx.artifacts.join(format!("{}-e2e", self.name));
                 std::fs::create_dir_all(&scratch).map_err(exec::write_error(&self.name, &scratch))?;
                 let inner = SuiteContext { artifacts: scratch.clone(), ..ctx.clone() };
@@ -409,6 +419,9 @@ fn outcome(
         counts.passed + counts.flaky,
         planned.len()
     );
+    if counts.flaky > 0 {
+        summary.push_str(&format!(" ({} of them flaky: failed, then passed on a retry)", counts.flaky));
+    }
     if excluded > 0 {
         summary.push_str(&format!(", {excluded} left out by the suite's skip"));
     }

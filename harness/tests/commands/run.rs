@@ -16,7 +16,8 @@ use nix::unistd::Pid;
 /// local one on kwok nodes with a quick exec suite), `broken` (a CCM that exits at once), `buggy`
 /// (the reference CCM with two deliberate bugs, running cloud-e2e on the nodes `local` has),
 /// `gated` (fails on Kubernetes 1.37), `north` and `south`, two providers sharing a deliberately
-/// failing test (`shared`), and `local-kwok` (`local` on kwok nodes). Tests that only need a
+/// failing test (`shared`), `flaky` (a hook that fails once, known failures) and `local-kwok`
+/// (`local` on kwok nodes). Tests that only need a
 /// cluster run on kwok nodes: they come up in seconds and run nothing in a pod.
 fn providers_yaml(dir: &Path) -> PathBuf {
     let bundled = config::BUNDLED;
@@ -32,6 +33,29 @@ suites:
     kind: upstream-load-balancers
     skip: rolling update
     timeout: 30m
+  # The node-deletion test, retried once: its hook fails the first call (provider `flaky`).
+  - name: deletion-flaky
+    kind: cloud-e2e
+    focus: terminated
+    flake_attempts: 2
+    timeout: 10m
+  # A failing test `flaky` lists as a known failure, and a passing one it still lists.
+  - name: known-broken
+    kind: exec
+    command:
+      - sh
+      - -c
+      - |
+        cat > "$ARTIFACTS/junit_known-broken.xml" <<EOF
+        <testsuite name="known-broken" tests="2" failures="1">
+          <testcase name="[It] a test the provider cannot pass yet" time="2">
+            <failure message="expected 2 endpoints, saw 1">known failure</failure>
+          </testcase>
+          <testcase name="[It] a test fixed long ago" time="1"/>
+        </testsuite>
+        EOF
+        exit 1
+    timeout: 1m
   - name: smoke
     kind: exec
     command: [sh, -c, 'test -s "$KUBECONFIG" && echo cluster reachable through $KUBECONFIG']
@@ -132,8 +156,36 @@ suites:
     };
     let (north, south) = (shared("north"), shared("south"));
     assert!(north.contains("suites: [smoke, shared]"), "the shared edits applied");
+    // A flake and known failures: the terminate hook fails its first call, and `known-broken`
+    // fails a test the provider lists.
+    let flaky_terminate = dir.join("flaky-terminate");
+    std::fs::write(
+        &flaky_terminate,
+        "#!/bin/sh\nif mkdir \"$0.failed-once\" 2>/dev/null; then echo 'flaky-terminate: the cloud API timed out' >&2; exit 1; fi\nexec \"$@\"\n",
+    )
+    .unwrap();
+    set_executable(&flaky_terminate);
+    let flaky = local_kwok
+        .replacen("- name: local-kwok", "- name: flaky", 1)
+        .replacen(
+            r#"command: ["{harness}", cluster, instance, --name, "{cluster}", terminate, "{node}"]"#,
+            &format!(
+                r#"command: ["{}", "{{harness}}", cluster, instance, --name, "{{cluster}}", terminate, "{{node}}"]"#,
+                flaky_terminate.display()
+            ),
+            1,
+        )
+        .replace(
+            "suites: [cloud-e2e, conformance-quick]\n    required:\n      suites: [cloud-e2e, conformance-quick]",
+            "suites: [deletion-flaky, known-broken]\n    required:\n      suites: [deletion-flaky, known-broken]",
+        )
+        + "    known_failures:\n      - test: '[It] a test the provider cannot pass yet'\n        suite: known-broken\n        reason: the fixture fails it on purpose\n        link: https://github.com/kubernetes/cloud-provider/issues/1\n      - test: {regex: 'fixed long ago$'}\n        reason: fixed since\n        link: https://github.com/kubernetes/cloud-provider/issues/2\n";
+    assert!(
+        flaky.contains("flaky-terminate") && flaky.contains("[deletion-flaky, known-broken]"),
+        "the flaky edits applied"
+    );
     let text = format!(
-        "{bundled}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{extra}",
+        "{bundled}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{extra}",
         indent_providers(&local_kwok),
         indent_providers(&local_real),
         indent_providers(&fixture),
@@ -141,7 +193,8 @@ suites:
         indent_providers(&buggy),
         indent_providers(&gated),
         indent_providers(&north),
-        indent_providers(&south)
+        indent_providers(&south),
+        indent_providers(&flaky)
     );
     let path = dir.join("providers.yaml");
     std::fs::write(&path, text).unwrap();
@@ -364,6 +417,58 @@ fn collect_names(dir: &Path, names: &mut Vec<String>) {
             names.push(entry.file_name().to_string_lossy().into_owned());
         }
     }
+}
+
+/// Flake attempts and known failures in a real run (issue 54): the node-deletion test fails its
+/// first attempt (its hook's first call fails) and passes its second, recorded flaky in the JUnit
+/// and the index; `known-broken` fails a test the provider lists, so the run passes, saying so in
+/// its metadata, and a listed test that passed is reported.
+#[test]
+fn a_flaky_test_is_retried_and_recorded_flaky_and_a_known_failure_passes_the_run() {
+    let env = Env::new();
+    let output = env.harness(&["--provider", "flaky", "--build-id", "103"]).output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+
+    let file = env.artifacts().join("artifacts/junit_deletion-flaky.xml");
+    let report = junit::read_file(&file, &ReadOptions::default()).unwrap();
+    let cases: Vec<_> = report.cases().map(|(_, case)| case).collect();
+    assert_eq!(cases.len(), 1, "{cases:#?}");
+    assert!(cases[0].name.contains("terminated"), "{}", cases[0].name);
+    assert_eq!((cases[0].status(), cases[0].attempts.len()), (Status::Flaky, 2), "{:#?}", cases[0]);
+    let first = cases[0].attempts[0].detail.as_ref().and_then(|d| d.message.clone()).unwrap_or_default();
+    assert!(first.contains("flaky-terminate: the cloud API timed out"), "{first}");
+
+    let finished = env.finished();
+    assert_eq!(finished["passed"], true, "{finished}");
+    let known = &finished["metadata"]["known-failures"];
+    let met: Vec<(&str, &str, &str)> = known
+        .as_array()
+        .unwrap_or_else(|| panic!("{finished}"))
+        .iter()
+        .map(|m| (m["suite"].as_str().unwrap(), m["test"].as_str().unwrap(), m["result"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        met,
+        [
+            ("known-broken", "[It] a test the provider cannot pass yet", "failed"),
+            ("known-broken", "[It] a test fixed long ago", "passed"),
+        ]
+    );
+    assert_eq!(known[0]["link"], "https://github.com/kubernetes/cloud-provider/issues/1");
+    let said = text(&output);
+    assert!(said.contains("known failure passed, take it off known_failures: [It] a test fixed long ago"), "{said}");
+
+    // Published and indexed as it ran: flaky, and the known failure as the failure it was.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let results = runtime.block_on(async {
+        let database = format!("sqlite://{}", env.root.join("data/index.sqlite").display());
+        let index = results::index::Index::open(&database).await.unwrap();
+        index.build_results("ci-cloud-provider-flaky-k8s-1.37", "103").await.unwrap()
+    });
+    let status = |name: &str| results.iter().find(|r| r.name.contains(name)).map(|r| r.status);
+    assert_eq!(status("terminated"), Some(results::record::TestStatus::Flaky), "{results:#?}");
+    assert_eq!(status("cannot pass yet"), Some(results::record::TestStatus::Fail), "{results:#?}");
+    env.assert_nothing_left();
 }
 
 #[test]

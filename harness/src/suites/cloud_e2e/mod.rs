@@ -206,6 +206,8 @@ pub struct CloudE2eSuite {
     focus: Option<regex::Regex>,
     skip: Option<regex::Regex>,
     ccm_healthz_url: Option<String>,
+    /// Runs of a failing test before it counts as failed (the suite's `flake_attempts`).
+    flake_attempts: u32,
 }
 
 impl CloudE2eSuite {
@@ -229,7 +231,14 @@ impl CloudE2eSuite {
             focus: regex("focus", focus)?,
             skip: regex("skip", skip)?,
             ccm_healthz_url: None,
+            flake_attempts: 1,
         })
+    }
+
+    /// Runs a failing test up to `attempts` times in all; a pass after a failure is flaky.
+    pub fn with_flake_attempts(mut self, attempts: u32) -> Self {
+        self.flake_attempts = attempts.max(1);
+        self
     }
 
     /// Where the CCM serves `/healthz`, when it runs outside the cluster.
@@ -251,24 +260,37 @@ impl CloudE2eSuite {
         Some(format!("the provider declares no `{}` hook (providers.yaml hooks)", missing.as_str()))
     }
 
-    /// Runs one test (or skips it) within the suite's deadline.
+    /// Runs one test (or skips it) within the suite's deadline, again after a failure while it has
+    /// flake attempts and time left: every attempt goes in its case, so a pass after a failure is
+    /// flaky, never a clean pass.
     async fn run_test(&self, test: &Test, world: &World, deadline: Instant) -> TestCase {
-        let clock = Instant::now();
-        let verdict = match self.skip_reason(test, &world.hooks) {
-            Some(reason) => Err(Verdict::Skipped(reason)),
-            None => {
-                let limit = TEST_LIMIT.min(deadline.saturating_duration_since(Instant::now()));
-                match tokio::time::timeout(limit, (test.run)(world)).await {
-                    Ok(verdict) => verdict,
-                    Err(_) => fail(format!(
-                        "the test did not finish within {} (the suite's time left)",
-                        humantime::format_duration(limit)
-                    )),
-                }
+        let mut attempts = Vec::new();
+        loop {
+            let clock = Instant::now();
+            let verdict = self.attempt(test, world, deadline).await;
+            log_result(test.name, &verdict, clock.elapsed());
+            let failed = matches!(verdict, Err(Verdict::Failed(_)));
+            attempts.push(attempt(verdict, clock.elapsed()));
+            if !failed || attempts.len() >= self.flake_attempts as usize || Instant::now() >= deadline {
+                break;
             }
-        };
-        log_result(test.name, &verdict, clock.elapsed());
-        case(test.name, verdict, clock.elapsed())
+            tracing::info!("cloud-e2e: attempt {} of {}: {}", attempts.len() + 1, self.flake_attempts, test.name);
+        }
+        TestCase { name: test.name.to_owned(), classname: Some(SUITE.into()), properties: Vec::new(), attempts }
+    }
+
+    async fn attempt(&self, test: &Test, world: &World, deadline: Instant) -> TestResult {
+        if let Some(reason) = self.skip_reason(test, &world.hooks) {
+            return Err(Verdict::Skipped(reason));
+        }
+        let limit = TEST_LIMIT.min(deadline.saturating_duration_since(Instant::now()));
+        match tokio::time::timeout(limit, (test.run)(world)).await {
+            Ok(verdict) => verdict,
+            Err(_) => fail(format!(
+                "the test did not finish within {} (the suite's time left)",
+                humantime::format_duration(limit)
+            )),
+        }
     }
 
     fn cannot_run(&self, message: impl Into<String>) -> SuiteError {
@@ -380,13 +402,7 @@ impl SuiteRunner for CloudE2eSuite {
         Ok(SuiteOutcome {
             passed: counts.failed == 0 && counts.errors == 0,
             junit: vec![file],
-            summary: format!(
-                "{} passed, {} failed, {} skipped in {:.1}s",
-                counts.passed,
-                counts.failed + counts.errors,
-                counts.skipped,
-                started.elapsed().as_secs_f64()
-            ),
+            summary: format!("{} in {:.1}s", super::exec::counts_text(&counts), started.elapsed().as_secs_f64()),
         })
     }
 }
@@ -401,18 +417,22 @@ fn log_result(name: &str, verdict: &TestResult, took: Duration) {
 }
 
 fn case(name: &str, verdict: TestResult, took: Duration) -> TestCase {
+    TestCase {
+        name: name.to_owned(),
+        classname: Some(SUITE.into()),
+        properties: Vec::new(),
+        attempts: vec![attempt(verdict, took)],
+    }
+}
+
+fn attempt(verdict: TestResult, took: Duration) -> Attempt {
     let (outcome, message) = match verdict {
         Ok(()) => (Outcome::Passed, None),
         Err(Verdict::Failed(why)) => (Outcome::Failed, Some(why)),
         Err(Verdict::Skipped(why)) => (Outcome::Skipped, Some(why)),
     };
     let detail = message.map(|why| Detail { message: Some(why.clone()), kind: None, text: Output::new(why) });
-    TestCase {
-        name: name.to_owned(),
-        classname: Some(SUITE.into()),
-        properties: Vec::new(),
-        attempts: vec![Attempt { outcome, time: Some(took.as_secs_f64()), detail, ..Attempt::default() }],
-    }
+    Attempt { outcome, time: Some(took.as_secs_f64()), detail, ..Attempt::default() }
 }
 
 fn report(cases: Vec<TestCase>, took: Duration) -> Report {

@@ -2,6 +2,7 @@ use std::collections::BTreeSet;
 
 use super::*;
 use config::{CommandSpec, Hook, ProvidersConfig};
+use futures::FutureExt;
 
 fn local_provider() -> Provider {
     let config = ProvidersConfig::bundled();
@@ -208,4 +209,55 @@ async fn an_ingress_is_an_ipv4_or_ipv6_address_or_a_host_name_that_resolves() {
     assert!(local.is_loopback(), "{local}");
     let err = ingress_address("no-such-load-balancer.invalid").await.unwrap_err();
     assert!(err.contains("no-such-load-balancer.invalid") && err.contains("does not resolve"), "{err}");
+}
+
+/// A world whose client is never used: the tests below run no request.
+fn offline_world() -> World {
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    World {
+        client: kube::Client::try_from(config).unwrap(),
+        namespace: "unused".into(),
+        hooks: HookRunner::new(Default::default(), Default::default()),
+        ccm_healthz_url: None,
+        services: Default::default(),
+    }
+}
+
+static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Fails its first two calls, passes after.
+fn fails_twice(_: &World) -> futures::future::BoxFuture<'_, TestResult> {
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    async move { if call < 2 { fail(format!("call {call} fails")) } else { Ok(()) } }.boxed()
+}
+
+#[tokio::test]
+async fn flake_attempts_retry_a_failing_test_and_a_later_pass_is_flaky_not_passed() {
+    let test = Test::new("[cloud-e2e] flaky", &[], fails_twice);
+    let world = offline_world();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let provider = local_provider();
+
+    // One attempt (the default): the failure stands.
+    let once = CloudE2eSuite::new("cloud-e2e", &provider, None, None).unwrap();
+    let case = once.run_test(&test, &world, deadline).await;
+    assert_eq!((case.status(), case.attempts.len()), (junit::Status::Failed, 1));
+    // Two, both failing: still failed.
+    let twice = CloudE2eSuite::new("cloud-e2e", &provider, None, None).unwrap().with_flake_attempts(2);
+    CALLS.store(0, std::sync::atomic::Ordering::SeqCst);
+    let case = twice.run_test(&test, &world, deadline).await;
+    assert_eq!((case.status(), case.attempts.len()), (junit::Status::Failed, 2));
+    // Three: the third passes, and the case is flaky with every attempt kept, messages included.
+    let thrice = CloudE2eSuite::new("cloud-e2e", &provider, None, None).unwrap().with_flake_attempts(3);
+    CALLS.store(0, std::sync::atomic::Ordering::SeqCst);
+    let case = thrice.run_test(&test, &world, deadline).await;
+    assert_eq!((case.status(), case.attempts.len()), (junit::Status::Flaky, 3));
+    let messages: Vec<_> = case.attempts.iter().map(|a| a.detail.as_ref().and_then(|d| d.message.clone())).collect();
+    assert_eq!(messages, [Some("call 0 fails".into()), Some("call 1 fails".into()), None]);
+    // A pass stops the retries; the JUnit keeps the attempts and reads back flaky.
+    let xml = junit::to_string(&report(vec![case], Duration::from_secs(1)));
+    let back = junit::read_from(xml.as_bytes(), Path::new("junit_cloud-e2e.xml"), &Default::default()).unwrap();
+    assert_eq!(back.counts().flaky, 1, "{xml}");
+    assert_eq!(back.counts().passed, 0, "a flaky test is never a clean pass");
+    assert_eq!(CALLS.load(std::sync::atomic::Ordering::SeqCst), 3, "no attempt after the pass");
 }

@@ -88,6 +88,17 @@ fn parallel_suites_go_through_the_ginkgo_cli() {
 }
 
 #[test]
+fn flake_attempts_become_ginkgos_and_the_suites_args_still_come_last() {
+    let root = Path::new("/r");
+    let suite = GinkgoSuite::new("g", None, None, 1, vec!["--ginkgo.v".into()]).with_flake_attempts(3);
+    let argv = suite.argv(&ctx(root, "local"), &binaries(root), None).unwrap();
+    assert_eq!(argv[argv.len() - 2..], ["--ginkgo.flake-attempts=3", "--ginkgo.v"]);
+    let once = GinkgoSuite::new("g", None, None, 1, Vec::new()).with_flake_attempts(1);
+    let argv = once.argv(&ctx(root, "local"), &binaries(root), None).unwrap();
+    assert!(!argv.iter().any(|a| a.contains("flake")), "one attempt is ginkgo's default: {argv:?}");
+}
+
+#[test]
 fn the_provider_is_e2es_own_name_or_skeleton() {
     for known in E2E_PROVIDERS {
         assert_eq!(e2e_provider(known), *known);
