@@ -257,11 +257,12 @@ mod testgrid_reads_what_we_publish {
     use common::testgrid::ReadGrid;
 
     /// TestGrid's cell for a test of ours: flaky cases pass there (it ignores retry elements, and
-    /// ginkgo v2 marks a spec that passed on retry `passed`); a skip is no result or a pass with skips.
+    /// ginkgo v2 marks a spec that passed on retry `passed`); a skip is no result or a pass with skips;
+    /// a known failure failed, and TestGrid shows that.
     fn expected_cells(status: TestStatus) -> &'static [&'static str] {
         match status {
             TestStatus::Pass | TestStatus::Flaky => &["PASS"],
-            TestStatus::Fail => &["FAIL"],
+            TestStatus::Fail | TestStatus::KnownFailure => &["FAIL"],
             TestStatus::Skip => &["NO_RESULT", "PASS_WITH_SKIPS"],
         }
     }

@@ -113,7 +113,7 @@ try {
   const failed = page.locator('table.grid td.fail').first();
   check(await colour(failed) === COLOURS.fail, `a failed cell is ${await colour(failed)}`);
   check(await colour(page.locator('table.grid td.pass').first()) === COLOURS.pass, 'a passed cell is not green');
-  check(await page.locator('ul.legend li').count() === 6, 'the legend does not list the six cell states');
+  check(await page.locator('ul.legend li').count() === 7, 'the legend does not list the seven cell states');
   const sticky = await page.locator('table.grid thead th').first().evaluate((th) => getComputedStyle(th).position);
   check(sticky === 'sticky', `the grid's header is ${sticky}, not sticky`);
   check(await page.getByText('failing since').count() >= 1, 'no test says since when it fails');

@@ -25,6 +25,9 @@ pub enum Cell {
     Fail,
     /// Failed, then passed on retry.
     Flaky,
+    /// Failed, and the provider lists it as a known failure (`known_failures`): its run passed.
+    #[serde(rename = "known-failure")]
+    KnownFailure,
     Skip,
     /// The build is still running and has no result for the test yet.
     Running,
@@ -34,13 +37,15 @@ pub enum Cell {
 
 impl Cell {
     /// Every state, in the legend's order.
-    pub const ALL: [Cell; 6] = [Cell::Pass, Cell::Fail, Cell::Flaky, Cell::Skip, Cell::Running, Cell::None];
+    pub const ALL: [Cell; 7] =
+        [Cell::Pass, Cell::Fail, Cell::Flaky, Cell::KnownFailure, Cell::Skip, Cell::Running, Cell::None];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Cell::Pass => "pass",
             Cell::Fail => "fail",
             Cell::Flaky => "flaky",
+            Cell::KnownFailure => "known-failure",
             Cell::Skip => "skip",
             Cell::Running => "running",
             Cell::None => "none",
@@ -54,16 +59,19 @@ impl Cell {
             Cell::Pass => r#"<td class="pass">pass</td>"#,
             Cell::Fail => r#"<td class="fail">fail</td>"#,
             Cell::Flaky => r#"<td class="flaky">flaky</td>"#,
+            Cell::KnownFailure => r#"<td class="known-failure">known-failure</td>"#,
             Cell::Skip => r#"<td class="skip">skip</td>"#,
             Cell::Running => r#"<td class="running">running</td>"#,
             Cell::None => r#"<td class="none">none</td>"#,
         })
     }
 
-    /// How bad a state is, for a group's summary cell: fail, flaky, running, pass, skip, none.
+    /// How bad a state is, for a group's summary cell: fail, known failure, flaky, running, pass,
+    /// skip, none.
     fn badness(self) -> u8 {
         match self {
-            Cell::Fail => 5,
+            Cell::Fail => 6,
+            Cell::KnownFailure => 5,
             Cell::Flaky => 4,
             Cell::Running => 3,
             Cell::Pass => 2,
@@ -497,6 +505,17 @@ mod tests {
 
     fn names(grid: &Grid) -> Vec<&str> {
         grid.rows.iter().map(|r| r.test.as_str()).collect()
+    }
+
+    #[test]
+    fn every_cell_is_named_alike_in_json_in_its_class_and_in_the_filter() {
+        for cell in Cell::ALL {
+            assert_eq!(serde_json::to_value(cell).unwrap(), cell.as_str(), "{cell:?}");
+            let td = cell.td().0;
+            assert_eq!(td, format!(r#"<td class="{0}">{0}</td>"#, cell.as_str()), "{cell:?}");
+        }
+        assert!(Cell::KnownFailure.badness() < Cell::Fail.badness(), "a listed failure is not the worst");
+        assert!(Cell::KnownFailure.badness() > Cell::Flaky.badness());
     }
 
     #[test]

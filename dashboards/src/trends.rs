@@ -81,7 +81,8 @@ pub struct JobTrend {
     pub points: Vec<Point>,
 }
 
-/// The pass rate of a set of cells: passed or flaky over passed, flaky or failed.
+/// The pass rate of a set of cells: passed or flaky over passed, flaky or failed (known failures
+/// too: they failed).
 pub fn pass_rate<'a>(cells: impl IntoIterator<Item = &'a Cell>) -> Option<f64> {
     let (mut passed, mut ran) = (0usize, 0usize);
     for cell in cells {
@@ -90,7 +91,7 @@ pub fn pass_rate<'a>(cells: impl IntoIterator<Item = &'a Cell>) -> Option<f64> {
                 passed += 1;
                 ran += 1;
             }
-            Cell::Fail => ran += 1,
+            Cell::Fail | Cell::KnownFailure => ran += 1,
             _ => {}
         }
     }

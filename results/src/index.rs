@@ -661,7 +661,7 @@ impl Index {
              CASE WHEN c.digest = r.digest THEN c.passed_tests ELSE (SELECT COUNT(*) FROM test_results t \
              WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky')) END, \
              CASE WHEN c.digest = r.digest THEN c.ran_tests ELSE (SELECT COUNT(*) FROM test_results t \
-             WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky', 'fail')) END \
+             WHERE t.build_id = r.id AND t.status IN ('pass', 'flaky', 'fail', 'known-failure')) END \
              FROM (SELECT b.id, b.digest, j.name AS job, b.build, b.started_at, b.finished_at, b.passed, \
              ROW_NUMBER() OVER (PARTITION BY b.job_id ORDER BY b.started_at DESC, b.build DESC) AS n \
              FROM builds b JOIN jobs j ON j.id = b.job_id WHERE b.state = 'finished') r \

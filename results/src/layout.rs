@@ -72,6 +72,9 @@ pub mod keys {
     /// In `started.json`: the job and build `harness run` writes the directory for, so `harness
     /// publish --dir` (and the next run) know where it goes.
     pub const HARNESS_JOB: &str = "harness-job";
+    /// The provider's listed tests a run met (`providers.yaml` `known_failures`): a list of
+    /// `{"suite", "test", "result": "failed" | "passed", "reason", "link"}`.
+    pub const KNOWN_FAILURES: &str = "known-failures";
     pub const HARNESS_BUILD: &str = "harness-build";
 }
 

@@ -9,6 +9,7 @@
 //! `finished.json` and the JUnit files, and whether an unfinished build is running or aborted):
 //! the index compares digests to make indexing the same build again a no-op.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
@@ -73,20 +74,27 @@ pub enum TestStatus {
     Fail,
     Skip,
     Flaky,
+    /// Failed, and the build's provider lists it as a known failure (`finished.json` metadata
+    /// `known-failures`), so its run passed without it.
+    KnownFailure,
 }
 
 impl TestStatus {
+    pub const ALL: [TestStatus; 5] =
+        [TestStatus::Pass, TestStatus::Fail, TestStatus::Skip, TestStatus::Flaky, TestStatus::KnownFailure];
+
     pub fn as_str(self) -> &'static str {
         match self {
             TestStatus::Pass => "pass",
             TestStatus::Fail => "fail",
             TestStatus::Skip => "skip",
             TestStatus::Flaky => "flaky",
+            TestStatus::KnownFailure => "known-failure",
         }
     }
 
     pub fn parse(s: &str) -> Option<TestStatus> {
-        [TestStatus::Pass, TestStatus::Fail, TestStatus::Skip, TestStatus::Flaky].into_iter().find(|t| t.as_str() == s)
+        TestStatus::ALL.into_iter().find(|t| t.as_str() == s)
     }
 
     fn of(status: Status) -> TestStatus {
@@ -206,8 +214,9 @@ pub async fn read_build(
     };
     digest_part(&mut digest, "state", state.as_str().as_bytes());
 
-    let results = read_junit(store, &dir, location.build(), opts, &mut digest, &mut problems).await?;
+    let mut results = read_junit(store, &dir, location.build(), opts, &mut digest, &mut problems).await?;
     let finished = finished.unwrap_or_default();
+    mark_known_failures(&mut results, &finished.metadata);
     let mut versions = Versions::from_metadata(&finished.metadata);
     let started_versions = Versions::from_metadata(&started.metadata);
     versions.repo_commit = versions.repo_commit.or(started.repo_commit.clone());
@@ -244,6 +253,21 @@ pub async fn read_build(
         digest: hex::encode(digest.finalize()),
     };
     Ok(BuildRecord { info, results, problems })
+}
+
+/// The failed results the build's provider lists as known failures (metadata `known-failures`
+/// entries whose `result` is `failed`, by test name) become [`TestStatus::KnownFailure`].
+fn mark_known_failures(results: &mut [TestResult], metadata: &layout::Metadata) {
+    let Some(layout::MetaValue::Other(serde_json::Value::Array(entries))) =
+        metadata.0.get(layout::keys::KNOWN_FAILURES)
+    else {
+        return;
+    };
+    let failed: BTreeSet<&str> =
+        entries.iter().filter(|entry| entry["result"] == "failed").filter_map(|entry| entry["test"].as_str()).collect();
+    for result in results.iter_mut().filter(|r| r.status == TestStatus::Fail && failed.contains(r.name.as_str())) {
+        result.status = TestStatus::KnownFailure;
+    }
 }
 
 /// Reads every JUnit artifact (by TestGrid's name rule) of a build, in path order.
@@ -309,4 +333,47 @@ fn digest_part(digest: &mut Sha256, name: &str, bytes: &[u8]) {
 
 fn age(started_epoch: i64) -> Duration {
     Duration::from_secs(super::unix_now().saturating_sub(started_epoch).max(0) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{MetaValue, Metadata};
+
+    fn result(name: &str, status: TestStatus) -> TestResult {
+        TestResult { suite: "s".into(), name: name.into(), status, duration_seconds: None, failure_message: None }
+    }
+
+    #[test]
+    fn failures_the_metadata_lists_as_known_failed_become_known_failures_and_nothing_else_changes() {
+        let listed = serde_json::json!([
+            {"suite": "x", "test": "a", "result": "failed", "reason": "r", "link": "https://l/1"},
+            {"suite": "x", "test": "b", "result": "passed", "reason": "r", "link": "https://l/2"},
+            {"suite": "x", "test": "c", "result": "failed", "reason": "r", "link": "https://l/3"},
+        ]);
+        let metadata = Metadata([(layout::keys::KNOWN_FAILURES.to_owned(), MetaValue::Other(listed))].into());
+        let mut results = vec![
+            result("a", TestStatus::Fail),
+            result("b", TestStatus::Fail),
+            result("c", TestStatus::Pass),
+            result("d", TestStatus::Fail),
+        ];
+        mark_known_failures(&mut results, &metadata);
+        let statuses: Vec<TestStatus> = results.iter().map(|r| r.status).collect();
+        assert_eq!(statuses, [TestStatus::KnownFailure, TestStatus::Fail, TestStatus::Pass, TestStatus::Fail]);
+
+        // A metadata value of another shape marks nothing.
+        let odd = Metadata([(layout::keys::KNOWN_FAILURES.to_owned(), MetaValue::String("a".into()))].into());
+        let mut results = vec![result("a", TestStatus::Fail)];
+        mark_known_failures(&mut results, &odd);
+        assert_eq!(results[0].status, TestStatus::Fail);
+    }
+
+    #[test]
+    fn every_status_reads_back_from_its_name() {
+        for status in TestStatus::ALL {
+            assert_eq!(TestStatus::parse(status.as_str()), Some(status));
+        }
+        assert_eq!(TestStatus::parse("known failure"), None);
+    }
 }

@@ -295,6 +295,7 @@ fn cell(status: TestStatus) -> Cell {
         TestStatus::Pass => Cell::Pass,
         TestStatus::Fail => Cell::Fail,
         TestStatus::Flaky => Cell::Flaky,
+        TestStatus::KnownFailure => Cell::KnownFailure,
         TestStatus::Skip => Cell::Skip,
     }
 }

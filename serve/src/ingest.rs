@@ -499,6 +499,7 @@ fn published_body(published: &publish::Published) -> serde_json::Value {
             "pass": count(TestStatus::Pass),
             "fail": count(TestStatus::Fail),
             "flaky": count(TestStatus::Flaky),
+            "known-failure": count(TestStatus::KnownFailure),
             "skip": count(TestStatus::Skip),
         },
         "problems": record.problems.iter().map(|p| json!({"file": p.file, "message": p.message})).collect::<Vec<_>>(),

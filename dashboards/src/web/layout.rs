@@ -174,9 +174,9 @@ table.clusters,table.flaky,table.jobs{border-collapse:collapse}\
 table.clusters th,table.clusters td,table.flaky th,table.flaky td,table.jobs th,table.jobs td{border:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top}\
 code.message{font-size:12px;color:#444;white-space:pre-wrap}\
 table.grid td{width:14px;min-width:14px;height:16px;text-align:center;font-size:0;cursor:pointer}\
-table.grid td::before{font-size:10px}td.fail::before{content:'F'}td.flaky::before{content:'~'}\
+table.grid td::before{font-size:10px}td.fail::before{content:'F'}td.flaky::before{content:'~'}td.known-failure::before{content:'K'}\
 td.skip::before{content:'s'}td.running::before{content:'R'}\
-.pass{background:#4caf50}.fail{background:#e53935}.flaky{background:#ffb300}.skip{background:#cfd8dc}\
+.pass{background:#4caf50}.fail{background:#e53935}.flaky{background:#ffb300}.known-failure{background:#8d6e63}.skip{background:#cfd8dc}\
 .running{background:#64b5f6}.none{background:#fff}.pending{background:#fff59d}.bad{background:#e53935}.good{background:#4caf50}\
 .cell{display:inline-block;width:12px;height:12px;border:1px solid #999}\
 ul.legend{list-style:none;display:flex;gap:12px;padding:0;margin:4px 0}.since{color:#b71c1c;font-size:11px;flex:none}\

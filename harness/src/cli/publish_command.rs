@@ -200,8 +200,12 @@ fn summary(p: &Published, database: &str) -> String {
         Indexed::Replaced => "re-indexed (its content changed)",
         Indexed::Unchanged => "already indexed",
     };
+    let known = match count(TestStatus::KnownFailure) {
+        0 => String::new(),
+        n => format!(", {n} known failures"),
+    };
     format!(
-        "published {}: {} file(s) written, {} unchanged; {indexed} in {database}: {} {} ({} passed, {} failed, {} flaky, {} skipped)",
+        "published {}: {} file(s) written, {} unchanged; {indexed} in {database}: {} {} ({} passed, {} failed{known}, {} flaky, {} skipped)",
         p.url,
         p.written,
         p.unchanged,

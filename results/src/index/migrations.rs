@@ -37,6 +37,7 @@ embed!(
     "0009_failure_keys.sql",
     "0010_build_verdicts.sql",
     "0011_results_retention.sql",
+    "0012_known_failures.sql",
 );
 
 /// The migrator of `backend`'s schema.

@@ -1,5 +1,5 @@
 //! Each build's results packed into one row (`build_cells`, migration 0008), for the dashboard's
-//! grid: `<test id><status letter>` per result (`12p13f`: p pass, f fail, k flaky, s skip),
+//! grid: `<test id><status letter>` per result (`12p13f`: p pass, f fail, k flaky, s skip, x known failure),
 //! written with the results, in their transaction. A 200-build grid reads 200 such rows rather
 //! than 200,000 results. A build whose row is missing, or was packed from other content (its
 //! digest is not the build's: replaced by a binary older than the table), has its results read
@@ -26,6 +26,7 @@ fn letter(status: TestStatus) -> char {
         TestStatus::Fail => 'f',
         TestStatus::Flaky => 'k',
         TestStatus::Skip => 's',
+        TestStatus::KnownFailure => 'x',
     }
 }
 
@@ -35,6 +36,7 @@ fn status_of(letter: u8) -> Option<TestStatus> {
         b'f' => Some(TestStatus::Fail),
         b'k' => Some(TestStatus::Flaky),
         b's' => Some(TestStatus::Skip),
+        b'x' => Some(TestStatus::KnownFailure),
         _ => None,
     }
 }
@@ -45,7 +47,7 @@ pub struct Packed {
     pub cells: String,
     /// Results that passed or flaked.
     pub passed: i64,
-    /// Results that passed, flaked or failed.
+    /// Results that passed, flaked or failed (known failures too).
     pub ran: i64,
 }
 
@@ -172,12 +174,13 @@ mod tests {
             (12, TestStatus::Fail),
             (9_000_000_001, TestStatus::Flaky),
             (7, TestStatus::Skip),
+            (8, TestStatus::KnownFailure),
         ];
         let packed = pack(pairs.clone());
-        assert_eq!(packed, Packed { cells: "1p12f9000000001k7s".into(), passed: 2, ran: 3 });
+        assert_eq!(packed, Packed { cells: "1p12f9000000001k7s8x".into(), passed: 2, ran: 4 });
         assert_eq!(unpack(&packed.cells), Some(pairs));
         assert_eq!(unpack(""), Some(vec![]));
-        for bad in ["12", "p", "12x", "1p2", "99999999999999999999p"] {
+        for bad in ["12", "p", "12y", "1p2", "99999999999999999999p"] {
             assert_eq!(unpack(bad), None, "{bad:?}");
         }
     }

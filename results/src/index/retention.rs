@@ -1,6 +1,6 @@
 //! Results retention (`harness serve --keep-results`, migration 0011): the per-test result rows of
 //! builds older than the retention are expired, but never what matters. A build stays, with its
-//! verdicts, its failed and flaky results (their messages feed the failure clusters, the flaky
+//! verdicts, its failed, known-failed and flaky results (their messages feed the failure clusters, the flaky
 //! tests and bisection) and its packed
 //! results (`build_cells`), which keep every status: the build page, bisection and the LKG read
 //! those instead. Only builds whose packed results are of their current content are expired, so no
@@ -110,7 +110,9 @@ impl Index {
         let mut results = Vec::with_capacity(packed.len());
         for (test, status) in packed {
             let kept = match status {
-                TestStatus::Fail | TestStatus::Flaky => failures.get_mut(&test).and_then(VecDeque::pop_front),
+                TestStatus::Fail | TestStatus::Flaky | TestStatus::KnownFailure => {
+                    failures.get_mut(&test).and_then(VecDeque::pop_front)
+                }
                 TestStatus::Pass | TestStatus::Skip => None,
             };
             let result = kept.unwrap_or_else(|| {

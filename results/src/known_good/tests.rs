@@ -163,8 +163,8 @@ impl Rng {
 }
 
 /// `count` finished builds of several providers, versions and release lines, started in no
-/// particular order, whose tests pass, fail, flake, are skipped or are retried (one test listed
-/// twice), and whose own verdict is passed, failed or missing.
+/// particular order, whose tests pass, fail, flake, are skipped, are known failures or are retried
+/// (one test listed twice), and whose own verdict is passed, failed or missing.
 fn generated_builds(seed: u64, count: u32) -> Vec<BuildRecord> {
     let mut rng = Rng(seed);
     let names = ["[cloud-e2e] nodes", "[cloud-e2e] zones", "[sig-node] pods [Conformance]", "[sig-apps] jobs"];
@@ -175,6 +175,7 @@ fn generated_builds(seed: u64, count: u32) -> Vec<BuildRecord> {
         record::TestStatus::Fail,
         record::TestStatus::Flaky,
         record::TestStatus::Skip,
+        record::TestStatus::KnownFailure,
     ];
     (0..count)
         .map(|number| {
@@ -237,6 +238,31 @@ async fn assert_same_as_from_results(config: &ProvidersConfig, index: &Index, lo
 /// The answers from stored verdicts are exactly those of judging every build's results, on both
 /// databases: when judged and stored, when read back, under a changed policy (judged again, the
 /// old policy's verdicts kept and never mixed in), and after a build is replaced.
+/// A failure the provider lists (`known_failures`) is stored as a known failure, and the LKG counts
+/// it as the run that met it did: passed. The same failure unlisted makes its pair bad.
+#[tokio::test]
+async fn a_known_failure_counts_as_passed_in_the_lkg_and_an_unlisted_one_does_not_on_both_databases() {
+    let (_dir, indexes) = both().await;
+    for index in &indexes {
+        let mut known = build(1, 100, "v1.37.1", "a", &[]);
+        known.results[1].status = record::TestStatus::KnownFailure;
+        let failed = build(2, 200, "v1.37.1", "b", &["[cloud-e2e] load balancers"]);
+        for record in [&known, &failed] {
+            index.index_build(record).await.unwrap();
+        }
+        let loaded = load_full(&ProvidersConfig::bundled(), &options(), index).await.unwrap();
+        let reports: Vec<Report> = loaded.snapshot.lines.values().map(|engine| engine.report()).collect();
+        let verdicts: BTreeMap<String, lkg::Verdict> = reports
+            .iter()
+            .flat_map(|r| r.providers.values())
+            .flat_map(|p| &p.pairs)
+            .map(|pair| (pair.provider_commit.clone(), pair.verdict))
+            .collect();
+        let expected = BTreeMap::from([("a".to_owned(), lkg::Verdict::Good), ("b".to_owned(), lkg::Verdict::Bad)]);
+        assert_eq!(verdicts, expected, "{}", index.name());
+    }
+}
+
 #[tokio::test]
 async fn answers_from_stored_verdicts_are_those_of_judging_every_result_on_both_databases() {
     let (_dir, indexes) = both().await;
