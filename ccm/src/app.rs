@@ -88,6 +88,7 @@ use crate::controllers::node_lifecycle::{CloudNodeLifecycle, Decide};
 use crate::controllers::route::RouteController;
 use crate::controllers::service::ServiceController;
 use crate::controllers::{self, Common, Health};
+use crate::hostname_ingress;
 use crate::metrics::Metrics;
 use crate::shutdown::{self, Shutdown, Stop};
 
@@ -145,6 +146,10 @@ pub struct Options {
     /// cloud-e2e suite catches a broken CCM.
     #[arg(long, hide = true, value_enum, value_delimiter = ',')]
     pub testing_bugs: Vec<Bug>,
+    /// Give each load balancer's ingress as the host name `lb-<a-b-c-d>.DOMAIN` instead of its IP,
+    /// as clouds with DNS-named load balancers do; hidden. For tests of clients of such clouds.
+    #[arg(long, hide = true, value_name = "DOMAIN")]
+    pub testing_hostname_ingress: Option<String>,
 }
 
 /// Which controllers `--controllers` enables, upstream's way: `-name` beats `name` beats `*`.
@@ -185,6 +190,7 @@ where
         tracing::warn!(bugs = %names.join(","), "running with deliberate testing bugs: this CCM is broken on purpose");
     }
     let cloud = bugs::cloud_with(&bugs, cloud_provider(&options, provider, initialize)?);
+    let cloud = hostname_ingress::cloud_with(options.testing_hostname_ingress.as_deref(), cloud);
     let client = client(&options).await?;
     let (stop, shutdown) = shutdown::channel();
     tokio::spawn(signals.stop_on_first(stop));

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use clap::ValueEnum;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
-use crate::cloud::{CloudError, CloudProvider, InstancesV2, LoadBalancer, Routes, default_load_balancer_name};
+use crate::cloud::{CloudError, CloudProvider, LoadBalancer, WithLoadBalancer, default_load_balancer_name};
 use crate::controllers::node_lifecycle::{Decide, Verdict, decide};
 use crate::controllers::service::key;
 
@@ -54,7 +54,9 @@ pub type Bugs = BTreeSet<Bug>;
 /// The cloud the controllers of a CCM running with `bugs` see.
 pub fn cloud_with(bugs: &Bugs, cloud: Arc<dyn CloudProvider>) -> Arc<dyn CloudProvider> {
     match bugs.contains(&Bug::LeakLoadBalancers) {
-        true => Arc::new(LeakingLoadBalancers { inner: cloud }),
+        true => {
+            Arc::new(WithLoadBalancer { inner: cloud.clone(), load_balancer: LeakingLoadBalancers { inner: cloud } })
+        }
         false => cloud,
     }
 }
@@ -84,28 +86,6 @@ struct LeakingLoadBalancers {
 impl LeakingLoadBalancers {
     fn inner_load_balancer(&self) -> Result<&dyn LoadBalancer, CloudError> {
         self.inner.load_balancer().ok_or(CloudError::NotImplemented)
-    }
-}
-
-impl CloudProvider for LeakingLoadBalancers {
-    fn provider_name(&self) -> &str {
-        self.inner.provider_name()
-    }
-
-    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
-        self.inner.instances_v2()
-    }
-
-    fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
-        self.inner.load_balancer().map(|_| self as &dyn LoadBalancer)
-    }
-
-    fn routes(&self) -> Option<&dyn Routes> {
-        self.inner.routes()
-    }
-
-    fn has_cluster_id(&self) -> bool {
-        self.inner.has_cluster_id()
     }
 }
 

@@ -145,6 +145,36 @@ pub trait CloudProvider: Send + Sync {
     fn has_cluster_id(&self) -> bool;
 }
 
+/// A cloud whose load balancers are `load_balancer` (a decorator of the inner cloud's, which it
+/// usually holds) while the inner cloud has some; everything else is the inner cloud's. For
+/// changing what a cloud's load balancers do and nothing else.
+pub struct WithLoadBalancer<L> {
+    pub inner: std::sync::Arc<dyn CloudProvider>,
+    pub load_balancer: L,
+}
+
+impl<L: LoadBalancer> CloudProvider for WithLoadBalancer<L> {
+    fn provider_name(&self) -> &str {
+        self.inner.provider_name()
+    }
+
+    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
+        self.inner.instances_v2()
+    }
+
+    fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
+        self.inner.load_balancer().map(|_| &self.load_balancer as &dyn LoadBalancer)
+    }
+
+    fn routes(&self) -> Option<&dyn Routes> {
+        self.inner.routes()
+    }
+
+    fn has_cluster_id(&self) -> bool {
+        self.inner.has_cluster_id()
+    }
+}
+
 /// Upstream's `cloudprovider.DefaultLoadBalancerName`: `"a"` + the service UID without dashes,
 /// cut to 32 bytes.
 pub fn default_load_balancer_name(service: &Service) -> String {

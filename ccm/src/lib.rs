@@ -14,6 +14,7 @@ pub mod app;
 pub mod bugs;
 pub mod cloud;
 pub mod controllers;
+pub mod hostname_ingress;
 pub mod metrics;
 pub mod node;
 pub mod shutdown;

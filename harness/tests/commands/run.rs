@@ -991,6 +991,75 @@ fn cloud_e2e_passes_every_test_against_the_reference_ccm_and_skips_none() {
     env.assert_nothing_left();
 }
 
+/// cloud-e2e's data-path tests through a load balancer that answers with a DNS name, as AWS's do
+/// (issue 54): the reference CCM gives each ingress as `lb-a-b-c-d.lb.cloud-e2e.test`
+/// (`--testing-hostname-ingress`), and the suite runs in a mount namespace whose `/etc/hosts` maps
+/// those names to the load-balancer pool: every data-path test resolves the name and passes. The
+/// same test without the names mapped fails on resolving it, so the ingress was a name.
+#[test]
+fn the_data_path_tests_pass_through_a_load_balancer_that_answers_with_a_host_name() {
+    const DOMAIN: &str = "lb.cloud-e2e.test";
+    let env = Env::new();
+    let reference = toolchain::workspace::build_reference_ccm().expect("building reference-ccm");
+    let ccm = env.root.join("ccm-with-host-names");
+    // The same binary serves the local cloud (`reference-ccm local-cloud ...`): the flag is the CCM's.
+    let script = format!(
+        "#!/bin/sh\ncase \"$1\" in local-cloud) exec '{0}' \"$@\";; esac\nexec '{0}' \"$@\" --testing-hostname-ingress={DOMAIN}\n",
+        reference.display()
+    );
+    std::fs::write(&ccm, script).unwrap();
+    set_executable(&ccm);
+    let (pool, bits) = local_cluster::real::LB_POOL.split_once('/').unwrap();
+    assert_eq!(bits, "24", "the pool's addresses are written out below");
+    let prefix = pool.rsplit_once('.').unwrap().0;
+    let mut hosts = String::from("127.0.0.1 localhost\n");
+    for n in 1..255 {
+        let ip = format!("{prefix}.{n}");
+        // The CCM's naming: `10.250.1.7` is `lb-10-250-1-7.<domain>`.
+        hosts.push_str(&format!("{ip} lb-{}.{DOMAIN}\n", ip.replace('.', "-")));
+    }
+    let hosts_file = env.root.join("hosts");
+    std::fs::write(&hosts_file, hosts).unwrap();
+
+    let mut up = env.command("cluster");
+    let up = up.args(["up", "--name", "hostnames", "--node-kind", "real", "--ccm-binary"]).arg(&ccm).output().unwrap();
+    if !up.status.success() {
+        env.cluster_down("hostnames");
+        panic!("{}", text(&up));
+    }
+    let suite = |mapped: bool, focus: &str, artifacts: &str| {
+        let mut command = env.program("unshare");
+        command.args(["--mount", "--propagation", "private", "sh", "-c"]);
+        match mapped {
+            true => command.arg(r#"mount --bind "$0" /etc/hosts && exec "$@""#).arg(&hosts_file),
+            false => command.arg(r#"exec "$@""#).arg("sh"),
+        };
+        command.arg(env!("CARGO_BIN_EXE_harness")).args([
+            "suite",
+            "cloud-e2e",
+            "--cluster",
+            "hostnames",
+            "--focus",
+            focus,
+        ]);
+        command.arg("--artifacts").arg(env.root.join(artifacts)).output().unwrap()
+    };
+    let mapped = suite(true, "LoadBalancerDataPath", "mapped");
+    let unmapped = suite(false, r"LoadBalancerDataPath\].*TCP", "unmapped");
+    let down = env.cluster_down("hostnames");
+    assert!(down.status.success(), "{}", text(&down));
+
+    assert!(mapped.status.success(), "{}", text(&mapped));
+    let report = junit::read_file(&env.root.join("mapped/junit_cloud-e2e.xml"), &ReadOptions::default()).unwrap();
+    let statuses: Vec<(String, Status)> = report.cases().map(|(_, case)| (case.name.clone(), case.status())).collect();
+    assert!(statuses.len() >= 3, "{statuses:#?}");
+    assert!(statuses.iter().all(|(_, status)| *status == Status::Passed), "{statuses:#?}");
+    assert_eq!(unmapped.status.code(), Some(1), "{}", text(&unmapped));
+    let said = text(&unmapped);
+    assert!(said.contains(&format!(".{DOMAIN}\" does not resolve")), "{said}");
+    env.assert_nothing_left();
+}
+
 /// A harness copied away from its checkout (into an image, onto another machine) still runs
 /// `harness run` with no flags, from an empty directory: it runs the reference CCM beside it, and
 /// records the commit it was built from as the CCM's version. The run does not see the checkout
