@@ -14,7 +14,7 @@ use failures::Failure;
 
 use results::index::{Index, IndexError, VersionedBuild};
 use results::layout::RUNNER_SUITE;
-use results::record::{BuildInfo, State, TestStatus};
+use results::record::{BuildInfo, State, TestResult, TestStatus};
 use results::store::{ResultStore, StoreError};
 
 /// How much of `build-log.txt` a build page shows.
@@ -119,11 +119,8 @@ impl Source for IndexSource {
             result: info.result.clone(),
             artifacts_url: info.artifacts_url.clone(),
             steps: steps.into_iter().map(|s| (s.name, cell(s.status))).collect(),
-            failures: tests
-                .into_iter()
-                .filter(|t| t.status == TestStatus::Fail)
-                .map(|t| (t.name, t.failure_message))
-                .collect(),
+            failures: messages(&tests, TestStatus::Fail),
+            known_failures: messages(&tests, TestStatus::KnownFailure),
             counts,
             artifacts: Some(artifacts),
             log_tail,
@@ -288,6 +285,11 @@ fn column(build: &BuildInfo) -> Column {
         state: state.to_owned(),
         passed: build.passed,
     }
+}
+
+/// The tests of `status`, each with its message.
+fn messages(tests: &[TestResult], status: TestStatus) -> Vec<(String, Option<String>)> {
+    tests.iter().filter(|t| t.status == status).map(|t| (t.name.clone(), t.failure_message.clone())).collect()
 }
 
 fn cell(status: TestStatus) -> Cell {

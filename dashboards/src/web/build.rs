@@ -117,6 +117,11 @@ fn render(view: &BuildView) -> Markup {
             h2 { "Failures" }
             @for (test, message) in &view.failures { details.failure { summary { (test) } pre { (message.as_deref().unwrap_or("(no message)")) } } }
         }
+        @if !view.known_failures.is_empty() {
+            h2 { "Known failures" }
+            p { "Failed, and listed in the provider's " code { "known_failures" } " (with a reason and a link): the run passed without them." }
+            @for (test, message) in &view.known_failures { details.known-failure { summary { (test) } pre { (message.as_deref().unwrap_or("(no message)")) } } }
+        }
         h2 { "Build log" }
         @match &view.log_tail {
             Some(tail) => {
@@ -184,6 +189,7 @@ mod tests {
             artifacts_url: "file:///r".into(),
             steps: Vec::new(),
             failures: Vec::new(),
+            known_failures: Vec::new(),
             counts: Vec::new(),
             artifacts: Some(artifacts),
             log_tail: None,

@@ -83,6 +83,9 @@ pub struct BuildView {
     pub steps: Vec<(String, Cell)>,
     /// Every other test that failed, with its message.
     pub failures: Vec<(String, Option<String>)>,
+    /// Failed tests the provider lists as known failures (`known_failures`), with their messages.
+    #[serde(default)]
+    pub known_failures: Vec<(String, Option<String>)>,
     /// Tests by state, steps left out.
     pub counts: Vec<(Cell, usize)>,
     /// The build directory's files; `None` when the server has no store to read them from.
@@ -301,7 +304,8 @@ mod tests {
                 artifacts_url: "file:///store/logs/ci-a/2".into(),
                 steps: vec![("Up".into(), Cell::Pass), ("Test".into(), Cell::Fail)],
                 failures: vec![("t".into(), Some("expected <3> nodes, saw <2>".into()))],
-                counts: vec![(Cell::Pass, 1), (Cell::Fail, 1)],
+                known_failures: vec![("k".into(), Some("affinity lost".into()))],
+                counts: vec![(Cell::Pass, 1), (Cell::Fail, 1), (Cell::KnownFailure, 1)],
                 artifacts: Some(vec![Artifact { path: "build-log.txt".into(), size: 14 }]),
                 log_tail: Some(LogTail { text: "line 2\n".into(), size: 14 }),
             }))
@@ -462,8 +466,13 @@ mod tests {
         assert_eq!(status, StatusCode::OK);
         assert!(html.contains(r#"<li class="fail">Test fail</li>"#), "{html}");
         assert!(html.contains("<summary>t</summary><pre>expected &lt;3&gt; nodes, saw &lt;2&gt;</pre>"), "{html}");
+        // A known failure has a section of its own, apart from the failures.
+        let known = html.find("<h2>Known failures</h2>").expect("a known-failures section");
+        assert!(html[known..].contains("<summary>k</summary><pre>affinity lost</pre>"), "{html}");
+        assert!(!html[..known].contains("<summary>k</summary>"), "not among the failures: {html}");
         let (_, json) = get(false, "/job/ci-a/build/2", "application/json").await;
         let view: BuildView = serde_json::from_str(&json).unwrap();
+        assert_eq!(view.known_failures, [("k".to_owned(), Some("affinity lost".to_owned()))]);
         assert_eq!((view.column.build.as_str(), view.result.as_deref()), ("2", Some("FAILURE")));
         assert_eq!(get(false, "/job/ci-a/build/9", "text/html").await.0, StatusCode::NOT_FOUND);
     }
