@@ -961,6 +961,13 @@ fn known_failures_name_a_test_a_reason_and_a_link_and_cover_only_their_suite() {
     assert!(all[3].problem.to_string().contains("http(s) address of the issue"), "{}", all[3].problem);
     assert!(all[1].problem.to_string().contains("it runs cloud-e2e"), "{}", all[1].problem);
     assert_eq!(all[3].location, at(15, 59), "the value, on its line: {:?}", all[3]);
+    let certified =
+        only_problem(&with("      - {test: t, suite: certified-conformance, reason: r, link: 'https://x'}"));
+    assert!(
+        certified.problem.to_string().contains("certification takes every conformance test"),
+        "{}",
+        certified.problem
+    );
 }
 
 // ---- certification ----

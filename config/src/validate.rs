@@ -15,10 +15,10 @@ use super::raw::{
 };
 use super::template::{self, Placeholder, TemplateError};
 use super::{
-    BUILTIN_SUITES, BuildOutput, Capability, Ccm, CcmBuild, CcmDeploy, CommandSpec, Deployer, DeployerKind, Hook,
-    Hooks, JobSpec, KnownFailure, KubernetesVersion, LoadBalancerServices, Provider, ProviderTestGrid, ProvidersConfig,
-    Required, Suite, SuiteKind, TestGridSettings, TestMatcher, UPSTREAM_LOAD_BALANCERS,
-    UPSTREAM_LOAD_BALANCERS_PARALLEL, VsphereTags, jobs,
+    BUILTIN_SUITES, BuildOutput, CERTIFIED_CONFORMANCE, Capability, Ccm, CcmBuild, CcmDeploy, CommandSpec, Deployer,
+    DeployerKind, Hook, Hooks, JobSpec, KnownFailure, KubernetesVersion, LoadBalancerServices, Provider,
+    ProviderTestGrid, ProvidersConfig, Required, Suite, SuiteKind, TestGridSettings, TestMatcher,
+    UPSTREAM_LOAD_BALANCERS, UPSTREAM_LOAD_BALANCERS_PARALLEL, VsphereTags, jobs,
 };
 
 pub const DEFAULT_NODES: u32 = 3;
@@ -1045,7 +1045,11 @@ impl Checker<'_> {
                 let reason = "give the http(s) address of the issue that tracks the failure";
                 self.report(&at.key("link"), Problem::BadValue { what: "link", value: entry.link.clone(), reason });
             }
-            if let Some(suite) = &entry.suite
+            if entry.suite.as_deref() == Some(CERTIFIED_CONFORMANCE) {
+                let reason = "certification takes every conformance test passing: a known failure cannot excuse one";
+                let value = CERTIFIED_CONFORMANCE.to_owned();
+                self.report(&at.key("suite"), Problem::BadValue { what: "known failure's suite", value, reason });
+            } else if let Some(suite) = &entry.suite
                 && !run.contains(suite.as_str())
             {
                 let runs = run.iter().copied().collect::<Vec<_>>().join(", ");
