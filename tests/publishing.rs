@@ -275,8 +275,17 @@ mod testgrid_reads_what_we_publish {
         let index = postgres().await;
         let files = [REAL_FILES[2], REAL_FILES[3], REAL_FILES[5]];
         let t = now() - 7200;
+        // Build 1001 passed with a failing test its provider lists: its metadata says so, a list
+        // among TestGrid's string values.
+        let failing_test = "[It] [sig-cloud-provider] Nodes should have a provider ID [Conformance]";
+        let mut passed_with_known: serde_json::Value =
+            serde_json::from_str(&finished_json(t, true, "v1.37.1", "abc123")).unwrap();
+        passed_with_known["metadata"]["known-failures"] = serde_json::json!([{
+            "suite": "conformance", "test": failing_test, "result": "failed",
+            "reason": "no provider ID on kwok nodes", "link": "https://github.com/o/p/issues/1",
+        }]);
         let builds = [
-            ("1001", build_dir(tmp.path(), "a", t, Some(&finished_json(t, true, "v1.37.1", "abc123")), &files)),
+            ("1001", build_dir(tmp.path(), "a", t, Some(&passed_with_known.to_string()), &files)),
             (
                 "1002",
                 build_dir(tmp.path(), "b", t + 60, Some(&finished_json(t + 60, false, "v1.36.4", "def456")), &files),
@@ -342,9 +351,15 @@ mod testgrid_reads_what_we_publish {
             }
         }
         assert!(compared >= 10, "only {compared} results compared");
-        let failing = "Sample e2e suite.[It] [sig-cloud-provider] Nodes should have a provider ID [Conformance]";
-        assert_eq!(grid.result(failing, "1001"), "FAIL");
-        assert!(!grid.message(failing, "1001").is_empty());
+        let failing = format!("Sample e2e suite.{failing_test}");
+        assert_eq!(grid.result(&failing, "1001"), "FAIL");
+        assert!(!grid.message(&failing, "1001").is_empty());
+        // The index keeps that failure as a known one in 1001, and as a failure where unlisted.
+        let status = |results: Vec<results::record::TestResult>| {
+            results.into_iter().find(|r| r.name == failing_test).map(|r| r.status)
+        };
+        assert_eq!(status(index.build_results(JOB, "1001").await.unwrap()), Some(TestStatus::KnownFailure));
+        assert_eq!(status(index.build_results(JOB, "1002").await.unwrap()), Some(TestStatus::Fail));
     }
 }
 

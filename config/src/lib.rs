@@ -754,14 +754,6 @@ impl KnownFailure {
     pub fn covers(&self, suite: &str, test: &str) -> bool {
         self.suite.as_deref().is_none_or(|only| only == suite) && self.test.matches(test)
     }
-
-    /// How the file names the test: the name, or `regex: <pattern>`.
-    pub fn test_text(&self) -> String {
-        match &self.test {
-            TestMatcher::Name(name) => name.clone(),
-            TestMatcher::Regex(regex) => format!("regex: {}", regex.as_str()),
-        }
-    }
 }
 
 impl PartialEq for TestMatcher {

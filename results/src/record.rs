@@ -256,7 +256,8 @@ pub async fn read_build(
 }
 
 /// The failed results the build's provider lists as known failures (metadata `known-failures`
-/// entries whose `result` is `failed`, by test name) become [`TestStatus::KnownFailure`].
+/// entries whose `result` is `failed`, by test name) become [`TestStatus::KnownFailure`]. By name
+/// alone: an entry's `suite` is the harness's suite, not the JUnit `<testsuite>` the index keeps.
 fn mark_known_failures(results: &mut [TestResult], metadata: &layout::Metadata) {
     let Some(layout::MetaValue::Other(serde_json::Value::Array(entries))) =
         metadata.0.get(layout::keys::KNOWN_FAILURES)

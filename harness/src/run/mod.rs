@@ -316,7 +316,7 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     let mut metadata = versions.to_metadata();
     if !tested.known_failures.is_empty() {
         let met = serde_json::to_value(&tested.known_failures).expect("known failures serialise");
-        metadata.0.insert(known_failures::KNOWN_FAILURES_KEY.into(), MetaValue::Other(met));
+        metadata.0.insert(layout::keys::KNOWN_FAILURES.into(), MetaValue::Other(met));
     }
     let finished = Finished {
         timestamp: Some(unix_now()),

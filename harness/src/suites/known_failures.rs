@@ -7,7 +7,7 @@
 //!
 //! The JUnit files are only read: what e2e.test wrote is published as it wrote it, a known failure
 //! red in TestGrid as it failed. The run's `metadata.json` lists what was applied
-//! ([`KNOWN_FAILURES_KEY`]); the index reads it back and stores those failures as known ones.
+//! (`results::layout::keys::KNOWN_FAILURES`, a [`Met`] each); the index reads it back and stores those failures as known ones.
 
 use std::path::PathBuf;
 
@@ -16,9 +16,6 @@ use junit::{ReadOptions, Report, Status};
 use serde::Serialize;
 
 use super::SuiteOutcome;
-
-/// The `metadata.json` key listing the known failures a run met ([`Met`], failed or passed).
-pub const KNOWN_FAILURES_KEY: &str = results::layout::keys::KNOWN_FAILURES;
 
 /// A test of the run covered by a `known_failures` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -267,7 +267,7 @@ impl CloudE2eSuite {
         let mut attempts = Vec::new();
         loop {
             let clock = Instant::now();
-            let verdict = self.attempt(test, world, deadline).await;
+            let verdict = self.run_once(test, world, deadline).await;
             log_result(test.name, &verdict, clock.elapsed());
             let failed = matches!(verdict, Err(Verdict::Failed(_)));
             attempts.push(attempt(verdict, clock.elapsed()));
@@ -279,7 +279,8 @@ impl CloudE2eSuite {
         TestCase { name: test.name.to_owned(), classname: Some(SUITE.into()), properties: Vec::new(), attempts }
     }
 
-    async fn attempt(&self, test: &Test, world: &World, deadline: Instant) -> TestResult {
+    /// One attempt: a skip when the provider cannot run it, else the test within its time left.
+    async fn run_once(&self, test: &Test, world: &World, deadline: Instant) -> TestResult {
         if let Some(reason) = self.skip_reason(test, &world.hooks) {
             return Err(Verdict::Skipped(reason));
         }
