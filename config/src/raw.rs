@@ -226,7 +226,9 @@ pub struct RawHook {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawJob {
-    pub name: String,
+    /// Left out: the provider's default job, named as if it had no `jobs`.
+    #[serde(default)]
+    pub name: Option<String>,
     pub suites: Vec<String>,
     pub interval: Option<String>,
 }

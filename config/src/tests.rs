@@ -78,7 +78,7 @@ fn the_repository_providers_yaml_is_valid_and_describes_the_local_reference_prov
         }
     );
     assert_eq!(local.suites, ["cloud-e2e", "conformance-quick"]);
-    assert_eq!(local.required.suites, ["cloud-e2e", "conformance-quick"]);
+    assert_eq!(local.required.suites, ["cloud-e2e", "conformance-quick", "upstream-load-balancers"]);
     for capability in [Capability::Instances, Capability::LoadBalancers, Capability::Routes, Capability::NodeShutdown] {
         assert!(local.has(capability), "{capability}");
     }
@@ -259,7 +259,7 @@ fn local_upstream_runs_upstreams_ccm_from_the_toolchain_with_the_reference_ccms_
     );
     assert_eq!(
         (upstream.suites.as_slice(), upstream.required.suites.as_slice()),
-        (&["cloud-e2e".to_owned()][..], &["cloud-e2e".to_owned()][..])
+        (&["cloud-e2e".to_owned()][..], &["cloud-e2e".to_owned(), "upstream-load-balancers".to_owned()][..])
     );
     assert_eq!(upstream.kubernetes, local.kubernetes);
 }
@@ -320,11 +320,15 @@ fn job_names_are_per_provider_job_and_release_line() {
             "ci-cloud-provider-openstack-k8s-1.37",
             "ci-cloud-provider-openstack-k8s-1.36",
             "ci-cloud-provider-local-k8s-1.37",
+            "ci-cloud-provider-local-load-balancers-k8s-1.37",
             "ci-cloud-provider-local-certified-conformance-k8s-1.37",
             "ci-cloud-provider-local-k8s-1.36",
+            "ci-cloud-provider-local-load-balancers-k8s-1.36",
             "ci-cloud-provider-local-certified-conformance-k8s-1.36",
             "ci-cloud-provider-local-upstream-k8s-1.37",
-            "ci-cloud-provider-local-upstream-k8s-1.36"
+            "ci-cloud-provider-local-upstream-load-balancers-k8s-1.37",
+            "ci-cloud-provider-local-upstream-k8s-1.36",
+            "ci-cloud-provider-local-upstream-load-balancers-k8s-1.36"
         ]
     );
 
@@ -361,7 +365,7 @@ fn testgrid_input_has_a_job_per_cell_under_the_bucket() {
     assert_eq!((provider.dashboard.as_str(), provider.num_failures_to_alert), ("cloud-provider-local", 3));
     assert_eq!(provider.jobs[0].gcs_prefix, "kubernetes-ci-logs/logs/ci-cloud-provider-local-k8s-1.37");
     let generated = crate::testgrid::generate(&input).unwrap();
-    assert_eq!(generated.test_groups.len(), 12);
+    assert_eq!(generated.test_groups.len(), 16);
     // The certification jobs, and only they, on the provider's conformance dashboard.
     let tabs = |name: &str| -> Vec<String> {
         let dashboard = generated.dashboards.iter().find(|d| d.name == name).unwrap_or_else(|| panic!("{name}"));
@@ -374,7 +378,23 @@ fn testgrid_input_has_a_job_per_cell_under_the_bucket() {
             "ci-cloud-provider-local-certified-conformance-k8s-1.37"
         ]
     );
-    assert_eq!(tabs("cloud-provider-local"), ["ci-cloud-provider-local-k8s-1.36", "ci-cloud-provider-local-k8s-1.37"]);
+    // Upstream's load-balancer tests: a job and a tab of their own beside the default job's.
+    assert_eq!(
+        tabs("cloud-provider-local"),
+        [
+            "ci-cloud-provider-local-k8s-1.36",
+            "ci-cloud-provider-local-k8s-1.37",
+            "ci-cloud-provider-local-load-balancers-k8s-1.36",
+            "ci-cloud-provider-local-load-balancers-k8s-1.37"
+        ]
+    );
+    let local = config.provider("local").unwrap();
+    let load_balancers = local.jobs.iter().find(|j| j.name.as_deref() == Some("load-balancers")).unwrap();
+    assert_eq!(
+        (load_balancers.suites.as_slice(), format_duration(load_balancers.interval)),
+        (&["upstream-load-balancers".to_owned()][..], "24h".to_owned())
+    );
+    assert!(local.required.suites.contains(&"upstream-load-balancers".to_owned()), "its failures fail its job");
     let group = &generated.dashboard_groups[0].dashboard_names;
     assert!(group.contains(&"conformance-cloud-provider-local".to_owned()), "{group:?}");
 
@@ -390,6 +410,37 @@ fn two_versions_of_one_release_line_would_share_a_job_and_are_refused() {
     let problem = only_problem(&text);
     assert_eq!((problem.path.as_str(), problem.location), ("providers[0].kubernetes[2]", at(7, 36)));
     assert!(matches!(problem.problem, Problem::SameReleaseLine { ref line, .. } if line == "1.37"), "{problem:?}");
+}
+
+#[test]
+fn a_job_without_a_name_is_the_default_one_and_keeps_its_name_beside_others() {
+    let text = edit(
+        "    suites: [cloud-e2e]",
+        "    suites: [cloud-e2e]\n    jobs:\n      - suites: [cloud-e2e]\n      - {name: lb, suites: [cloud-e2e], interval: 24h}",
+    );
+    let config = load(&text).unwrap();
+    let cells: Vec<(String, String)> =
+        config.cells().into_iter().map(|c| (c.name.clone(), format_duration(c.interval()))).collect();
+    assert_eq!(
+        cells,
+        [
+            ("ci-cloud-provider-p-k8s-1.37".to_owned(), format_duration(validate::DEFAULT_INTERVAL)),
+            ("ci-cloud-provider-p-lb-k8s-1.37".to_owned(), "24h".to_owned()),
+        ],
+        "the default job's name (and its TestGrid history) is the one it had without `jobs`"
+    );
+
+    let two = edit(
+        "    suites: [cloud-e2e]",
+        "    suites: [cloud-e2e]\n    jobs:\n      - suites: [cloud-e2e]\n      - suites: [cloud-e2e]",
+    );
+    let problem = only_problem(&two);
+    assert_eq!(problem.path, "providers[0].jobs[1]");
+    let message = problem.problem.to_string();
+    assert!(
+        message.contains("ci-cloud-provider-<provider>-k8s-<minor>") && message.contains("at line 15"),
+        "{message}"
+    );
 }
 
 #[test]

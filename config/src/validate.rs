@@ -175,6 +175,11 @@ pub enum Problem {
          Kubernetes release line (`{job}`): remove it here"
     )]
     CertificationSuiteListed { job: String },
+    #[error(
+        "this job has no `name`, so it is the provider's default job (`{job}`), and the job{first} already is: \
+         name one of them"
+    )]
+    SecondDefaultJob { job: String, first: AtLine },
     #[error("job name `{job}` is {len} characters; Prow wants at most 63: shorten the provider (or job) name")]
     JobNameTooLong { job: String, len: usize },
     #[error(
@@ -515,6 +520,7 @@ impl Checker<'_> {
             self.report(&at.key("suites"), Problem::EmptyList { what: "suites", hint });
         }
         let interval = self.duration(&at.key("interval"), raw.interval.as_deref(), DEFAULT_INTERVAL);
+        let listed_jobs = raw.jobs.is_some();
         let mut jobs = match raw.jobs {
             None => vec![JobSpec { name: None, suites: provider_suites.clone(), interval, certification: false }],
             Some(raw_jobs) => self.jobs(raw_jobs, &at.key("jobs"), &known, interval),
@@ -563,7 +569,7 @@ impl Checker<'_> {
         let has_certification = raw.certification.is_some();
         self.certified_suite_listed(&provider_suites, &at.key("suites"), has_certification, &raw.name);
         // The one job of a provider without `jobs:` runs `suites`, reported above.
-        for (j, job) in jobs.iter().enumerate().filter(|(_, job)| job.name.is_some()) {
+        for (j, job) in jobs.iter().enumerate().filter(|_| listed_jobs) {
             let at = at.key("jobs").index(j).key("suites");
             self.certified_suite_listed(&job.suites, &at, has_certification, &raw.name);
         }
@@ -996,15 +1002,28 @@ impl Checker<'_> {
             self.report(at, Problem::EmptyList { what: "jobs", hint });
         }
         let mut jobs: Vec<JobSpec> = Vec::new();
+        let mut default_job: Option<YamlPath> = None;
         for (i, job) in raw.into_iter().enumerate() {
             let at = at.index(i);
-            self.name(&at.key("name"), "job name", &job.name);
+            match (&job.name, &default_job) {
+                (Some(name), _) => {
+                    self.name(&at.key("name"), "job name", name);
+                }
+                (None, Some(first)) => {
+                    let job = format!("{}<provider>-k8s-<minor>", jobs::JOB_PREFIX);
+                    let problem = Problem::SecondDefaultJob { job, first: self.line_of(first) };
+                    self.report(&at, problem);
+                    // Reported once: not again as a clash of job names.
+                    continue;
+                }
+                (None, None) => default_job = Some(at.clone()),
+            }
             let suites = self.suite_names(job.suites, &at.key("suites"), known);
             if suites.is_empty() {
                 self.report(&at.key("suites"), Problem::EmptyList { what: "suites", hint: "a job runs some suites" });
             }
             let interval = self.duration(&at.key("interval"), job.interval.as_deref(), interval);
-            jobs.push(JobSpec { name: Some(job.name), suites, interval, certification: false });
+            jobs.push(JobSpec { name: job.name, suites, interval, certification: false });
         }
         jobs
     }

@@ -125,6 +125,25 @@ pub struct LoadBalancerSpec {
     /// (`spec.loadBalancerSourceRanges`, else the source ranges annotation, else `0.0.0.0/0`).
     #[serde(default)]
     pub source_ranges: Vec<String>,
+    /// The port each backend answers `GET /healthz` on (the service's `healthCheckNodePort`, which
+    /// `externalTrafficPolicy: Local` allocates); 0: backends are not probed.
+    #[serde(default)]
+    pub health_check_node_port: i32,
+    /// How the load balancer picks a backend for a connection.
+    #[serde(default)]
+    pub session_affinity: SessionAffinity,
+}
+
+/// How a load balancer picks a backend for a connection (the service's `sessionAffinity`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SessionAffinity {
+    /// Each connection goes to a backend picked at random.
+    #[default]
+    None,
+    /// Every connection of a client address goes to the same backend (a hash of the address), as
+    /// cloud load balancers' client-IP affinity does.
+    #[serde(rename = "ClientIP")]
+    ClientIp,
 }
 
 /// The body of `PATCH /v1/loadbalancers/{cluster}/{name}`: a new backend set.
@@ -153,6 +172,12 @@ pub struct LoadBalancer {
     /// load balancers saved before the cloud kept them.
     #[serde(default)]
     pub source_ranges: Vec<String>,
+    /// The port each backend is health-checked on; 0: not probed, every backend gets traffic.
+    #[serde(default)]
+    pub health_check_node_port: i32,
+    /// How a backend is picked for a connection.
+    #[serde(default)]
+    pub session_affinity: SessionAffinity,
 }
 
 /// The body of `POST /v1/routes/{cluster}`.

@@ -469,6 +469,8 @@ mod tests {
             ports: vec![],
             backends: vec!["n1".into(), "n2".into()],
             source_ranges: vec!["10.0.0.0/8".into(), "192.168.0.0/16".into()],
+            health_check_node_port: 0,
+            session_affinity: Default::default(),
         };
 
         let row = load_balancer_row(&balancer);

@@ -9,8 +9,14 @@
 //! - the ingress pool (`--ingress-pool`) is routed `local` in the hub, so clients on the hub's
 //!   bridge reach it through the hub (their default route);
 //! - per load balancer port: iptables DNAT of `ingress IP:port` (TCP or UDP) to the backends'
-//!   `InternalIP:nodePort`, spread at random, only for sources inside its source ranges; the hub
-//!   masquerades the forwarded traffic, so replies come back through it;
+//!   `InternalIP:nodePort`, only for sources inside its source ranges; the hub masquerades the
+//!   forwarded traffic, so replies come back through it. Each connection goes to a backend picked at
+//!   random, or, with `ClientIP` session affinity, to the one a hash of the client's address picks
+//!   (iptables `HMARK`), so all of a client's connections reach the same node;
+//! - a load balancer with a health-check port (the service's `healthCheckNodePort`, with
+//!   `externalTrafficPolicy: Local`) sends only to the backends whose `GET /healthz` on it answered
+//!   200 at the last poll (kube-proxy answers 503 on a node without a ready endpoint); when none
+//!   does, to all of them, as cloud load balancers fail open;
 //! - what no rule takes (another source, no backend, a deleted load balancer) is refused: TCP
 //!   reset, ICMP port unreachable for UDP;
 //! - each route `destination via <target's InternalIP>` in the hub and in every node's namespace
@@ -24,14 +30,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ipnet::Ipv4Net;
 
-use super::api::{AddressType, Instance, InstanceState, LoadBalancer, Route};
+use super::api::{AddressType, Instance, InstanceState, LoadBalancer, Route, SessionAffinity};
 use super::store::Store;
 
 /// The nat chain jumped to from `PREROUTING`: the DNAT of every load balancer port.
@@ -108,7 +114,26 @@ pub struct Desired {
     pub routes: BTreeMap<Ipv4Net, Ipv4Addr>,
     /// The running instances' first IPv4 InternalIP, by name.
     pub node_ips: BTreeMap<String, Ipv4Addr>,
+    /// `(load balancer, node)`: the backends whose last health check failed.
+    pub unhealthy: BTreeSet<(String, String)>,
 }
+
+/// One backend's health check: `GET http://{address}/healthz`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// The load balancer's name.
+    pub balancer: String,
+    /// The backend (node) it checks.
+    pub node: String,
+    /// The node's InternalIP and the load balancer's health-check port.
+    pub address: SocketAddrV4,
+}
+
+/// How long a health check may take before it counts as failed.
+const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The seed of the client-address hash that picks a backend under `ClientIP` affinity.
+const AFFINITY_HASH_SEED: &str = "0x4c42";
 
 impl Desired {
     /// The cluster's part of the cloud's state.
@@ -124,7 +149,38 @@ impl Desired {
             .filter_map(|r| Some((r.destination_cidr.parse().ok()?, *node_ips.get(&r.target_node)?)))
             .collect();
         let balancers = balancers.into_iter().filter(|b| b.cluster == cluster).collect();
-        Desired { balancers, routes, node_ips }
+        Desired { balancers, routes, node_ips, unhealthy: BTreeSet::new() }
+    }
+
+    /// The health checks to make: each running backend of each load balancer with a health-check
+    /// port.
+    pub fn health_checks(&self) -> Vec<HealthCheck> {
+        let mut checks = Vec::new();
+        for balancer in self.balancers.iter().filter(|b| b.health_check_node_port > 0) {
+            let Ok(port) = u16::try_from(balancer.health_check_node_port) else { continue };
+            for node in &balancer.backends {
+                if let Some(ip) = self.node_ips.get(node) {
+                    let address = SocketAddrV4::new(*ip, port);
+                    checks.push(HealthCheck { balancer: balancer.name.clone(), node: node.clone(), address });
+                }
+            }
+        }
+        checks
+    }
+
+    /// The addresses `balancer` sends to: its running backends, less those whose health check
+    /// failed unless every one did (cloud load balancers fail open). Sorted, without duplicates.
+    pub fn serving_backends(&self, balancer: &LoadBalancer) -> Vec<Ipv4Addr> {
+        let running: Vec<&String> = balancer.backends.iter().filter(|b| self.node_ips.contains_key(*b)).collect();
+        let healthy: Vec<&String> = running
+            .iter()
+            .copied()
+            .filter(|node| !self.unhealthy.contains(&(balancer.name.clone(), (*node).clone())))
+            .collect();
+        let serving = if healthy.is_empty() { running } else { healthy };
+        let addresses: BTreeSet<Ipv4Addr> =
+            serving.iter().filter_map(|node| self.node_ips.get(*node).copied()).collect();
+        addresses.into_iter().collect()
     }
 }
 
@@ -136,7 +192,7 @@ fn internal_ipv4(instance: &Instance) -> Option<Ipv4Addr> {
 pub fn render_rules(desired: &Desired, pool: Ipv4Net) -> String {
     let mut nat = format!("*nat\n:{NAT_CHAIN} - [0:0]\n:{POST_CHAIN} - [0:0]\n");
     for balancer in &desired.balancers {
-        for rule in balancer_rules(balancer, &desired.node_ips) {
+        for rule in balancer_rules(balancer, &desired.serving_backends(balancer)) {
             let _ = writeln!(nat, "-A {NAT_CHAIN} {rule}");
         }
     }
@@ -148,17 +204,18 @@ pub fn render_rules(desired: &Desired, pool: Ipv4Net) -> String {
     nat + &filter
 }
 
-/// The DNAT rules (without `-A CHAIN`) of one load balancer: per ingress IP, TCP/UDP port and
-/// source range, one rule per backend, the `i`-th of `n` taken with probability `1/(n-i)` so each
-/// gets an even share. Backends without a running instance, and SCTP ports, get none.
-fn balancer_rules(balancer: &LoadBalancer, node_ips: &BTreeMap<String, Ipv4Addr>) -> Vec<String> {
-    let backends: BTreeSet<Ipv4Addr> = balancer.backends.iter().filter_map(|b| node_ips.get(b).copied()).collect();
-    let backends: Vec<Ipv4Addr> = backends.into_iter().collect();
+/// The DNAT rules (without `-A CHAIN`) of one load balancer sending to `backends`: per ingress IP,
+/// TCP/UDP port and source range, one rule per backend. Without affinity the `i`-th of `n` is taken
+/// with probability `1/(n-i)`, so each gets an even share; with `ClientIP` affinity an `HMARK` rule
+/// first marks the packet `1..=n` from a hash of its source address and the `i`-th backend takes
+/// mark `i+1`. SCTP ports, and ports without a node port, get none.
+fn balancer_rules(balancer: &LoadBalancer, backends: &[Ipv4Addr]) -> Vec<String> {
     let ranges: Vec<&str> = match balancer.source_ranges.is_empty() {
         // Saved before the cloud kept source ranges: open, as the CCM's default.
         true => vec!["0.0.0.0/0"],
         false => balancer.source_ranges.iter().map(String::as_str).filter(|r| r.parse::<Ipv4Net>().is_ok()).collect(),
     };
+    let by_client = balancer.session_affinity == SessionAffinity::ClientIp && backends.len() > 1;
     let mut rules = Vec::new();
     for ip in balancer.ingress_ips.iter().filter(|ip| ip.parse::<Ipv4Addr>().is_ok()) {
         for port in &balancer.ports {
@@ -168,11 +225,18 @@ fn balancer_rules(balancer: &LoadBalancer, node_ips: &BTreeMap<String, Ipv4Addr>
             }
             for range in &ranges {
                 let matched = format!("-d {ip}/32 -p {protocol} -m {protocol} --dport {} -s {range}", port.port);
+                if by_client {
+                    rules.push(format!(
+                        "{matched} -j HMARK --hmark-tuple src --hmark-mod {} --hmark-offset 1 --hmark-rnd {AFFINITY_HASH_SEED}",
+                        backends.len()
+                    ));
+                }
                 for (index, backend) in backends.iter().enumerate() {
                     let left = backends.len() - index;
-                    let pick = match left {
-                        1 => String::new(),
-                        _ => format!(" -m statistic --mode random --probability {:.11}", 1.0 / left as f64),
+                    let pick = match (by_client, left) {
+                        (true, _) => format!(" -m mark --mark {}", index + 1),
+                        (false, 1) => String::new(),
+                        (false, _) => format!(" -m statistic --mode random --probability {:.11}", 1.0 / left as f64),
                     };
                     rules.push(format!("{matched}{pick} -j DNAT --to-destination {backend}:{}", port.node_port));
                 }
@@ -249,6 +313,23 @@ fn ip(netns: Option<&Path>) -> Command {
 pub struct DataPlane {
     config: DataPlaneConfig,
     applied: Option<Desired>,
+    health: reqwest::Client,
+}
+
+/// Whether `GET http://{address}/healthz` answers 200 within [`HEALTH_CHECK_TIMEOUT`].
+async fn healthy(client: &reqwest::Client, address: SocketAddrV4) -> bool {
+    let answer = client.get(format!("http://{address}/healthz")).send().await;
+    answer.is_ok_and(|response| response.status() == reqwest::StatusCode::OK)
+}
+
+/// Makes every check at once; `(load balancer, node)` of those that failed.
+async fn failed_checks(client: &reqwest::Client, checks: Vec<HealthCheck>) -> BTreeSet<(String, String)> {
+    let mut running = tokio::task::JoinSet::new();
+    for check in checks {
+        let client = client.clone();
+        running.spawn(async move { (!healthy(&client, check.address).await).then_some((check.balancer, check.node)) });
+    }
+    running.join_all().await.into_iter().flatten().collect()
 }
 
 impl DataPlane {
@@ -276,7 +357,14 @@ impl DataPlane {
         }
         let pool = config.ingress_pool.to_string();
         run("routing the ingress pool", ip(None).args(["route", "replace", "local", &pool, "dev", "lo"]), None)?;
-        let plane = DataPlane { config, applied: None };
+        let health = reqwest::Client::builder().timeout(HEALTH_CHECK_TIMEOUT).no_proxy().build().map_err(|e| {
+            DataPlaneError::Command {
+                what: "making the health checker".into(),
+                command: "reqwest::Client::builder".into(),
+                detail: e.to_string(),
+            }
+        })?;
+        let plane = DataPlane { config, applied: None, health };
         plane.restore(&render_rules(&Desired::default(), plane.config.ingress_pool))?;
         for (table, parent, chain) in
             [("nat", "PREROUTING", NAT_CHAIN), ("nat", "POSTROUTING", POST_CHAIN), ("filter", "INPUT", REJECT_CHAIN)]
@@ -298,30 +386,39 @@ impl DataPlane {
             .map(|_| ())
     }
 
-    /// Reads the state and programs what changed since the last success.
-    pub fn sync(&mut self) -> Result<(), DataPlaneError> {
-        let store = Store::open(&self.config.state_dir)?;
-        let cluster = self.config.cluster.clone();
-        let desired = store.read(|state| {
-            Desired::from_state(
-                &cluster,
-                &state.instances(),
-                state.load_balancers(Some(&cluster)),
-                &state.routes(Some(&cluster)),
-            )
-        });
+    /// Reads the state, checks the backends' health and programs what changed since the last
+    /// success.
+    pub async fn sync(&mut self) -> Result<(), DataPlaneError> {
+        let mut desired = tokio::task::block_in_place(|| self.read_desired())?;
+        desired.unhealthy = failed_checks(&self.health, desired.health_checks()).await;
         if self.applied.as_ref() == Some(&desired) {
             return Ok(());
         }
-        self.restore(&render_rules(&desired, self.config.ingress_pool))?;
-        self.program_routes(&desired)?;
+        tokio::task::block_in_place(|| {
+            self.restore(&render_rules(&desired, self.config.ingress_pool))?;
+            self.program_routes(&desired)
+        })?;
         tracing::info!(
             balancers = desired.balancers.len(),
             routes = desired.routes.len(),
+            unhealthy = ?desired.unhealthy,
             "programmed the hub and the nodes"
         );
         self.applied = Some(desired);
         Ok(())
+    }
+
+    fn read_desired(&self) -> Result<Desired, DataPlaneError> {
+        let store = Store::open(&self.config.state_dir)?;
+        let cluster = &self.config.cluster;
+        Ok(store.read(|state| {
+            Desired::from_state(
+                cluster,
+                &state.instances(),
+                state.load_balancers(Some(cluster)),
+                &state.routes(Some(cluster)),
+            )
+        }))
     }
 
     fn program_routes(&self, desired: &Desired) -> Result<(), DataPlaneError> {
@@ -349,11 +446,13 @@ impl DataPlane {
     pub async fn run_until(mut self, stop: impl std::future::Future<Output = ()>) {
         tokio::pin!(stop);
         let mut ticks = tokio::time::interval(self.config.poll);
+        // A sync waits for health checks (up to a second): the next poll comes a whole period later.
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = &mut stop => return,
                 _ = ticks.tick() => {
-                    if let Err(error) = tokio::task::block_in_place(|| self.sync()) {
+                    if let Err(error) = self.sync().await {
                         tracing::warn!("data plane: {error}");
                     }
                 }
@@ -395,6 +494,8 @@ mod tests {
             ],
             backends: backends.iter().map(|b| b.to_string()).collect(),
             source_ranges: ranges.iter().map(|r| r.to_string()).collect(),
+            health_check_node_port: 0,
+            session_affinity: SessionAffinity::None,
         }
     }
 
@@ -428,6 +529,61 @@ mod tests {
                 "-A HARNESS-LB -d 10.250.1.1/32 -p udp -m udp --dport 53 -s 10.250.0.240/28 -j DNAT --to-destination 10.250.0.11:30053",
             ]
         );
+    }
+
+    #[test]
+    fn client_ip_affinity_picks_the_backend_by_a_hash_of_the_client_address() {
+        let mut sticky = balancer(&["n0", "n1", "n2"], &["10.250.0.0/16"]);
+        sticky.session_affinity = SessionAffinity::ClientIp;
+        sticky.ports.truncate(1);
+
+        let rules = render_rules(&desired(vec![sticky.clone()]), pool());
+
+        assert_eq!(
+            nat_rules(&rules),
+            [
+                "-A HARNESS-LB -d 10.250.1.1/32 -p tcp -m tcp --dport 80 -s 10.250.0.0/16 -j HMARK --hmark-tuple src --hmark-mod 2 --hmark-offset 1 --hmark-rnd 0x4c42",
+                "-A HARNESS-LB -d 10.250.1.1/32 -p tcp -m tcp --dport 80 -s 10.250.0.0/16 -m mark --mark 1 -j DNAT --to-destination 10.250.0.10:30080",
+                "-A HARNESS-LB -d 10.250.1.1/32 -p tcp -m tcp --dport 80 -s 10.250.0.0/16 -m mark --mark 2 -j DNAT --to-destination 10.250.0.11:30080",
+            ],
+            "n2 is shut down: two backends, two marks"
+        );
+
+        sticky.backends = vec!["n0".into()];
+        let one = render_rules(&desired(vec![sticky]), pool());
+        assert_eq!(
+            nat_rules(&one),
+            [
+                "-A HARNESS-LB -d 10.250.1.1/32 -p tcp -m tcp --dport 80 -s 10.250.0.0/16 -j DNAT --to-destination 10.250.0.10:30080"
+            ],
+            "one backend needs no hash"
+        );
+    }
+
+    #[test]
+    fn backends_failing_their_health_check_get_no_traffic_unless_all_do() {
+        let mut local = balancer(&["n0", "n1", "n2"], &[]);
+        local.health_check_node_port = 31999;
+        let mut plane = desired(vec![local.clone(), balancer(&["n0", "n1"], &[])]);
+        plane.balancers[1].name = "unchecked".into();
+        plane.balancers[1].ingress_ips = vec!["10.250.1.2".into()];
+
+        let checks: Vec<String> =
+            plane.health_checks().iter().map(|c| format!("{} {} {}", c.balancer, c.node, c.address)).collect();
+        assert_eq!(checks, ["a1 n0 10.250.0.10:31999", "a1 n1 10.250.0.11:31999"], "running backends, checked ones");
+
+        plane.unhealthy.insert(("a1".into(), "n0".into()));
+        assert_eq!(plane.serving_backends(&local), ["10.250.0.11".parse::<Ipv4Addr>().unwrap()]);
+        let unchecked = plane.balancers[1].clone();
+        assert_eq!(plane.serving_backends(&unchecked).len(), 2, "another load balancer's health is its own");
+        let rules = render_rules(&plane, pool());
+        let checked_to_n0 =
+            nat_rules(&rules).into_iter().filter(|r| r.contains("-d 10.250.1.1/32 ") && r.contains("10.250.0.10:"));
+        assert_eq!(checked_to_n0.count(), 0, "{rules}");
+        assert!(rules.contains("-d 10.250.1.2/32 -p tcp -m tcp --dport 80 -s 0.0.0.0/0 -m statistic --mode random --probability 0.50000000000 -j DNAT --to-destination 10.250.0.10:30080"), "{rules}");
+
+        plane.unhealthy.insert(("a1".into(), "n1".into()));
+        assert_eq!(plane.serving_backends(&local).len(), 2, "every backend failing: all of them, as clouds fail open");
     }
 
     #[test]

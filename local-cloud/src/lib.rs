@@ -24,7 +24,7 @@
 //! | `GET /v1/instances/by-id/{id}` | `get_instance` | the instance `id`; 404 |
 //! | `GET /v1/loadbalancers/{cluster}` | `list_load_balancers` | the cluster's [`api::LoadBalancer`]s |
 //! | `GET /v1/loadbalancers/{cluster}/{name}` | `get_load_balancer` | one; 404 |
-//! | `PUT /v1/loadbalancers/{cluster}/{name}` | `ensure_load_balancer` | creates (allocating an ingress IP) or updates from an [`api::LoadBalancerSpec`], which it replaces whole (source ranges included); 400 if a source range is not a CIDR |
+//! | `PUT /v1/loadbalancers/{cluster}/{name}` | `ensure_load_balancer` | creates (allocating an ingress IP) or updates from an [`api::LoadBalancerSpec`], which it replaces whole (source ranges, health-check port and session affinity included); 400 if a source range is not a CIDR or the health-check port not a port |
 //! | `PATCH /v1/loadbalancers/{cluster}/{name}` | `update_load_balancer` | sets backends from [`api::UpdateBackends`], keeping the rest; 404 |
 //! | `DELETE /v1/loadbalancers/{cluster}/{name}` | `ensure_load_balancer_deleted` | 204, freeing its IPs; 404 |
 //! | `GET /v1/routes/{cluster}` | `list_routes` | the cluster's [`api::Route`]s, `blackhole` when the target has no live instance |

@@ -168,12 +168,19 @@ impl State {
         if let Some(bad) = spec.source_ranges.iter().find(|range| range.parse::<IpNet>().is_err()) {
             return Err(StateError::Invalid(format!("source_ranges: {bad:?} is not a CIDR (like 10.0.0.0/24)")));
         }
+        if !(0..=i32::from(u16::MAX)).contains(&spec.health_check_node_port) {
+            return Err(StateError::Invalid(format!(
+                "health_check_node_port: {} is not a port (1-65535, or 0 for no health checks)",
+                spec.health_check_node_port
+            )));
+        }
         let ingress_ips = match self.load_balancer(cluster, name) {
             Some(existing) => existing.ingress_ips,
             None => vec![self.allocate_ip(pool)?.to_string()],
         };
         let (cluster, name) = (cluster.to_owned(), name.to_owned());
-        let LoadBalancerSpec { service, ports, backends, source_ranges } = spec;
+        let LoadBalancerSpec { service, ports, backends, source_ranges, health_check_node_port, session_affinity } =
+            spec;
         let balancer = LoadBalancer {
             cluster: cluster.clone(),
             name: name.clone(),
@@ -182,6 +189,8 @@ impl State {
             ports,
             backends,
             source_ranges,
+            health_check_node_port,
+            session_affinity,
         };
         self.load_balancers.entry(cluster).or_default().insert(name, balancer.clone());
         Ok(balancer)
@@ -352,6 +361,7 @@ fn save(path: &Path, state: &State) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::SessionAffinity;
 
     fn create(state: &mut State, name: &str) -> Instance {
         state.create_instance(CreateInstance { name: name.into(), ..CreateInstance::default() }).unwrap()
@@ -464,6 +474,32 @@ mod tests {
     }
 
     #[test]
+    fn health_checks_and_affinity_are_kept_and_a_port_out_of_range_refused() {
+        let mut state = State::default();
+        let pool: IpPool = "127.0.0.0/29".parse().unwrap();
+        let spec = |port: i32| LoadBalancerSpec {
+            health_check_node_port: port,
+            session_affinity: SessionAffinity::ClientIp,
+            ..LoadBalancerSpec::default()
+        };
+        state.ensure_load_balancer("c", "a", spec(31234), &pool).unwrap();
+        state.update_backends("c", "a", vec!["n1".into()]).unwrap();
+        let kept = state.load_balancer("c", "a").unwrap();
+        assert_eq!((kept.health_check_node_port, kept.session_affinity), (31234, SessionAffinity::ClientIp));
+
+        for bad in [-1, 65536] {
+            let refused = state.ensure_load_balancer("c", "a", spec(bad), &pool);
+            assert!(
+                matches!(&refused, Err(StateError::Invalid(m)) if m.contains("health_check_node_port") && m.contains(&bad.to_string())),
+                "{refused:?}"
+            );
+        }
+        assert_eq!(state.load_balancer("c", "a").unwrap().health_check_node_port, 31234);
+        let json = serde_json::to_value(state.load_balancer("c", "a").unwrap()).unwrap();
+        assert_eq!(json["session_affinity"], "ClientIP", "Kubernetes' own spelling");
+    }
+
+    #[test]
     fn state_saved_before_source_ranges_still_loads() {
         let old = r#"{"load_balancers": {"c": {"a": {"cluster": "c", "name": "a", "service": "default/s",
             "ingress_ips": ["127.0.0.1"], "ports": [], "backends": ["n1"]}}}}"#;
@@ -472,6 +508,7 @@ mod tests {
 
         let balancer = state.load_balancer("c", "a").unwrap();
         assert_eq!((balancer.backends.as_slice(), balancer.source_ranges.len()), (&["n1".to_string()][..], 0));
+        assert_eq!((balancer.health_check_node_port, balancer.session_affinity), (0, SessionAffinity::None));
     }
 
     #[test]

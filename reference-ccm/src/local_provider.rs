@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, 
 
 use ccm::cloud::{self, CloudError, CloudProvider, InstanceMetadata, InstancesV2, LoadBalancer, Routes};
 use local_cloud::api::{
-    self, CreateRoute, Instance, InstanceState, LoadBalancerPort, LoadBalancerSpec, UpdateBackends,
+    self, CreateRoute, Instance, InstanceState, LoadBalancerPort, LoadBalancerSpec, SessionAffinity, UpdateBackends,
 };
 use local_cloud::{ApiError, LocalCloud, PROVIDER_ID_PREFIX, PROVIDER_NAME};
 
@@ -166,7 +166,32 @@ fn load_balancer_spec(service: &Service, nodes: &[Node]) -> Result<LoadBalancerS
             node_port: port.node_port.unwrap_or_default(),
         })
         .collect();
-    Ok(LoadBalancerSpec { service: format!("{namespace}/{name}"), ports, backends: node_names(nodes), source_ranges })
+    Ok(LoadBalancerSpec {
+        service: format!("{namespace}/{name}"),
+        ports,
+        backends: node_names(nodes),
+        source_ranges,
+        health_check_node_port: health_check_node_port(service),
+        session_affinity: session_affinity(service),
+    })
+}
+
+/// The port the load balancer health-checks its backends on: the service's `healthCheckNodePort`
+/// when it asks for `externalTrafficPolicy: Local` (upstream's `GetServiceHealthCheckPathPort`),
+/// else 0 (none: every node can forward the traffic).
+fn health_check_node_port(service: &Service) -> i32 {
+    let Some(spec) = service.spec.as_ref() else { return 0 };
+    let local =
+        spec.type_.as_deref() == Some("LoadBalancer") && spec.external_traffic_policy.as_deref() == Some("Local");
+    if local { spec.health_check_node_port.unwrap_or_default() } else { 0 }
+}
+
+/// The load balancer's affinity: the service's `sessionAffinity`.
+fn session_affinity(service: &Service) -> SessionAffinity {
+    match service.spec.as_ref().and_then(|spec| spec.session_affinity.as_deref()) {
+        Some("ClientIP") => SessionAffinity::ClientIp,
+        _ => SessionAffinity::None,
+    }
 }
 
 /// The annotation that lists a load balancer's allowed client CIDRs, comma separated, when
@@ -302,6 +327,24 @@ mod tests {
             service["metadata"]["annotations"] = serde_json::json!({ SOURCE_RANGES_ANNOTATION: annotation });
         }
         serde_json::from_value(service).unwrap()
+    }
+
+    #[test]
+    fn the_health_check_port_goes_with_local_traffic_policy_and_affinity_with_client_ip() {
+        let with = |policy: &str, affinity: &str| {
+            let mut service = serde_json::to_value(service(None, None)).unwrap();
+            service["spec"]["externalTrafficPolicy"] = policy.into();
+            service["spec"]["healthCheckNodePort"] = 32100.into();
+            service["spec"]["sessionAffinity"] = affinity.into();
+            load_balancer_spec(&serde_json::from_value(service).unwrap(), &[]).unwrap()
+        };
+
+        let local = with("Local", "ClientIP");
+        assert_eq!((local.health_check_node_port, local.session_affinity), (32100, SessionAffinity::ClientIp));
+        let cluster = with("Cluster", "None");
+        assert_eq!((cluster.health_check_node_port, cluster.session_affinity), (0, SessionAffinity::None));
+        let plain = load_balancer_spec(&service(None, None), &[]).unwrap();
+        assert_eq!((plain.health_check_node_port, plain.session_affinity), (0, SessionAffinity::None));
     }
 
     #[test]

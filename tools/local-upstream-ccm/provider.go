@@ -117,10 +117,12 @@ type lbPort struct {
 }
 
 type lbSpec struct {
-	Service      string   `json:"service"`
-	Ports        []lbPort `json:"ports"`
-	Backends     []string `json:"backends"`
-	SourceRanges []string `json:"source_ranges"`
+	Service             string   `json:"service"`
+	Ports               []lbPort `json:"ports"`
+	Backends            []string `json:"backends"`
+	SourceRanges        []string `json:"source_ranges"`
+	HealthCheckNodePort int32    `json:"health_check_node_port"`
+	SessionAffinity     string   `json:"session_affinity"`
 }
 
 type loadBalancer struct {
@@ -232,9 +234,18 @@ func (c *localCloud) EnsureLoadBalancer(ctx context.Context, clusterName string,
 	sourceRanges := ranges.StringSlice()
 	sort.Strings(sourceRanges)
 	spec := lbSpec{
-		Service:      service.Namespace + "/" + service.Name,
-		Backends:     nodeNames(nodes),
-		SourceRanges: sourceRanges,
+		Service:         service.Namespace + "/" + service.Name,
+		Backends:        nodeNames(nodes),
+		SourceRanges:    sourceRanges,
+		SessionAffinity: "None",
+	}
+	// Backends are health-checked where only nodes with an endpoint can serve (GCE's provider does
+	// the same with this helper).
+	if path, port := servicehelpers.GetServiceHealthCheckPathPort(service); path != "" {
+		spec.HealthCheckNodePort = port
+	}
+	if service.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
+		spec.SessionAffinity = "ClientIP"
 	}
 	for _, p := range service.Spec.Ports {
 		spec.Ports = append(spec.Ports, lbPort{Name: p.Name, Protocol: string(p.Protocol), Port: p.Port, NodePort: p.NodePort})

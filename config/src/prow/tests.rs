@@ -83,8 +83,12 @@ fn bundled_config_gives_one_periodic_per_cell_with_prows_field_names() {
             "ci-cloud-provider-local-certified-conformance-k8s-1.37",
             "ci-cloud-provider-local-k8s-1.36",
             "ci-cloud-provider-local-k8s-1.37",
+            "ci-cloud-provider-local-load-balancers-k8s-1.36",
+            "ci-cloud-provider-local-load-balancers-k8s-1.37",
             "ci-cloud-provider-local-upstream-k8s-1.36",
             "ci-cloud-provider-local-upstream-k8s-1.37",
+            "ci-cloud-provider-local-upstream-load-balancers-k8s-1.36",
+            "ci-cloud-provider-local-upstream-load-balancers-k8s-1.37",
             "ci-cloud-provider-openstack-k8s-1.36",
             "ci-cloud-provider-openstack-k8s-1.37",
             "ci-cloud-provider-vsphere-k8s-1.36",
@@ -347,7 +351,7 @@ fn options_reach_every_job() {
     };
     let config = ProvidersConfig::bundled();
     let jobs = prow_jobs(&config, &opts);
-    assert_eq!(jobs.periodics.len(), 12);
+    assert_eq!(jobs.periodics.len(), 16);
     // `local`'s jobs (`local-upstream` runs cloud-e2e alone, with a toolchain build: other timeouts).
     let local: Vec<_> = jobs.periodics.iter().filter(|p| p.name.starts_with("ci-cloud-provider-local-k8s-")).collect();
     assert_eq!(local.len(), 2);

@@ -30,6 +30,7 @@ use super::{SuiteContext, SuiteError, SuiteOutcome, SuiteRunner};
 use config::template::Vars;
 use config::{Capability, CommandSpec, Provider};
 use junit::{Attempt, Detail, Outcome, Output, Property, ReadOptions, Report, Status, TestCase};
+use k8s_openapi::api::core::v1::Node;
 
 /// The label upstream's load-balancer tests carry.
 pub const LABEL: &str = "[Feature:LoadBalancer]";
@@ -244,8 +245,14 @@ impl SuiteRunner for UpstreamLoadBalancersSuite {
             None => None,
             Some(focus) => {
                 let wrapper = self.wrapper()?;
+                let nodes = schedulable_node_count(&binaries.kubectl, &ctx.kubeconfig)
+                    .await
+                    .map_err(|e| exec::cannot_run(&self.name, e))?;
                 // Every provider is an external one to these tests (the last --provider wins).
-                let args = vec!["--provider=skeleton".to_owned()];
+                // e2e.test counts the schedulable nodes in ginkgo's first process only
+                // (test/e2e/e2e.go), so without --num-nodes a test needing two nodes run in another
+                // process skips itself ("Requires at least 2 nodes (not -1)"); kubetest passes it too.
+                let args = vec!["--provider=skeleton".to_owned(), format!("--num-nodes={nodes}")];
                 let ginkgo = GinkgoSuite::new(&self.name, Some(focus), None, self.parallel, args)
                     .with_binaries(binaries)
                     .with_wrapper(wrapper)
@@ -282,6 +289,49 @@ impl UpstreamLoadBalancersSuite {
             .map_err(|e| exec::cannot_run(&self.name, format!("hooks.run_on_cloud_network: {e}")))?;
         Ok(argv)
     }
+}
+
+/// The nodes e2e.test counts as ready and schedulable (its `GetReadySchedulableNodes`): not
+/// cordoned, `Ready`, network available, and no `NoSchedule` or `NoExecute` taint.
+pub fn schedulable_nodes(nodes: &[Node]) -> usize {
+    let condition = |node: &Node, kind: &str| {
+        let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+        conditions.into_iter().flatten().find(|c| c.type_ == kind).map(|c| c.status.clone())
+    };
+    nodes
+        .iter()
+        .filter(|node| node.spec.as_ref().and_then(|s| s.unschedulable) != Some(true))
+        .filter(|node| condition(node, "Ready").as_deref() == Some("True"))
+        .filter(|node| condition(node, "NetworkUnavailable").as_deref() != Some("True"))
+        .filter(|node| {
+            let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
+            !taints.into_iter().flatten().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+        })
+        .count()
+}
+
+/// [`schedulable_nodes`] of the cluster, read with `kubectl get nodes`.
+async fn schedulable_node_count(kubectl: &Path, kubeconfig: &Path) -> Result<usize, String> {
+    let output = tokio::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["get", "nodes", "-o", "json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("cannot run {}: {e}", kubectl.display()))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(format!("counting the nodes (kubectl get nodes): {}", stderr.trim()));
+    }
+    // kubectl prints a `kind: List`, not a `NodeList`: only its items are read.
+    #[derive(Deserialize)]
+    struct Listed {
+        items: Vec<Node>,
+    }
+    let listed: Listed = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("counting the nodes: kubectl get nodes -o json printed no node list: {e}"))?;
+    Ok(schedulable_nodes(&listed.items))
 }
 
 /// The release's load-balancer tests, from `e2e.test --list-tests`.

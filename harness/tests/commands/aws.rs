@@ -97,9 +97,10 @@ fn run(version: &str, ccm_version: &str) {
     for feature in ["[Feature:Routes]", "[Feature:DualStack]"] {
         assert!(skipped.iter().any(|name| name.contains(feature)), "{feature} not skipped: {skipped:#?}");
     }
-    // And the four data-path tests: moto's load balancers carry no traffic.
+    // And the four data-path tests and the health-check one: moto's load balancers carry no traffic.
     let data_path = skipped.iter().filter(|name| name.contains("[Feature:LoadBalancerDataPath]")).count();
-    assert_eq!((skipped.len(), data_path), (2 + 4, 4), "{skipped:#?}");
+    let health_checks = skipped.iter().filter(|name| name.contains("[Feature:LoadBalancerHealthChecks]")).count();
+    assert_eq!((skipped.len(), data_path, health_checks), (2 + 4 + 1, 4, 1), "{skipped:#?}");
     for wanted in [
         "Nodes should get a providerID from the CCM",
         "Nodes should carry the zone and region labels from the cloud",

@@ -445,7 +445,7 @@ fn run_under_prow(
     );
     // Its cluster was three real nodes of its own, and cloud-e2e passed there whole.
     assert!(nested_log.contains("starting 3 real nodes"), "{nested_log}");
-    assert!(nested_log.contains("suite cloud-e2e: 22 passed, 0 failed, 0 skipped"), "{nested_log}");
+    assert!(nested_log.contains("suite cloud-e2e: 23 passed, 0 failed, 0 skipped"), "{nested_log}");
     let nested_listing = gcs.list(BUCKET, &format!("logs/{NESTED}/{nested_build}/artifacts/"));
     assert!(nested_listing.iter().any(|o| o.contains("junit_cloud-e2e")), "{nested_listing:?}");
     let broken = of(BROKEN);

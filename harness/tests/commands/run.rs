@@ -19,6 +19,26 @@ use nix::unistd::Pid;
 /// failing test (`shared`), `flaky` (a hook that fails once, known failures) and `local-kwok`
 /// (`local` on kwok nodes). Tests that only need a
 /// cluster run on kwok nodes: they come up in seconds and run nothing in a pod.
+/// A bundled provider entry as the test providers are made from it: one job running its `suites`
+/// (as an entry without `jobs:`), those suites alone required, and no known failures (a test
+/// provider lists its own).
+fn base_entry(entry: &str) -> String {
+    let mut kept = Vec::new();
+    let mut dropping = false;
+    for line in entry.lines() {
+        if line == "    jobs:" || line == "    known_failures:" {
+            dropping = true;
+        } else if !(dropping && line.starts_with("      ")) {
+            dropping = false;
+            kept.push(line);
+        }
+    }
+    let text = kept.join("\n") + "\n";
+    let base = text.replacen(", upstream-load-balancers]\n", "]\n", 1);
+    assert!(!base.contains("    jobs:") && !base.contains("known_failures:"), "{base}");
+    base
+}
+
 fn providers_yaml(dir: &Path) -> PathBuf {
     let bundled = config::BUNDLED;
     let broken_ccm = dir.join("broken-ccm");
@@ -99,7 +119,7 @@ suites:
     timeout: 1m
 "#,
     );
-    let local_entry = config::bundled_entry("local").expect("the bundled file has `local`");
+    let local_entry = &base_entry(config::bundled_entry("local").expect("the bundled file has `local`"));
     // Kwok nodes cannot pass conformance: no `certification:` block, so no certification job
     // (and `matrix` runs only the providers' own jobs).
     let (uncertified, _) = local_entry.split_once("\n    certification:\n").expect("local certifies");
@@ -954,8 +974,9 @@ fn cloud_e2e_results(env: &Env) -> (Vec<String>, Vec<(String, String)>, Vec<Stri
     (passed, failed, skipped)
 }
 
-/// The skipped cases of `artifacts/junit_cloud-e2e.xml` that are not the data-path tests skipped
-/// because the nodes are kwok's (they need pods that run): with their messages.
+/// The skipped cases of `artifacts/junit_cloud-e2e.xml` that are not the data-path tests (and the
+/// health-check one) skipped because the nodes are kwok's (they need pods that run): with their
+/// messages.
 fn unexpected_skips(env: &Env) -> Vec<(String, String)> {
     let file = env.artifacts().join("artifacts/junit_cloud-e2e.xml");
     let report = junit::read_file(&file, &ReadOptions::default()).unwrap();
@@ -967,7 +988,9 @@ fn unexpected_skips(env: &Env) -> Vec<(String, String)> {
             (case.name.clone(), message)
         })
         .filter(|(name, message)| {
-            !(name.contains("[Feature:LoadBalancerDataPath]") && message.contains("simulated by kwok"))
+            let needs_pods =
+                name.contains("[Feature:LoadBalancerDataPath]") || name.contains("[Feature:LoadBalancerHealthChecks]");
+            !(needs_pods && message.contains("simulated by kwok"))
         })
         .collect()
 }
@@ -1291,11 +1314,11 @@ fn checkout_fixture(env: &Env, script: &str) -> (PathBuf, String) {
 }
 
 /// `local` (the reference CCM) and `local-upstream`, on real nodes as bundled, without the
-/// certification job: one cell each per minor.
+/// certification job and the load-balancer one: one cell each per minor.
 fn checkout_providers_yaml(dir: &Path) -> PathBuf {
-    let local = config::bundled_entry("local").expect("the bundled file has `local`");
+    let local = base_entry(config::bundled_entry("local").expect("the bundled file has `local`"));
     let (local, _) = local.split_once("\n    certification:\n").expect("local certifies");
-    let upstream = config::bundled_entry("local-upstream").expect("the bundled file has `local-upstream`");
+    let upstream = base_entry(config::bundled_entry("local-upstream").expect("the bundled file has `local-upstream`"));
     assert!(!upstream.contains("\n    certification:\n") && local.contains("node_kind: real"));
     let path = dir.join("checkout-providers.yaml");
     let text =

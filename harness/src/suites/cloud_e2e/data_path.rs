@@ -1,7 +1,8 @@
 //! Load balancers carry traffic (capability `load-balancer-data-path`): requests through a
 //! service's ingress IP reach its pods (agnhost `netexec`, which answers with its host name, the
 //! pod's name), over TCP and UDP; source ranges admit and refuse; an excluded node stops getting
-//! traffic.
+//! traffic; with `externalTrafficPolicy: Local`, only the node with an endpoint gets any
+//! (`load-balancer-health-checks`).
 //!
 //! The tests dial through the provider's `probe_load_balancer` hook when it has one (a client on
 //! the cloud's network: the `local` provider's is `harness cluster lb-probe`), else from the test
@@ -23,6 +24,8 @@ use config::Capability;
 use local_cluster::probe::{self, Dial};
 
 const NEEDS: &[Capability] = &[Capability::LoadBalancers, Capability::LoadBalancerDataPath];
+const NEEDS_HEALTH_CHECKS: &[Capability] =
+    &[Capability::LoadBalancers, Capability::LoadBalancerDataPath, Capability::LoadBalancerHealthChecks];
 const TIMEOUT: Duration = Duration::from_secs(150);
 /// The image when no node lists one: agnhost of Kubernetes v1.37's e2e manifest.
 const AGNHOST: &str = "registry.k8s.io/e2e-test-images/agnhost:2.66.1";
@@ -57,6 +60,11 @@ pub fn tests() -> Vec<Test> {
             |w| excluded_node(w).boxed(),
         )
         .serial(),
+        Test::new(
+            "[cloud-e2e] [Feature:LoadBalancerHealthChecks] Service of type LoadBalancer with externalTrafficPolicy Local should send traffic only to the node with its endpoint",
+            NEEDS_HEALTH_CHECKS,
+            |w| only_the_node_with_an_endpoint(w).boxed(),
+        ),
     ]
 }
 
@@ -304,8 +312,8 @@ async fn excluded_node(w: &World) -> TestResult {
     let nodes = &nodes[..];
     let excluded = nodes[0].metadata.name.clone().unwrap_or_default();
     // Local: a node's NodePort only reaches the pod on that node, so who answers tells which
-    // node the load balancer sent the request to. A pod on every node: the local cloud does not
-    // health-check `healthCheckNodePort`, so a node without one would drop its share.
+    // node the load balancer sent the request to. A pod on every node, so that every node passes
+    // the load balancer's health checks (if it makes any) and only the label takes one out.
     let service = w.for_cloud(service(NAME, false, json!({"externalTrafficPolicy": "Local"})));
     with_backend(w, NAME, service, nodes, |pods, ip| async move {
         let result = exclude(w, ip, &pods, &excluded).await;
@@ -330,18 +338,40 @@ async fn exclude(w: &World, ip: IpAddr, pods: &[String], node: &str) -> TestResu
     .await?;
     set_excluded(w, node, true).await?;
     let (gone, kept) = (&pods[0], &pods[1..]);
-    let what = format!(
-        "{IN_A_ROW} requests in a row through {ip}:80 to be answered by {kept:?} only, after node {node} (pod {gone}) was labelled {EXCLUDE_LABEL}"
-    );
+    let after = format!("after node {node} (pod {gone}) was labelled {EXCLUDE_LABEL}");
+    answered_in_a_row_by(w, ip, kept, &after).await
+}
+
+/// Waits until [`IN_A_ROW`] requests in a row through `ip` are answered, each by one of `pods`.
+async fn answered_in_a_row_by(w: &World, ip: IpAddr, pods: &[String], when: &str) -> TestResult {
+    let what = format!("{IN_A_ROW} requests in a row through {ip}:80 to be answered by {pods:?} only, {when}");
     wait::until(&what, TIMEOUT, || async {
         for _ in 0..IN_A_ROW {
             match hostname(w, ip).await {
-                Ok(name) if kept.contains(&name) => {}
+                Ok(name) if pods.contains(&name) => {}
                 Ok(name) => return Err(format!("answered by {name}")),
                 Err(error) => return Err(error),
             }
         }
         Ok(())
+    })
+    .await
+}
+
+/// With `externalTrafficPolicy: Local` a node without an endpoint drops what reaches it, and
+/// answers 503 on the service's `healthCheckNodePort`: a load balancer that health-checks its
+/// backends answers every request, one that does not loses the share it sends to the other nodes.
+/// One pod, on the last node.
+async fn only_the_node_with_an_endpoint(w: &World) -> TestResult {
+    const NAME: &str = "dp-local";
+    let nodes = real_nodes(w).await?;
+    if nodes.len() < 2 {
+        return Err(Verdict::Skipped(format!("needs two nodes that run pods; the cluster has {}", nodes.len())));
+    }
+    let last = &nodes[nodes.len() - 1..];
+    let service = w.for_cloud(service(NAME, false, json!({"externalTrafficPolicy": "Local"})));
+    with_backend(w, NAME, service, last, |pods, ip| async move {
+        answered_in_a_row_by(w, ip, &pods, "the only node with an endpoint being the last").await
     })
     .await
 }

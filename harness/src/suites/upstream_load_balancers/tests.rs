@@ -30,6 +30,16 @@ fn provider(name: &str) -> Provider {
     config.providers.into_iter().find(|p| p.name == name).expect("a built-in provider")
 }
 
+/// `local` as it was before its load balancers probed health-check ports: the capability
+/// undeclared, with its reason.
+fn local_without_health_checks() -> Provider {
+    let mut local = provider("local");
+    local.capabilities.remove(&Capability::LoadBalancerHealthChecks);
+    let reason = "the local cloud's load balancers probe no healthCheckNodePort".to_owned();
+    local.unsupported.insert(Capability::LoadBalancerHealthChecks, reason);
+    local
+}
+
 #[test]
 fn the_table_parses_each_test_once_with_known_capabilities() {
     let table = table();
@@ -61,7 +71,7 @@ fn the_list_keeps_the_load_balancer_tests_of_e2e_test_output() {
 
 #[test]
 fn each_test_runs_or_is_skipped_by_the_capabilities_the_provider_declares() {
-    let local = provider("local");
+    let local = local_without_health_checks();
     let listed = listed_tests(LIST_V137);
     let planned = plan(&listed, &table(), &local.capabilities, &local.unsupported, None);
     let decision = |name: &str| planned.iter().find(|p| p.name == name).unwrap().decision.clone();
@@ -122,7 +132,7 @@ fn report(outcomes: &[(&str, Outcome)]) -> Report {
 
 #[test]
 fn the_junit_has_each_listed_test_once_skips_with_reasons_and_what_else_failed() {
-    let local = provider("local");
+    let local = local_without_health_checks();
     let listed = listed_tests(LIST_V137);
     let planned = plan(&listed, &table(), &local.capabilities, &local.unsupported, None);
     // e2e.test reports the TCP test failed, a suite node failed, the finalizer test not at all,
@@ -188,7 +198,47 @@ fn fake_e2e(root: &Path, junit: &Path) -> Binaries {
         junit = junit.display(),
     );
     testing::write_executable(&bin.e2e_test, &script);
+    // Three nodes, one of them tainted NoSchedule: two that e2e.test would schedule on.
+    let nodes = serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": [
+        node_json("n0", true, &[]),
+        node_json("n1", true, &["NoSchedule"]),
+        node_json("n2", true, &["PreferNoSchedule"]),
+    ]});
+    fs::write(root.join("nodes.json"), nodes.to_string()).unwrap();
+    testing::write_executable(&bin.kubectl, &format!("#!/bin/sh\ncat {}\n", root.join("nodes.json").display()));
     bin
+}
+
+fn node_json(name: &str, ready: bool, taints: &[&str]) -> serde_json::Value {
+    let taints: Vec<serde_json::Value> =
+        taints.iter().map(|effect| serde_json::json!({"key": "k", "effect": effect})).collect();
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+        "spec": {"taints": taints},
+        "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]},
+    })
+}
+
+#[test]
+fn e2e_test_counts_ready_untainted_uncordoned_nodes_with_a_network() {
+    let node = |value: serde_json::Value| serde_json::from_value::<k8s_openapi::api::core::v1::Node>(value).unwrap();
+    let mut cordoned = node_json("c", true, &[]);
+    cordoned["spec"]["unschedulable"] = true.into();
+    let mut no_network = node_json("w", true, &[]);
+    no_network["status"]["conditions"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"type": "NetworkUnavailable", "status": "True"}));
+    let nodes = [
+        node(node_json("a", true, &[])),
+        node(node_json("b", true, &["PreferNoSchedule"])),
+        node(node_json("r", false, &[])),
+        node(node_json("t", true, &["NoExecute"])),
+        node(cordoned),
+        node(no_network),
+    ];
+
+    assert_eq!(schedulable_nodes(&nodes), 2, "a and b");
 }
 
 #[tokio::test]
@@ -204,7 +254,7 @@ async fn the_suite_runs_what_the_provider_can_through_its_cloud_network_hook() {
         &wrapper,
         &format!("#!/bin/sh\necho \"$1\" > {}\nshift\nexec \"$@\"\n", root.join("wrapped").display()),
     );
-    let mut local = provider("local");
+    let mut local = local_without_health_checks();
     local.hooks.run_on_cloud_network = Some(Hook {
         command: CommandSpec { argv: vec![wrapper.display().to_string(), "{cluster}".into()], ..Default::default() },
         timeout: Duration::from_secs(1),
@@ -225,6 +275,7 @@ async fn the_suite_runs_what_the_provider_can_through_its_cloud_network_hook() {
     let focus = regex::Regex::new(focus).unwrap();
     assert!(focus.is_match(TCP) && focus.is_match(FINALIZER) && !focus.is_match(ONLY_ENDPOINTS), "{focus}");
     assert!(args.contains("--provider=skeleton"), "{args}");
+    assert!(args.lines().any(|a| a == "--num-nodes=2"), "every ginkgo process knows the node count: {args}");
     // TestGrid reads the suite's file; e2e.test's own report is kept out of its glob.
     assert_eq!(outcome.junit, [ctx.artifacts.join("junit_upstream-load-balancers.xml")]);
     let scratch = ctx.artifacts.join("upstream-load-balancers-e2e");
@@ -250,7 +301,7 @@ async fn a_provider_that_can_run_nothing_skips_everything_without_starting_e2e_t
 
 #[test]
 fn a_suites_own_skip_leaves_tests_out_and_says_so() {
-    let local = provider("local");
+    let local = local_without_health_checks();
     let listed = listed_tests(LIST_V137);
     let skip = regex::Regex::new("cleanup finalizer").unwrap();
     let planned = plan(&listed, &table(), &local.capabilities, &local.unsupported, Some(&skip));
