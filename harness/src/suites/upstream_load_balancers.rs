@@ -292,7 +292,8 @@ impl UpstreamLoadBalancersSuite {
 }
 
 /// The nodes e2e.test counts as ready and schedulable (its `GetReadySchedulableNodes`): not
-/// cordoned, `Ready`, network available, and no `NoSchedule` or `NoExecute` taint.
+/// cordoned, `Ready`, `NetworkUnavailable` absent or `False`, and no `NoSchedule` or `NoExecute`
+/// taint.
 pub fn schedulable_nodes(nodes: &[Node]) -> usize {
     let condition = |node: &Node, kind: &str| {
         let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
@@ -302,7 +303,7 @@ pub fn schedulable_nodes(nodes: &[Node]) -> usize {
         .iter()
         .filter(|node| node.spec.as_ref().and_then(|s| s.unschedulable) != Some(true))
         .filter(|node| condition(node, "Ready").as_deref() == Some("True"))
-        .filter(|node| condition(node, "NetworkUnavailable").as_deref() != Some("True"))
+        .filter(|node| matches!(condition(node, "NetworkUnavailable").as_deref(), None | Some("False")))
         .filter(|node| {
             let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
             !taints.into_iter().flatten().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")

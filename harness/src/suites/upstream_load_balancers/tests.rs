@@ -229,7 +229,19 @@ fn e2e_test_counts_ready_untainted_uncordoned_nodes_with_a_network() {
         .as_array_mut()
         .unwrap()
         .push(serde_json::json!({"type": "NetworkUnavailable", "status": "True"}));
+    let mut network_unknown = node_json("u", true, &[]);
+    network_unknown["status"]["conditions"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"type": "NetworkUnavailable", "status": "Unknown"}));
+    let mut network_up = node_json("n", true, &[]);
+    network_up["status"]["conditions"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"type": "NetworkUnavailable", "status": "False"}));
     let nodes = [
+        node(network_unknown),
+        node(network_up),
         node(node_json("a", true, &[])),
         node(node_json("b", true, &["PreferNoSchedule"])),
         node(node_json("r", false, &[])),
@@ -238,7 +250,7 @@ fn e2e_test_counts_ready_untainted_uncordoned_nodes_with_a_network() {
         node(no_network),
     ];
 
-    assert_eq!(schedulable_nodes(&nodes), 2, "a and b");
+    assert_eq!(schedulable_nodes(&nodes), 3, "n, a and b: an Unknown network counts as unavailable, as upstream's");
 }
 
 #[tokio::test]
