@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use clap::ValueEnum;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
-use crate::cloud::{CloudError, CloudProvider, LoadBalancer, WithLoadBalancer, default_load_balancer_name};
+use crate::cloud::{CloudError, CloudProvider, InnerLoadBalancers, LoadBalancer, WithLoadBalancer};
 use crate::controllers::node_lifecycle::{Decide, Verdict, decide};
 use crate::controllers::service::key;
 
@@ -55,7 +55,8 @@ pub type Bugs = BTreeSet<Bug>;
 pub fn cloud_with(bugs: &Bugs, cloud: Arc<dyn CloudProvider>) -> Arc<dyn CloudProvider> {
     match bugs.contains(&Bug::LeakLoadBalancers) {
         true => {
-            Arc::new(WithLoadBalancer { inner: cloud.clone(), load_balancer: LeakingLoadBalancers { inner: cloud } })
+            let leaking = LeakingLoadBalancers { inner: InnerLoadBalancers(cloud.clone()) };
+            Arc::new(WithLoadBalancer { inner: cloud, load_balancer: leaking })
         }
         false => cloud,
     }
@@ -80,13 +81,7 @@ fn keep_shutdown_taint(ready: bool, tainted: bool, shutdown: Option<bool>, exist
 /// The cloud with [`Bug::LeakLoadBalancers`]: deleting a load balancer succeeds without asking the
 /// cloud; everything else is the inner cloud's.
 struct LeakingLoadBalancers {
-    inner: Arc<dyn CloudProvider>,
-}
-
-impl LeakingLoadBalancers {
-    fn inner_load_balancer(&self) -> Result<&dyn LoadBalancer, CloudError> {
-        self.inner.load_balancer().ok_or(CloudError::NotImplemented)
-    }
+    inner: InnerLoadBalancers,
 }
 
 #[async_trait]
@@ -96,14 +91,11 @@ impl LoadBalancer for LeakingLoadBalancers {
         cluster_name: &str,
         service: &Service,
     ) -> Result<(Option<LoadBalancerStatus>, bool), CloudError> {
-        self.inner_load_balancer()?.get_load_balancer(cluster_name, service).await
+        self.inner.get()?.get_load_balancer(cluster_name, service).await
     }
 
     fn get_load_balancer_name(&self, cluster_name: &str, service: &Service) -> String {
-        match self.inner.load_balancer() {
-            Some(inner) => inner.get_load_balancer_name(cluster_name, service),
-            None => default_load_balancer_name(service),
-        }
+        self.inner.name(cluster_name, service)
     }
 
     async fn ensure_load_balancer(
@@ -112,7 +104,7 @@ impl LoadBalancer for LeakingLoadBalancers {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, CloudError> {
-        self.inner_load_balancer()?.ensure_load_balancer(cluster_name, service, nodes).await
+        self.inner.get()?.ensure_load_balancer(cluster_name, service, nodes).await
     }
 
     async fn update_load_balancer(
@@ -121,7 +113,7 @@ impl LoadBalancer for LeakingLoadBalancers {
         service: &Service,
         nodes: &[Node],
     ) -> Result<(), CloudError> {
-        self.inner_load_balancer()?.update_load_balancer(cluster_name, service, nodes).await
+        self.inner.get()?.update_load_balancer(cluster_name, service, nodes).await
     }
 
     async fn ensure_load_balancer_deleted(&self, _cluster_name: &str, service: &Service) -> Result<(), CloudError> {

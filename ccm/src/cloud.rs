@@ -175,6 +175,26 @@ impl<L: LoadBalancer> CloudProvider for WithLoadBalancer<L> {
     }
 }
 
+/// The load balancers a [`WithLoadBalancer`] decorator wraps: the inner cloud's, looked up on
+/// each call, for the calls the decorator passes on unchanged.
+#[derive(Clone)]
+pub struct InnerLoadBalancers(pub std::sync::Arc<dyn CloudProvider>);
+
+impl InnerLoadBalancers {
+    /// The inner cloud's load balancers; [`CloudError::NotImplemented`] when it has none.
+    pub fn get(&self) -> Result<&dyn LoadBalancer, CloudError> {
+        self.0.load_balancer().ok_or(CloudError::NotImplemented)
+    }
+
+    /// The inner cloud's name for `service`'s load balancer; upstream's default when it has none.
+    pub fn name(&self, cluster_name: &str, service: &Service) -> String {
+        match self.0.load_balancer() {
+            Some(inner) => inner.get_load_balancer_name(cluster_name, service),
+            None => default_load_balancer_name(service),
+        }
+    }
+}
+
 /// Upstream's `cloudprovider.DefaultLoadBalancerName`: `"a"` + the service UID without dashes,
 /// cut to 32 bytes.
 pub fn default_load_balancer_name(service: &Service) -> String {

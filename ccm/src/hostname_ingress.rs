@@ -9,13 +9,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 
-use crate::cloud::{CloudError, CloudProvider, LoadBalancer, WithLoadBalancer, default_load_balancer_name};
+use crate::cloud::{CloudError, CloudProvider, InnerLoadBalancers, LoadBalancer, WithLoadBalancer};
 
 /// `cloud`, its load balancers' ingress IPs given as host names under `domain` when there is one.
 pub fn cloud_with(domain: Option<&str>, cloud: Arc<dyn CloudProvider>) -> Arc<dyn CloudProvider> {
     match domain {
         Some(domain) => {
-            let named = HostnameIngress { inner: cloud.clone(), domain: domain.trim_matches('.').to_owned() };
+            let inner = InnerLoadBalancers(cloud.clone());
+            let named = HostnameIngress { inner, domain: domain.trim_matches('.').to_owned() };
             Arc::new(WithLoadBalancer { inner: cloud, load_balancer: named })
         }
         None => cloud,
@@ -28,15 +29,11 @@ pub fn host_name(ip: &str, domain: &str) -> String {
 }
 
 struct HostnameIngress {
-    inner: Arc<dyn CloudProvider>,
+    inner: InnerLoadBalancers,
     domain: String,
 }
 
 impl HostnameIngress {
-    fn inner_load_balancer(&self) -> Result<&dyn LoadBalancer, CloudError> {
-        self.inner.load_balancer().ok_or(CloudError::NotImplemented)
-    }
-
     /// `status` with every ingress IP as a host name, and no IP (as a DNS-named load balancer's).
     fn named(&self, mut status: LoadBalancerStatus) -> LoadBalancerStatus {
         for ingress in status.ingress.iter_mut().flatten() {
@@ -55,15 +52,12 @@ impl LoadBalancer for HostnameIngress {
         cluster_name: &str,
         service: &Service,
     ) -> Result<(Option<LoadBalancerStatus>, bool), CloudError> {
-        let (status, exists) = self.inner_load_balancer()?.get_load_balancer(cluster_name, service).await?;
+        let (status, exists) = self.inner.get()?.get_load_balancer(cluster_name, service).await?;
         Ok((status.map(|status| self.named(status)), exists))
     }
 
     fn get_load_balancer_name(&self, cluster_name: &str, service: &Service) -> String {
-        match self.inner.load_balancer() {
-            Some(inner) => inner.get_load_balancer_name(cluster_name, service),
-            None => default_load_balancer_name(service),
-        }
+        self.inner.name(cluster_name, service)
     }
 
     async fn ensure_load_balancer(
@@ -72,7 +66,7 @@ impl LoadBalancer for HostnameIngress {
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerStatus, CloudError> {
-        let status = self.inner_load_balancer()?.ensure_load_balancer(cluster_name, service, nodes).await?;
+        let status = self.inner.get()?.ensure_load_balancer(cluster_name, service, nodes).await?;
         Ok(self.named(status))
     }
 
@@ -82,11 +76,11 @@ impl LoadBalancer for HostnameIngress {
         service: &Service,
         nodes: &[Node],
     ) -> Result<(), CloudError> {
-        self.inner_load_balancer()?.update_load_balancer(cluster_name, service, nodes).await
+        self.inner.get()?.update_load_balancer(cluster_name, service, nodes).await
     }
 
     async fn ensure_load_balancer_deleted(&self, cluster_name: &str, service: &Service) -> Result<(), CloudError> {
-        self.inner_load_balancer()?.ensure_load_balancer_deleted(cluster_name, service).await
+        self.inner.get()?.ensure_load_balancer_deleted(cluster_name, service).await
     }
 }
 
