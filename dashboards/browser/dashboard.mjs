@@ -3,7 +3,8 @@
 // colours, legend, sticky headers), a conformance-sized job (results on the first screen, the tests
 // skipped in every build hidden and shown by the toggle, a group collapsed), a filter, a cell
 // followed to its build page and log, the failure clusters (the shared test's cluster, across two
-// providers, likely Kubernetes-side), the flakiest tests, and a 404. Saves a screenshot of each page
+// providers, likely Kubernetes-side), the flakiest tests, a suite's tests by provider with a skip's
+// reason, and a 404. Saves a screenshot of each page
 // and validates each page's HTML (html-validate's recommended rules).
 //
 //   node dashboard.mjs --url http://127.0.0.1:PORT --job FAILING_JOB --conformance-job JOB \
@@ -213,6 +214,24 @@ try {
   await page.waitForURL('**/flaky');
   check(await page.locator('table.flaky tbody tr').count() >= 1, 'the flakiest tests list nothing');
   await shot('flaky');
+
+  // The shared suite's tests by provider: north and south on one minor each, the shared failure
+  // red in both, and the skip's reason a note its cell links to.
+  await visit('/');
+  await page.locator('p.suites').getByRole('link', { name: 'shared', exact: true }).click();
+  await page.waitForURL('**/suite/shared');
+  const headers = await page.locator('table.suite thead th a').allInnerTexts();
+  check(JSON.stringify(headers.map((h) => h.replace(/\s+/g, ' '))) === JSON.stringify(['north 1.37', 'south 1.37']),
+    `the suite table's columns: ${JSON.stringify(headers)}`);
+  const sharedRow = page.locator('table.suite tbody tr', { hasText: args['shared-test'] });
+  check(await sharedRow.locator('td.fail').count() === 2, 'the shared failure is not failed for both providers');
+  check(await colour(sharedRow.locator('td.fail').first()) === COLOURS.fail, 'a failed suite cell is not red');
+  const skipped = page.locator('table.suite tbody tr', { hasText: 'should support UDP' }).locator('td.skip a').first();
+  await skipped.click();
+  await page.waitForURL(/#note-\d+$/);
+  const note = page.locator(`li${new URL(page.url()).hash}`);
+  check((await note.innerText()).includes('load-balancer-udp'), `the skip's note says ${await note.innerText()}`);
+  await shot('suite');
 
   check(errors.length === 0, `the pages logged errors:\n${errors.join('\n')}`);
 

@@ -69,12 +69,12 @@ pub fn minor_of(version: &str) -> Option<String> {
 }
 
 /// The `(major, minor)` a header sorts by; `other` last.
-fn sort_key(minor: &str) -> (u64, u64) {
+pub(crate) fn sort_key(minor: &str) -> (u64, u64) {
     let (major, minor) = minor.split_once('.').unwrap_or(("0", "0"));
     (major.parse().unwrap_or(0), minor.parse().unwrap_or(0))
 }
 
-const OTHER: &str = "other";
+pub(crate) const OTHER: &str = "other";
 
 impl Matrix {
     pub fn new(builds: Vec<MatrixBuild>) -> Matrix {

@@ -132,6 +132,7 @@ fn all_pages() -> Vec<(&'static str, String, &'static str)> {
         // The seeded builds started in 2023: a window that reaches them.
         ("failure clusters (all 200 builds)", "/clusters?days=3650".into(), "text/html"),
         ("flakiest tests (50 builds)", format!("/flaky?job={JOB}"), "text/html"),
+        ("suite by provider (1,000 tests)", "/suite/Kubernetes%20e2e%20suite".into(), "text/html"),
     ]
 }
 
@@ -167,7 +168,7 @@ async fn seed(url: &str, names: &[String]) {
                     status,
                     duration_seconds: Some(1.0),
                     // Messages as real ones differ: a duration, a pod name and an address that change.
-                    failure_message: (status == TestStatus::Fail).then(|| {
+                    message: (status == TestStatus::Fail).then(|| {
                         format!(
                             "timed out after {}.{}s waiting for pod web-{:x}-{:05} at 10.{}.0.{}:8080: expected 3 nodes, saw 2",
                             30 + build % 7,

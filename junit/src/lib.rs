@@ -315,6 +315,19 @@ impl TestCase {
     pub fn failure(&self) -> Option<&Detail> {
         self.attempts.iter().rev().filter(|a| a.outcome.is_failure()).find_map(|a| a.detail.as_ref())
     }
+
+    /// Why a skipped case was skipped, when its `<skipped>` says: a message or text other than
+    /// the bare "skipped" ginkgo writes for every spec it left out (the skip TestGrid drops).
+    /// `None` for a case that ran.
+    pub fn skip_reason(&self) -> Option<&Detail> {
+        if self.status() != Status::Skipped {
+            return None;
+        }
+        let says_why = |detail: &&Detail| {
+            !detail.text.text.trim().is_empty() || !matches!(detail.message.as_deref(), None | Some("" | "skipped"))
+        };
+        self.attempts.iter().rev().filter_map(|a| a.detail.as_ref()).find(says_why)
+    }
 }
 
 impl Report {

@@ -117,6 +117,24 @@ fn ginkgo_v2_statuses_properties_and_retry_markers() {
 }
 
 #[test]
+fn a_skip_gives_its_reason_unless_it_is_ginkgos_bare_skipped() {
+    let report = read("ginkgo-v2.34.0-generated-junit_01.xml");
+    let reason = |name: &str| {
+        let case = case(&report, &format!("[It] [sig-cloud-provider] Nodes {name}"));
+        case.skip_reason().and_then(|d| d.message.clone())
+    };
+    assert_eq!(reason("should be skipped at runtime").as_deref(), Some("skipped - not supported by this provider"));
+    assert_eq!(reason("is pending").as_deref(), Some("pending"));
+    assert_eq!(reason("should not be focused [Slow] [slow]"), None, "left out by ginkgo's filters: no reason");
+    assert_eq!(reason("should have a provider ID [Conformance]"), None, "a failure is no skip");
+    let pytest = read("pytest-9.2.0-generated-junit.xml");
+    let xfail = case(&pytest, "test_known_bug").skip_reason().and_then(|d| d.message.clone());
+    assert_eq!(xfail.as_deref(), Some("known bug 123"));
+    let conformance = read("e2e.test-v1.37.1-dryrun-conformance-junit_01.xml");
+    assert_eq!(conformance.cases().filter(|(_, c)| c.skip_reason().is_some()).count(), 0);
+}
+
+#[test]
 fn ginkgo_v2_failure_message_resolves_character_references() {
     let report = read("ginkgo-v2.34.0-generated-junit_01.xml");
     let failed = case(&report, "[It] [sig-cloud-provider] Nodes should have a provider ID [Conformance]");

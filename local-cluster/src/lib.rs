@@ -291,6 +291,13 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// The processes the cluster cannot lose while it is up: all but the nodes' own, which a test
+    /// may stop as a cloud stops a machine (`{node}-kubelet`, …). The control plane, the CCM, the
+    /// cloud's services and the hub's network.
+    pub fn vital_processes(&self) -> Vec<process::ProcessRecord> {
+        vital(&self.state.processes, &self.state.nodes)
+    }
+
     /// Stops the CCM that [`LocalCluster::start_ccm`] started from `binary` (SIGTERM, then
     /// SIGKILL after 10 s), so that another can take its place; the cluster stays up.
     pub fn stop_ccm(&mut self, binary: &Path) -> Result<()> {
@@ -1013,9 +1020,44 @@ pub fn kubeconfig_path(name: &str) -> Result<PathBuf> {
     Ok(load_state(name)?.kubeconfig)
 }
 
+/// Of `processes`, those that are no node's (`{node}-…`).
+fn vital(processes: &[process::ProcessRecord], nodes: &[String]) -> Vec<process::ProcessRecord> {
+    let of_a_node = |component: &str| {
+        nodes.iter().any(|node| component.strip_prefix(node.as_str()).is_some_and(|rest| rest.starts_with('-')))
+    };
+    processes.iter().filter(|p| !of_a_node(&p.component)).cloned().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_vital_processes_are_all_but_the_nodes_own() {
+        let record = |component: &str| process::ProcessRecord {
+            component: component.into(),
+            pid: 1,
+            start_ticks: 0,
+            log: PathBuf::from(format!("{component}.log")),
+            batch: None,
+        };
+        let processes: Vec<_> = [
+            "etcd",
+            "kube-apiserver",
+            "hub",
+            "node-1-namespaces",
+            "node-1-kubelet",
+            "node-10-kubelet",
+            "reference-ccm",
+            "moto",
+        ]
+        .into_iter()
+        .map(record)
+        .collect();
+        let vital = vital(&processes, &["node-1".to_owned()]);
+        let names: Vec<&str> = vital.iter().map(|p| p.component.as_str()).collect();
+        assert_eq!(names, ["etcd", "kube-apiserver", "hub", "node-10-kubelet", "reference-ccm", "moto"]);
+    }
 
     #[test]
     fn the_cloud_config_a_ccm_is_given_is_found_in_either_form() {

@@ -92,6 +92,19 @@ impl ProcessRecord {
         stat(self.pid).is_some_and(|s| s.start_ticks == self.start_ticks && s.state != 'Z')
     }
 
+    /// How the process ended, once it has: its exit status or the signal that killed it when it
+    /// was this process's child (the harness that started it), else "exited"; `None` while it
+    /// runs.
+    pub fn ended(&self) -> Option<String> {
+        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+        match waitpid(Pid::from_raw(self.pid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => return Some(format!("exit status {code}")),
+            Ok(WaitStatus::Signaled(_, signal, _)) => return Some(format!("killed by {signal}")),
+            _ => {}
+        }
+        (!self.is_running()).then(|| "exited".to_owned())
+    }
+
     /// The last `lines` lines of the component's log.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = fs::read_to_string(&self.log).unwrap_or_default();

@@ -21,7 +21,7 @@
 //! of that id ([`NAMED_BUILD`]). A job's provider is the first one indexed or claimed
 //! ([`Index::claim_job`]); later builds never change it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -434,8 +434,11 @@ impl Index {
         r: &BuildRecord,
         learned: &mut TestIds,
     ) -> Result<()> {
-        for table in ["DELETE FROM test_results WHERE build_id = $1", "DELETE FROM build_problems WHERE build_id = $1"]
-        {
+        for table in [
+            "DELETE FROM test_results WHERE build_id = $1",
+            "DELETE FROM build_problems WHERE build_id = $1",
+            "DELETE FROM build_suites WHERE build_id = $1",
+        ] {
             sqlx::query(table).bind(build_id).execute(&mut **tx).await.map_err(self.err("clear the build's rows"))?;
         }
         let sql = "UPDATE builds SET job_id = $1, build = $2, path = $3, pull = $4, state = $5, started_at = $6, \
@@ -468,15 +471,14 @@ impl Index {
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
             for (t, id) in batch.iter().zip(ids) {
                 // What the failure clusters group a failure by, worked out once, here.
-                let key =
-                    (t.status == TestStatus::Fail).then_some(t.failure_message.as_deref()).flatten().map(normalise);
+                let key = (t.status == TestStatus::Fail).then_some(t.message.as_deref()).flatten().map(normalise);
                 let version = key.is_some().then_some(NORMALISED_BY);
                 query = query
                     .bind(build_id)
                     .bind(*id)
                     .bind(t.status.as_str())
                     .bind(t.duration_seconds)
-                    .bind(&t.failure_message)
+                    .bind(&t.message)
                     .bind(key)
                     .bind(version);
             }
@@ -484,6 +486,15 @@ impl Index {
         }
         let packed = packed_cells::pack(ids.iter().copied().zip(r.results.iter().map(|t| t.status)));
         self.write_cells(tx, build_id, &r.info.digest, packed).await?;
+        let suites: BTreeSet<&str> = r.results.iter().map(|t| t.suite.as_str()).collect();
+        for suite in suites {
+            sqlx::query("INSERT INTO build_suites (suite, build_id) VALUES ($1, $2)")
+                .bind(suite)
+                .bind(build_id)
+                .execute(&mut **tx)
+                .await
+                .map_err(self.err("add a suite of the build"))?;
+        }
         for p in &r.problems {
             sqlx::query("INSERT INTO build_problems (build_id, file, message) VALUES ($1, $2, $3)")
                 .bind(build_id)
@@ -720,6 +731,114 @@ impl Index {
             },
         )
         .await
+    }
+
+    /// Every finished build with results of `suite` that names its provider and Kubernetes
+    /// version, with its row id for [`Index::suite_results`]: the columns of the dashboard's
+    /// per-test table. A build whose passes and skips have expired (`--keep-results`) is left
+    /// out: it would show its failures alone.
+    pub async fn suite_builds(&self, suite: &str) -> Result<Vec<(i64, VersionedBuild)>> {
+        let rows = sqlx::query(
+            "SELECT b.id, p.name AS provider, j.name AS job, b.build, b.kubernetes_version, b.provider_version, \
+             b.started_at, b.passed FROM builds b JOIN jobs j ON j.id = b.job_id JOIN providers p ON p.id = j.provider_id \
+             JOIN build_suites s ON s.build_id = b.id AND s.suite = $1 \
+             WHERE b.state = 'finished' AND b.kubernetes_version IS NOT NULL AND b.results_expired_at IS NULL",
+        )
+        .bind(suite)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.err("list the builds of a suite"))?;
+        rows.iter()
+            .map(|r| {
+                self.decode(|| {
+                    let build = VersionedBuild {
+                        provider: r.try_get("provider")?,
+                        job: r.try_get("job")?,
+                        build: r.try_get("build")?,
+                        kubernetes_version: r.try_get("kubernetes_version")?,
+                        provider_version: r.try_get("provider_version")?,
+                        started_at: r.try_get("started_at")?,
+                        passed: get_bool(r, "passed")?,
+                    };
+                    Ok((r.try_get(0)?, build))
+                })
+            })
+            .collect()
+    }
+
+    /// The results of `suite` in these builds (row ids from [`Index::suite_builds`]). Tests by id
+    /// ([`Index::test_names`]). Read from each build's packed results (one row a build, where a
+    /// conformance build has thousands of results) and the results that say something (a
+    /// failure's message, a skip's reason); a build without packed results of its content from
+    /// its results.
+    pub async fn suite_results(&self, suite: &str, builds: &[i64]) -> Result<Vec<SuiteResultRow>> {
+        let tests = sqlx::query("SELECT id FROM tests WHERE suite = $1")
+            .bind(suite)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.err("list a suite's tests"))?;
+        let in_suite: HashSet<i64> = tests.iter().map(|r| self.decode(|| r.try_get(0))).collect::<Result<_>>()?;
+        let mut messages: HashMap<(i64, i64), String> = HashMap::new();
+        let mut results = Vec::new();
+        let mut packed = HashSet::new();
+        for chunk in builds.chunks(PACKED_SUITE_BUILDS) {
+            let list = row_list(chunk);
+            let sql = format!(
+                "SELECT t.build_id, t.test_id, t.failure_message FROM test_results t \
+                 WHERE t.build_id IN ({list}) AND t.failure_message IS NOT NULL"
+            );
+            for r in sqlx::query(sqlx::AssertSqlSafe(sql))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(self.err("read a suite's messages"))?
+            {
+                let (build, test, message) = self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))?;
+                messages.insert((build, test), message);
+            }
+            let sql = format!(
+                "SELECT c.build_id, c.cells FROM build_cells c JOIN builds b ON b.id = c.build_id AND b.digest = c.digest \
+                 WHERE c.build_id IN ({list})"
+            );
+            for r in sqlx::query(sqlx::AssertSqlSafe(sql))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(self.err("read packed results"))?
+            {
+                let (build_id, cells): (i64, &str) = self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?)))?;
+                let Some(cells) = packed_cells::unpack(cells) else { continue };
+                packed.insert(build_id);
+                for (test_id, status) in cells.into_iter().filter(|(test, _)| in_suite.contains(test)) {
+                    let message = messages.remove(&(build_id, test_id));
+                    results.push(SuiteResultRow { build_id, test_id, status, message });
+                }
+            }
+        }
+        let unpacked: Vec<i64> = builds.iter().copied().filter(|b| !packed.contains(b)).collect();
+        for chunk in unpacked.chunks(1000) {
+            let sql = format!(
+                "SELECT t.build_id, t.test_id, t.status, t.failure_message FROM test_results t \
+                 WHERE t.build_id IN ({}) AND t.test_id IN (SELECT id FROM tests WHERE suite = $1) ORDER BY t.id",
+                row_list(chunk)
+            );
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(suite)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(self.err("list a suite's results"))?;
+            for r in &rows {
+                let status: String = self.decode(|| r.try_get(2))?;
+                let status = TestStatus::parse(&status).ok_or_else(|| self.bad_value("test_results.status", status))?;
+                let (build_id, test_id, message) = self.decode(|| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(3)?)))?;
+                results.push(SuiteResultRow { build_id, test_id, status, message });
+            }
+        }
+        Ok(results)
+    }
+
+    /// Every suite a build has results of, by name.
+    pub async fn suites(&self) -> Result<Vec<String>> {
+        self.fetch_rows("SELECT DISTINCT suite FROM build_suites ORDER BY suite", "list the suites", |r| r.try_get(0))
+            .await
     }
 
     /// A number that changes whenever a build of the job is inserted or replaced; `None` for an
@@ -1087,7 +1206,7 @@ impl Index {
                 name: r.try_get(first + 1)?,
                 status,
                 duration_seconds: r.try_get(first + 3)?,
-                failure_message: r.try_get(first + 4)?,
+                message: r.try_get(first + 4)?,
             })
         })
     }
@@ -1252,6 +1371,21 @@ pub struct TrendRow {
 #[cfg(test)]
 mod tests;
 mod tokens;
+
+/// Builds a statement of [`Index::suite_results`] reads: a conformance build's packed row is
+/// ~20 KB.
+const PACKED_SUITE_BUILDS: usize = 200;
+
+/// One result of a suite's table ([`Index::suite_results`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuiteResultRow {
+    /// The build's row id.
+    pub build_id: i64,
+    pub test_id: i64,
+    pub status: TestStatus,
+    /// A failure's message or a skip's reason.
+    pub message: Option<String>,
+}
 
 /// A finished build that names its provider and Kubernetes version (the rows of the dashboard's
 /// matrix).

@@ -114,7 +114,9 @@ pub struct TestResult {
     pub name: String,
     pub status: TestStatus,
     pub duration_seconds: Option<f64>,
-    pub failure_message: Option<String>,
+    /// A failure's message; a skip's reason, when the skip gives one (not ginkgo's bare
+    /// "skipped"). Stored in the index's `test_results.failure_message`.
+    pub message: Option<String>,
 }
 
 /// Something in a build that could not be read; the rest of the build was.
@@ -306,7 +308,7 @@ async fn read_junit(
                 name: case.name.clone(),
                 status: TestStatus::of(case.status()),
                 duration_seconds: case.total_time(),
-                failure_message: case.failure().map(failure_message),
+                message: case.failure().or_else(|| case.skip_reason()).map(detail_message),
             })),
             Err(e) => problems.push(Problem { file: relative.to_owned(), message: e.to_string() }),
         }
@@ -314,8 +316,9 @@ async fn read_junit(
     Ok(results)
 }
 
-/// The message of a failure, else the start of its text; cut to a bounded size.
-fn failure_message(detail: &junit::Detail) -> String {
+/// The message of a failure (or a skip's reason), else the start of its text; cut to a bounded
+/// size.
+fn detail_message(detail: &junit::Detail) -> String {
     let text = detail.message.as_deref().filter(|m| !m.is_empty()).unwrap_or(&detail.text.text);
     let mut end = text.len().min(MAX_MESSAGE_BYTES);
     while !text.is_char_boundary(end) {
@@ -342,7 +345,7 @@ mod tests {
     use crate::layout::{MetaValue, Metadata};
 
     fn result(name: &str, status: TestStatus) -> TestResult {
-        TestResult { suite: "s".into(), name: name.into(), status, duration_seconds: None, failure_message: None }
+        TestResult { suite: "s".into(), name: name.into(), status, duration_seconds: None, message: None }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use dashboards::grid::{Cell, Column, GridData, ResultRow, TestName};
 use dashboards::matrix::MatrixBuild;
+use dashboards::suite_table::{SuiteBuild, SuiteResult, newest_per_column};
 use dashboards::trends::{JobTrend, Point};
 use dashboards::web::{Artifact, BuildView, JobSummary, LogTail, Source, SourceError};
 use failures::Failure;
@@ -45,6 +46,36 @@ impl Source for IndexSource {
     async fn matrix(&self) -> Result<Vec<MatrixBuild>, SourceError> {
         let builds = self.index.matrix_builds().await.map_err(index_error)?;
         Ok(builds.into_iter().map(matrix_build).collect())
+    }
+
+    async fn suites(&self) -> Result<Vec<String>, SourceError> {
+        let mut suites = self.index.suites().await.map_err(index_error)?;
+        suites.retain(|suite| suite != RUNNER_SUITE);
+        Ok(suites)
+    }
+
+    async fn suite(&self, suite: &str) -> Result<Vec<SuiteBuild>, SourceError> {
+        let builds = self.index.suite_builds(suite).await.map_err(index_error)?;
+        let newest = newest_per_column(builds.into_iter().map(|(id, b)| (id, matrix_build(b))).collect(), |(_, b)| b);
+        let ids: Vec<i64> = newest.iter().map(|(id, _)| *id).collect();
+        let rows = self.index.suite_results(suite, &ids).await.map_err(index_error)?;
+        let mut tests: Vec<i64> = rows.iter().map(|r| r.test_id).collect();
+        tests.sort_unstable();
+        tests.dedup();
+        let names: HashMap<i64, TestName> = tests.iter().copied().zip(self.names_of(&tests).await?).collect();
+        let mut results: HashMap<i64, Vec<SuiteResult>> = HashMap::new();
+        for row in rows {
+            let test = names[&row.test_id].name.clone();
+            results.entry(row.build_id).or_default().push(SuiteResult {
+                test,
+                cell: cell(row.status),
+                message: row.message,
+            });
+        }
+        Ok(newest
+            .into_iter()
+            .map(|(id, build)| SuiteBuild { build, results: results.remove(&id).unwrap_or_default() })
+            .collect())
     }
 
     async fn grid_generation(&self, job: &str) -> Result<Option<i64>, SourceError> {
@@ -289,7 +320,7 @@ fn column(build: &BuildInfo) -> Column {
 
 /// The tests of `status`, each with its message.
 fn messages(tests: &[TestResult], status: TestStatus) -> Vec<(String, Option<String>)> {
-    tests.iter().filter(|t| t.status == status).map(|t| (t.name.clone(), t.failure_message.clone())).collect()
+    tests.iter().filter(|t| t.status == status).map(|t| (t.name.clone(), t.message.clone())).collect()
 }
 
 fn cell(status: TestStatus) -> Cell {

@@ -1,5 +1,6 @@
 //! The home page: the current LKG version set, the provider × Kubernetes minor matrix (each cell
-//! with its latest job's pass-rate sparkline), and the jobs with their pass-rate and duration
+//! with its latest job's pass-rate sparkline), a link to each suite's tests by provider, and the
+//! jobs with their pass-rate and duration
 //! sparklines.
 
 use std::sync::Arc;
@@ -30,15 +31,21 @@ pub struct Home {
     #[serde(default)]
     pub without_good_run: Vec<String>,
     pub matrix: Matrix,
+    /// The suites with results, each a table of its tests by provider (`/suite/{suite}`).
+    #[serde(default)]
+    pub suites: Vec<String>,
     pub jobs: Vec<JobSummary>,
     /// Each job's latest finished builds, oldest first.
     pub trends: Vec<JobTrend>,
 }
 
 pub async fn page(State(source): State<Arc<dyn Source>>, headers: HeaderMap) -> Response {
-    let (builds, jobs, trends) = match (source.matrix().await, source.jobs().await, source.trends(TREND_BUILDS).await) {
-        (Ok(builds), Ok(jobs), Ok(trends)) => (builds, jobs, trends),
-        (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => return error.into_response(),
+    let read = (source.matrix().await, source.suites().await, source.jobs().await, source.trends(TREND_BUILDS).await);
+    let (builds, suites, jobs, trends) = match read {
+        (Ok(builds), Ok(suites), Ok(jobs), Ok(trends)) => (builds, suites, jobs, trends),
+        (Err(error), ..) | (_, Err(error), ..) | (.., Err(error), _) | (.., Err(error)) => {
+            return error.into_response();
+        }
     };
     let snapshot = source.lkg();
     let engine = snapshot.as_ref().and_then(|s| s.default_engine());
@@ -50,7 +57,7 @@ pub async fn page(State(source): State<Arc<dyn Source>>, headers: HeaderMap) -> 
         _ => Vec::new(),
     };
     let lkg_loading = snapshot.is_none();
-    let home = Home { version_set, lkg_loading, without_good_run, matrix: Matrix::new(builds), jobs, trends };
+    let home = Home { version_set, lkg_loading, without_good_run, matrix: Matrix::new(builds), suites, jobs, trends };
     negotiate(&headers, &home, "Matrix", |home| render(home, source.as_ref()))
 }
 
@@ -88,6 +95,15 @@ fn render(home: &Home, source: &dyn Source) -> Markup {
                             }
                         }
                     }
+                }
+            }
+        }
+        @if !home.suites.is_empty() {
+            p.suites {
+                "Each test by provider and Kubernetes minor: "
+                @for (i, suite) in home.suites.iter().enumerate() {
+                    @if i > 0 { " · " }
+                    a href={ "/suite/" (percent_encode(suite, b"")) } { (suite) }
                 }
             }
         }

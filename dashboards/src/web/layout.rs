@@ -186,7 +186,10 @@ table.matrix td a{color:#000}\
 dl.meta dt{font-weight:bold}pre.log{background:#111;color:#eee;padding:8px;overflow:auto;max-height:480px;font-size:12px}\
 ol.steps li{display:inline-block;padding:2px 8px;margin-right:4px}svg.history rect{stroke:#fff}\
 svg.history rect.good{fill:#4caf50}svg.history rect.pending{fill:#fff59d}svg.history rect.bad{fill:#e53935}\
-p.axis{font-size:11px;color:#555;margin:0}";
+p.axis{font-size:11px;color:#555;margin:0}\
+table.suite{border-collapse:separate;border-spacing:0}table.suite th,table.suite td{border:0 solid #ccc;border-width:0 1px 1px 0;padding:2px 6px;text-align:left;vertical-align:top}\
+table.suite td::before{content:none}table.suite thead th{position:sticky;top:0;background:#fff;font-weight:normal;font-size:12px;z-index:2}\
+table.suite th.test{font-weight:normal;min-width:24em;max-width:48em}table.suite td a{color:#000}ol.notes li{margin:2px 0}";
 
 #[cfg(test)]
 mod tests {

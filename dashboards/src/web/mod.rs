@@ -1,6 +1,7 @@
 //! The dashboard's pages as an axum router, one module per area: the matrix (home), each job's
-//! grid, build pages, the LKG page, the failure clusters across providers and the flakiest tests. Data comes through [`Source`], which the harness
-//! implements over its SQL index and object store. Every page is also JSON, at the same path with
+//! grid, build pages, the LKG page, the failure clusters across providers, the flakiest tests and
+//! each suite's tests by provider. Data comes through [`Source`], which the harness implements
+//! over its SQL index and object store. Every page is also JSON, at the same path with
 //! `Accept: application/json`.
 
 mod build;
@@ -15,6 +16,7 @@ mod home;
 mod job;
 pub mod layout;
 mod lkg_page;
+mod suite;
 
 use std::sync::Arc;
 
@@ -25,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::grid::{Cell, Column, GridData};
 use crate::matrix::MatrixBuild;
+use crate::suite_table::SuiteBuild;
 use crate::trends::JobTrend;
 use failures::Failure;
 
@@ -42,6 +45,12 @@ pub trait Source: Send + Sync + 'static {
     async fn jobs(&self) -> Result<Vec<JobSummary>, SourceError>;
     /// Every finished build that names its provider and Kubernetes version.
     async fn matrix(&self) -> Result<Vec<MatrixBuild>, SourceError>;
+    /// Every suite with results, by name (the runner's own steps left out).
+    async fn suites(&self) -> Result<Vec<String>, SourceError>;
+    /// Of each provider × Kubernetes minor, the newest finished build with results of `suite`
+    /// ([`crate::suite_table::newest_per_column`]), with those results; empty for a suite
+    /// without any.
+    async fn suite(&self, suite: &str) -> Result<Vec<SuiteBuild>, SourceError>;
     /// A number that changes whenever the job's builds or results do; `None` for an unknown job.
     /// Rendered grids are kept until it changes.
     async fn grid_generation(&self, job: &str) -> Result<Option<i64>, SourceError>;
@@ -122,6 +131,7 @@ pub const PATHS: &[&str] = &[
     "/clusters",
     "/clusters/{id}",
     "/flaky",
+    "/suite/{suite}",
 ];
 
 /// The router's state: the data, and the pages already rendered.
@@ -131,6 +141,7 @@ struct Dashboard {
     grids: Arc<cache::PageCache<job::GridKey>>,
     clusters: Arc<cache::PageCache<clusters::ClustersKey>>,
     flaky: Arc<cache::PageCache<flaky::FlakyKey>>,
+    suites: Arc<cache::PageCache<suite::SuiteKey>>,
 }
 
 impl axum::extract::FromRef<Dashboard> for Arc<dyn Source> {
@@ -149,11 +160,13 @@ pub fn router(source: Arc<dyn Source>) -> Router {
         .route(PATHS[5], get(clusters::list))
         .route(PATHS[6], get(clusters::one))
         .route(PATHS[7], get(flaky::page))
+        .route(PATHS[8], get(suite::page))
         .with_state(Dashboard {
             source,
             grids: Arc::default(),
             clusters: Arc::new(cache::PageCache::new(Some(clusters::KEPT))),
             flaky: Arc::default(),
+            suites: Arc::default(),
         })
         .layer(axum::middleware::map_response(layout::secure_headers))
 }
@@ -206,6 +219,34 @@ mod tests {
                 passed: Some(passed),
             };
             Ok(vec![build("1", "v1.37.1", true), build("2", "v1.37.1", false), build("3", "v1.36.4", true)])
+        }
+
+        async fn suites(&self) -> Result<Vec<String>, SourceError> {
+            self.jobs().await?;
+            Ok(vec!["upstream load-balancers".into()])
+        }
+
+        async fn suite(&self, suite: &str) -> Result<Vec<SuiteBuild>, SourceError> {
+            use crate::suite_table::SuiteResult;
+            if suite != "upstream load-balancers" {
+                return Ok(Vec::new());
+            }
+            let builds = self.matrix().await?;
+            let result = |test: &str, cell, message: Option<&str>| SuiteResult {
+                test: test.into(),
+                cell,
+                message: message.map(str::to_owned),
+            };
+            let udp_skip = "the provider does not declare the capability `load-balancer-udp`: <no UDP>";
+            let columns = builds.into_iter().map(|build| {
+                let results = vec![
+                    result("[It] TCP", if build.passed == Some(true) { Cell::Pass } else { Cell::Fail }, None),
+                    result("[It] UDP", Cell::Skip, Some(udp_skip)),
+                    result("[It] left out", Cell::Skip, None),
+                ];
+                SuiteBuild { build, results }
+            });
+            Ok(crate::suite_table::newest_per_column(columns.collect(), |b| &b.build))
         }
 
         async fn grid_generation(&self, job: &str) -> Result<Option<i64>, SourceError> {
@@ -331,9 +372,15 @@ mod tests {
         ];
         for (error, status) in kinds {
             let source = Arc::new(Fixed { fails: Some(error.clone()), ..Fixed::default() });
-            for uri in
-                ["/", "/job/ci-a", "/job/ci-a/build/2", "/job/ci-a/build/2/file/build-log.txt", "/clusters", "/flaky"]
-            {
+            for uri in [
+                "/",
+                "/job/ci-a",
+                "/job/ci-a/build/2",
+                "/job/ci-a/build/2/file/build-log.txt",
+                "/clusters",
+                "/flaky",
+                "/suite/upstream%20load-balancers",
+            ] {
                 let request = Request::get(uri).header(header::ACCEPT, "text/html").body(Body::empty()).unwrap();
                 let response = router(source.clone()).oneshot(request).await.unwrap();
                 assert_eq!(response.status(), status, "{uri} with {error:?}");
@@ -509,6 +556,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_suites_table_shows_each_providers_newest_build_per_minor_with_skip_reasons_as_notes() {
+        let (_, home) = get(false, "/", "text/html").await;
+        assert!(home.contains(r#"<a href="/suite/upstream%20load-balancers">upstream load-balancers</a>"#), "{home}");
+        let (status, html) = get(false, "/suite/upstream%20load-balancers", "text/html").await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        // Columns: local on 1.37 (its newest build there, 2, which failed) and on 1.36.
+        let header = html.find("<thead>").unwrap();
+        let body = html.find("<tbody>").unwrap();
+        assert!(html[header..body].contains(r#"<a href="/job/ci-a/build/2">local<br>1.37</a>"#), "{html}");
+        assert!(html[header..body].contains(r#"<a href="/job/ci-a/build/3">local<br>1.36</a>"#), "{html}");
+        assert!(
+            html.contains(
+                r#"<th class="test" scope="row">[It] TCP</th><td class="fail">fail</td><td class="pass">pass</td>"#
+            ),
+            "{html}"
+        );
+        let skip = r##"<td class="skip">skip <a href="#note-1" aria-label="note 1"><sup>1</sup></a></td>"##;
+        assert!(html.contains(&format!("[It] UDP</th>{skip}{skip}")), "{html}");
+        assert!(html.contains("<code class=\"message\">the provider does not declare the capability `load-balancer-udp`: &lt;no UDP&gt;</code>"), "{html}");
+        assert!(
+            !html.contains("[It] left out") && html.contains("1 skipped without a reason in every column are hidden"),
+            "{html}"
+        );
+        let (_, shown) = get(false, "/suite/upstream%20load-balancers?skipped=show", "text/html").await;
+        assert!(shown.contains("[It] left out"), "{shown}");
+        let (_, json) = get(false, "/suite/upstream%20load-balancers", "application/json").await;
+        let table: crate::suite_table::SuiteTable = serde_json::from_str(&json).unwrap();
+        assert_eq!((table.columns.len(), table.rows.len(), table.hidden), (2, 2, 1), "{json}");
+        let (status, page) = get(false, "/suite/nope", "text/html").await;
+        assert!(status == StatusCode::NOT_FOUND && page.contains("see the suites listed at /"), "{page}");
+    }
+
+    #[tokio::test]
     async fn a_build_log_is_served_from_the_store_and_a_path_outside_the_build_is_refused() {
         let (status, log) = get(false, "/job/ci-a/build/2/file/build-log.txt", "*/*").await;
         assert_eq!((status, log.as_str()), (StatusCode::OK, "line 1\nline 2\n"));
@@ -584,9 +664,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_database_that_is_down_is_a_503_page() {
-        for uri in
-            ["/", "/job/ci-a", "/job/ci-a/build/2", "/job/ci-a/build/2/file/build-log.txt", "/clusters", "/flaky"]
-        {
+        for uri in [
+            "/",
+            "/job/ci-a",
+            "/job/ci-a/build/2",
+            "/job/ci-a/build/2/file/build-log.txt",
+            "/clusters",
+            "/flaky",
+            "/suite/upstream%20load-balancers",
+        ] {
             let (status, page) = get(true, uri, "text/html").await;
             assert!(status == StatusCode::SERVICE_UNAVAILABLE && page.contains("connection refused"), "{uri}: {page}");
         }

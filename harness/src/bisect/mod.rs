@@ -569,7 +569,7 @@ async fn outcome_of(index: &Index, info: &BuildInfo) -> Result<Option<Outcome>> 
         let results = index.build_results(&info.job, &info.build).await?;
         let step = results.iter().find(|r| r.suite == RUNNER_SUITE && r.status == TestStatus::Fail);
         let reason = match step {
-            Some(step) => format!("step {} failed: {}", step.name, step.failure_message.as_deref().unwrap_or("")),
+            Some(step) => format!("step {} failed: {}", step.name, step.message.as_deref().unwrap_or("")),
             None => "the build or the cluster failed".to_owned(),
         };
         return Ok(Some(Outcome::Untestable(reason.trim_end_matches([':', ' ']).to_owned())));

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 
 use super::{DeployError, Deployer, ProcessHost};
 use config::template::{Placeholder, Vars};
+use local_cluster::process::ProcessRecord;
 use local_cluster::{LocalCluster, NodeKind, UpOptions, nodes, real};
 
 const NAME: &str = "local";
@@ -131,6 +132,10 @@ impl Deployer for LocalDeployer {
 
     fn process_host(&mut self) -> Option<&mut dyn ProcessHost> {
         Some(self)
+    }
+
+    fn vital_processes(&self) -> Vec<ProcessRecord> {
+        self.cluster.as_ref().map(LocalCluster::vital_processes).unwrap_or_default()
     }
 }
 

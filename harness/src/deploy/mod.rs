@@ -17,6 +17,7 @@ use config::template::Vars;
 use config::{Deployer as DeployerConfig, KubernetesVersion};
 use local_cluster::UpOptions;
 use local_cluster::clouds::CloudSettings;
+use local_cluster::process::ProcessRecord;
 
 pub mod command;
 pub mod existing;
@@ -166,6 +167,12 @@ pub trait Deployer: Send {
     /// processes of their own (kubetest2's optional interfaces, in Rust: `None` when it has not).
     fn process_host(&mut self) -> Option<&mut dyn ProcessHost> {
         None
+    }
+    /// The processes the cluster cannot lose while its suites run (the CCM, the control plane,
+    /// the cloud's services), for deployers that supervise processes of their own: the run
+    /// watches them and ends its Test step when one exits. Empty when the deployer has none.
+    fn vital_processes(&self) -> Vec<ProcessRecord> {
+        Vec::new()
     }
 }
 

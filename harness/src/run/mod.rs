@@ -19,6 +19,7 @@
 //! that build is in the index (published); otherwise the run refuses it rather than lose it.
 
 mod ccm_steps;
+pub mod faults;
 pub mod steps;
 mod submission;
 
@@ -441,7 +442,8 @@ async fn run_steps(
         vars: vars.clone(),
         timeout: suite.timeout,
     };
-    let test = async {
+    let vital = deployer.vital_processes();
+    let suites = async |tested: &mut Tested| {
         let mut failed = Vec::new();
         for suite in &plan.suites {
             tested.under_way = Some(suite.name.clone());
@@ -463,6 +465,17 @@ async fn run_steps(
         }
         failed.extend(missing_required_tests(plan.provider, &artifacts));
         if failed.is_empty() { Ok(()) } else { Err(format!("required tests failed: {}", failed.join("; "))) }
+    };
+    // The suites, unless a process the cluster cannot lose exits first: then at once, naming it.
+    let test = async {
+        let fault = tokio::select! {
+            passed = suites(&mut *tested) => return passed,
+            fault = faults::first_exit(&vital) => fault,
+        };
+        let during = tested.under_way.take().map(|suite| format!(" during suite {suite}")).unwrap_or_default();
+        Err(format!(
+            "the cluster lost a process it cannot run without{during} (the results the suite wrote so far are kept): {fault}"
+        ))
     };
     steps.run("Test", test).await;
 }

@@ -96,6 +96,10 @@ suites:
     kind: exec
     command: [sleep, "319"]
     timeout: 10m
+  - name: hang-ccm
+    kind: exec
+    command: [sleep, "321"]
+    timeout: 10m
   - name: shared
     kind: exec
     command:
@@ -104,11 +108,14 @@ suites:
       - |
         n=$$
         cat > "$ARTIFACTS/junit_shared.xml" <<EOF
-        <testsuite name="shared" tests="2" failures="1">
+        <testsuite name="shared" tests="3" failures="1" skipped="1">
           <testcase name="[It] [sig-network] Services should reach the backends of a LoadBalancer Service [Conformance]" time="31">
             <failure message="timed out after $((n % 50 + 30)).$((n % 10))s waiting for pod web-7d9c8b6f5-x$((n % 10))k4p at 127.0.$((n % 250)).$((n % 200 + 1)):8080">shared failure</failure>
           </testcase>
           <testcase name="[It] [sig-node] Pods should be scheduled" time="1"/>
+          <testcase name="[It] [sig-network] LoadBalancers should support UDP" time="0">
+            <skipped message="the provider does not declare the capability load-balancer-udp (providers.yaml capabilities)"/>
+          </testcase>
         </testsuite>
         EOF
         exit 1
@@ -508,6 +515,47 @@ fn a_broken_ccm_fails_the_deploy_step_and_the_cluster_still_goes_down() {
     assert_eq!(status("Down"), Some(Status::Passed));
     assert_eq!(env.finished()["result"], "FAILURE");
     env.assert_nothing_left();
+}
+
+/// The CCM killed while the suites run (issue 56): the Test step ends within seconds, not when the
+/// suite's timeout is up, naming the CCM, how it ended and the suite under way; the cluster goes
+/// down with nothing left, the suite's process with it, and the build is published as a failure.
+#[test]
+fn a_ccm_killed_during_the_suites_ends_the_test_step_at_once_naming_it() {
+    let env = Env::new();
+    let mut command = env.harness(&["--provider", "fixture", "--suites", "hang-ccm", "--build-id", "14"]);
+    let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let started = Instant::now();
+    while !env.artifacts().join("artifacts/hang-ccm-output.txt").exists() {
+        assert!(started.elapsed() < Duration::from_secs(300), "the run never got to its Test step");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The CCM as the cluster recorded it (the local cloud runs from the same binary).
+    let state = std::fs::read(env.root.join("state/clusters/harness-run/cluster.json")).unwrap();
+    let state: serde_json::Value = serde_json::from_slice(&state).unwrap();
+    let processes = state["processes"].as_array().unwrap();
+    let ccm = processes.iter().find(|p| p["component"] == "reference-ccm").expect("the fixture's CCM runs");
+    let ccm = ccm["pid"].as_i64().unwrap() as i32;
+    kill(Pid::from_raw(ccm), Signal::SIGKILL).unwrap();
+    let killed = Instant::now();
+    let output = child.wait_with_output().unwrap();
+    let took = killed.elapsed();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    eprintln!("the run ended {took:?} after the CCM was killed, teardown included");
+    assert!(took < Duration::from_secs(60), "the run took {took:?} after the CCM died, teardown included");
+
+    let report =
+        junit::read_file(&env.artifacts().join("artifacts/junit_runner.xml"), &ReadOptions::default()).unwrap();
+    let test = report.cases().map(|(_, case)| case).find(|case| case.name == "Test").expect("a Test step");
+    let failure = test.failure().and_then(|d| d.message.clone()).unwrap_or_default();
+    assert!(failure.contains("during suite hang-ccm"), "{failure}");
+    assert!(failure.contains(&format!("reference-ccm (pid {ccm}) exited: killed by SIGKILL")), "{failure}");
+    assert!(failure.contains("reference-ccm.log"), "names the CCM's log: {failure}");
+    let steps = env.runner_steps();
+    assert!(steps.contains(&("Down".to_owned(), Status::Passed)), "{steps:?}");
+    assert_eq!(env.finished()["result"], "FAILURE");
+    env.assert_nothing_left();
+    assert!(!process_running(b"sleep\x00321\x00"), "the suite's process outlived the run");
 }
 
 #[test]
@@ -1771,7 +1819,7 @@ fn publish_conformance_sized(env: &Env, job: &str, build: &str, started: u64) {
 /// which share a deliberately failing test) and two published builds of a real conformance run:
 /// cells and colours, results on the first screen, always-skipped tests hidden and shown, a group
 /// collapsed, sparklines, a filter, a cell followed to its build, the failure cluster of the shared
-/// test flagged likely Kubernetes-side. Screenshots go to `$ARTIFACTS/dashboard-browser` (or the
+/// test flagged likely Kubernetes-side, the shared suite's tests by provider with a skip's reason. Screenshots go to `$ARTIFACTS/dashboard-browser` (or the
 /// test's target dir).
 #[test]
 fn the_dashboard_works_in_a_real_browser() {
@@ -1816,6 +1864,7 @@ fn the_dashboard_works_in_a_real_browser() {
         "clusters",
         "cluster",
         "flaky",
+        "suite",
     ] {
         let shot = screenshots.join(format!("{page}.png"));
         let bytes = std::fs::read(&shot).unwrap_or_else(|e| panic!("{}: {e}", shot.display()));

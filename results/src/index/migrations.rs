@@ -38,6 +38,7 @@ embed!(
     "0010_build_verdicts.sql",
     "0011_results_retention.sql",
     "0012_known_failures.sql",
+    "0013_build_suites.sql",
 );
 
 /// The migrator of `backend`'s schema.

@@ -117,7 +117,7 @@ impl Index {
             };
             let result = kept.unwrap_or_else(|| {
                 let (suite, name) = names.get(&test).cloned().unwrap_or_default();
-                TestResult { suite, name, status, duration_seconds: None, failure_message: None }
+                TestResult { suite, name, status, duration_seconds: None, message: None }
             });
             results.push(result);
         }

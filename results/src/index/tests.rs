@@ -25,7 +25,7 @@ fn result(name: &str, status: TestStatus) -> TestResult {
         name: name.into(),
         status,
         duration_seconds: Some(1.25),
-        failure_message: matches!(status, TestStatus::Fail | TestStatus::KnownFailure)
+        message: matches!(status, TestStatus::Fail | TestStatus::KnownFailure)
             .then(|| format!("{name} failed: expected 3 nodes, saw 2")),
     }
 }
@@ -89,14 +89,15 @@ async fn a_build_and_its_results_read_back_the_same_on_both_databases() {
     }
     let [sqlite, postgres] = &indexes;
     assert_eq!(sqlite.snapshot().await.unwrap(), postgres.snapshot().await.unwrap());
-    // SQLite's table was rebuilt for the status (migration 0012): its indexes came back with it.
+    // SQLite's table was rebuilt for the status (migration 0012): its indexes came back with it
+    // (and 0013 added one).
     let names: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'test_results' AND sql IS NOT NULL ORDER BY name",
     )
     .fetch_all(&sqlite.pool)
     .await
     .unwrap();
-    assert_eq!(names, ["test_results_build", "test_results_failed", "test_results_test_build"]);
+    assert_eq!(names, ["test_results_build", "test_results_failed", "test_results_said", "test_results_test_build"]);
 }
 
 #[tokio::test]
@@ -137,7 +138,7 @@ async fn a_test_history_spans_builds_and_jobs_newest_first() {
         let history = index.test_history(t, 10).await.unwrap();
         let seen: Vec<_> = history.iter().map(|r| (r.job.as_str(), r.build.as_str(), r.result.status)).collect();
         assert_eq!(seen, [("ci-b", "5", TestStatus::Fail), ("ci-a", "1", TestStatus::Pass)], "{}", index.name());
-        assert!(history[0].result.failure_message.as_deref().unwrap().contains("expected 3 nodes"));
+        assert!(history[0].result.message.as_deref().unwrap().contains("expected 3 nodes"));
     }
 }
 
@@ -274,6 +275,7 @@ async fn builds_indexed_before_the_packed_cells_get_theirs_from_the_migration_on
         }
         pool.close().await;
         let index = Index::open(&url).await.unwrap();
+        assert_eq!(index.suites().await.unwrap(), ["s"], "{dialect}: build 1's suite, from the migration");
         packed_cells_agree_with_results(&index, 2).await;
         let mut builds = index.grid_builds("ci-a", 2).await.unwrap();
         builds[1].results.sort_by_key(|(test, _)| *test);
@@ -745,6 +747,51 @@ async fn failures_since_a_time_and_each_jobs_latest_builds_with_their_pass_rates
             index.name()
         );
         assert_eq!(trends[0].passed, Some(true));
+    }
+}
+
+#[tokio::test]
+async fn a_suites_builds_and_results_with_skip_reasons_on_both_databases() {
+    let (_dir, indexes) = both().await;
+    let in_suite = |suite: &str, name: &str, status, message: Option<&str>| TestResult {
+        suite: suite.into(),
+        message: message.map(str::to_owned),
+        ..result(name, status)
+    };
+    let skip_reason = "the provider does not declare the capability `load-balancer-source-ip`";
+    for index in &indexes {
+        let lb = |status, message| in_suite("upstream-load-balancers", "source IP", status, message);
+        let other = in_suite("cloud-e2e", "nodes", TestStatus::Fail, Some("no providerID"));
+        let tcp = in_suite("upstream-load-balancers", "tcp", TestStatus::Pass, None);
+        let first = vec![lb(TestStatus::Skip, Some(skip_reason)), other.clone(), tcp];
+        index.index_build(&record("ci-a", "1", 100, first)).await.unwrap();
+        index.index_build(&record("ci-b", "2", 200, vec![other.clone()])).await.unwrap();
+        let mut running = record("ci-a", "3", 300, vec![lb(TestStatus::Pass, None)]);
+        running.info.state = State::Running;
+        index.index_build(&running).await.unwrap();
+        let builds = index.suite_builds("upstream-load-balancers").await.unwrap();
+        let named: Vec<(&str, &str, &str)> =
+            builds.iter().map(|(_, b)| (b.provider.as_str(), b.job.as_str(), b.build.as_str())).collect();
+        assert_eq!(named, [("local", "ci-a", "1")], "finished builds with the suite's results only: {}", index.name());
+        let ids: Vec<i64> = builds.iter().map(|(id, _)| *id).collect();
+        // From the packed results, then (a build packed before its content changed) its results.
+        let packed = index.suite_results("upstream-load-balancers", &ids).await.unwrap();
+        index.pool.execute("UPDATE build_cells SET digest = 'older'").await.unwrap();
+        let unpacked = index.suite_results("upstream-load-balancers", &ids).await.unwrap();
+        for results in [packed, unpacked] {
+            let read: Vec<(i64, TestStatus, Option<&str>)> =
+                results.iter().map(|r| (r.build_id, r.status, r.message.as_deref())).collect();
+            let expected = [(ids[0], TestStatus::Skip, Some(skip_reason)), (ids[0], TestStatus::Pass, None)];
+            assert_eq!(read, expected, "{}", index.name());
+            let names = index.test_names(&[results[0].test_id]).await.unwrap();
+            assert_eq!(names[0].2, "source IP", "{}", index.name());
+        }
+        assert_eq!(index.suites().await.unwrap(), ["cloud-e2e", "upstream-load-balancers"], "{}", index.name());
+        // Replaced without the suite: no longer one of its builds.
+        let mut replaced = record("ci-a", "1", 100, vec![other.clone()]);
+        replaced.info.digest = "replaced".into();
+        assert_eq!(index.index_build(&replaced).await.unwrap(), Indexed::Replaced);
+        assert_eq!(index.suite_builds("upstream-load-balancers").await.unwrap(), [], "{}", index.name());
     }
 }
 

@@ -35,7 +35,7 @@ fn build(number: u32, started_at: i64, kubernetes: &str, provider_version: &str,
             name: (*name).into(),
             status: if failing.contains(name) { record::TestStatus::Fail } else { record::TestStatus::Pass },
             duration_seconds: Some(1.0),
-            failure_message: None,
+            message: None,
         })
         .collect();
     let info = BuildInfo {
@@ -188,7 +188,7 @@ fn generated_builds(seed: u64, count: u32) -> Vec<BuildRecord> {
                 if rng.below(6) != 0 {
                     let status = *rng.pick(&statuses);
                     let (suite, name) = ("e2e".into(), name.into());
-                    results.push(TestResult { suite, name, status, duration_seconds: None, failure_message: None });
+                    results.push(TestResult { suite, name, status, duration_seconds: None, message: None });
                 }
             }
             if let Some(first) = results.first().cloned().filter(|_| rng.below(4) == 0) {
@@ -386,7 +386,7 @@ async fn expired_results_keep_builds_verdicts_failures_and_the_lkg_on_both_datab
             for result in &mut record.results {
                 result.duration_seconds = Some(n as f64);
                 if result.status == record::TestStatus::Fail {
-                    result.failure_message = Some(format!("build {n}: timed out waiting for the node"));
+                    result.message = Some(format!("build {n}: timed out waiting for the node"));
                 }
             }
             index.index_build(record).await.unwrap();
