@@ -103,7 +103,7 @@ impl SuiteTable {
         for (column, build) in builds.iter().enumerate() {
             for result in &build.results {
                 let said = (result.cell, result.message.as_deref().filter(|m| !m.trim().is_empty()));
-                let mut key = keys.entry(&result.test).or_insert_with(|| untagged(&result.test)).clone();
+                let mut key = keys.entry(&result.test).or_insert_with(|| junit::untagged_name(&result.test)).clone();
                 if by_test.get(&key).is_some_and(|(_, cells)| cells[column].is_some()) {
                     // Two tests of one build that differ only in their tags: rows of their own.
                     key = result.test.clone();
@@ -135,22 +135,6 @@ impl SuiteTable {
             .collect();
         SuiteTable { suite: suite.to_owned(), columns, rows, notes, hidden }
     }
-}
-
-/// A test's name without its bracketed tags (`[It]`, `[sig-network]`, `[Slow]`, …), spaces
-/// collapsed.
-fn untagged(name: &str) -> String {
-    let mut text = String::with_capacity(name.len());
-    let mut depth = 0usize;
-    for c in name.chars() {
-        match c {
-            '[' => depth += 1,
-            ']' if depth > 0 => depth -= 1,
-            _ if depth == 0 => text.push(c),
-            _ => {}
-        }
-    }
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The number (from 1) of `message` among the notes, added if new.
@@ -294,10 +278,6 @@ mod tests {
                 ("[It] LoadBalancers should work [Slow]", vec![Some(Cell::Skip), None, None]),
             ],
             "aws's two tests that differ only in a tag stay two rows"
-        );
-        assert_eq!(
-            untagged("[It] [sig-network] LoadBalancers  [Feature:LoadBalancer] should  work [Slow]"),
-            "LoadBalancers should work"
         );
     }
 

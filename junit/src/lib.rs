@@ -323,10 +323,34 @@ impl TestCase {
         if self.status() != Status::Skipped {
             return None;
         }
-        let says_why = |detail: &&Detail| {
-            !detail.text.text.trim().is_empty() || !matches!(detail.message.as_deref(), None | Some("" | "skipped"))
-        };
-        self.attempts.iter().rev().filter_map(|a| a.detail.as_ref()).find(says_why)
+        self.attempts.iter().rev().filter_map(|a| a.detail.as_ref()).find(|detail| !detail.is_bare_skip())
+    }
+}
+
+/// A test's name without its bracketed tags (`[It]`, `[sig-network]`, `[Feature:LoadBalancer]`,
+/// `[Slow]`) and with single spaces: the same test across releases, as upstream moves its tags
+/// (v1.36 puts `[Slow]` before the test's text, v1.37 after it).
+pub fn untagged_name(name: &str) -> String {
+    let mut text = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' if depth > 0 => depth -= 1,
+            _ if depth == 0 => text.push(c),
+            _ => {}
+        }
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+impl Detail {
+    /// A skip that says nothing: no text, and no message but "skipped" (ginkgo's for every spec
+    /// its filters leave out). TestGrid's updater drops such a case.
+    pub fn is_bare_skip(&self) -> bool {
+        self.text.text.is_empty()
+            && self.text.dropped_bytes == 0
+            && matches!(self.message.as_deref(), None | Some("" | "skipped"))
     }
 }
 

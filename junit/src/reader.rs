@@ -479,9 +479,7 @@ impl<R: Read> Parser<R> {
                 if tag_kind == Kind::Skipped {
                     // TestGrid's updater drops a case whose <skipped> has no text and no message
                     // but "skipped": ginkgo v1's every skip, ginkgo v2's for a spec left out.
-                    parts.unnamed_skip = detail.text.text.is_empty()
-                        && detail.text.dropped_bytes == 0
-                        && matches!(detail.message.as_deref(), None | Some("" | "skipped"));
+                    parts.unnamed_skip = detail.is_bare_skip();
                 }
                 if rank > parts.rank {
                     parts.rank = rank;

@@ -117,6 +117,17 @@ fn ginkgo_v2_statuses_properties_and_retry_markers() {
 }
 
 #[test]
+fn a_name_without_its_tags_is_the_same_test_across_releases() {
+    let v136 =
+        "[It] [sig-network] LoadBalancers ExternalTrafficPolicy: Local [Feature:LoadBalancer] [Slow] should work";
+    let v137 =
+        "[It] [sig-network] LoadBalancers ExternalTrafficPolicy: Local [Feature:LoadBalancer] should work [Slow]";
+    assert_eq!(untagged_name(v136), "LoadBalancers ExternalTrafficPolicy: Local should work");
+    assert_eq!(untagged_name(v136), untagged_name(v137));
+    assert_eq!(untagged_name("[It] a  [x [nested]] b"), "a b");
+}
+
+#[test]
 fn a_skip_gives_its_reason_unless_it_is_ginkgos_bare_skipped() {
     let report = read("ginkgo-v2.34.0-generated-junit_01.xml");
     let reason = |name: &str| {

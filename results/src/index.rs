@@ -718,17 +718,7 @@ impl Index {
              b.started_at, b.passed FROM builds b JOIN jobs j ON j.id = b.job_id JOIN providers p ON p.id = j.provider_id \
              WHERE b.state = 'finished' AND b.kubernetes_version IS NOT NULL",
             "list finished builds for the matrix",
-            |r| {
-                Ok(VersionedBuild {
-                    provider: r.try_get("provider")?,
-                    job: r.try_get("job")?,
-                    build: r.try_get("build")?,
-                    kubernetes_version: r.try_get("kubernetes_version")?,
-                    provider_version: r.try_get("provider_version")?,
-                    started_at: r.try_get("started_at")?,
-                    passed: get_bool(r, "passed")?,
-                })
-            },
+            versioned_build,
         )
         .await
     }
@@ -748,22 +738,7 @@ impl Index {
         .fetch_all(&self.pool)
         .await
         .map_err(self.err("list the builds of a suite"))?;
-        rows.iter()
-            .map(|r| {
-                self.decode(|| {
-                    let build = VersionedBuild {
-                        provider: r.try_get("provider")?,
-                        job: r.try_get("job")?,
-                        build: r.try_get("build")?,
-                        kubernetes_version: r.try_get("kubernetes_version")?,
-                        provider_version: r.try_get("provider_version")?,
-                        started_at: r.try_get("started_at")?,
-                        passed: get_bool(r, "passed")?,
-                    };
-                    Ok((r.try_get(0)?, build))
-                })
-            })
-            .collect()
+        rows.iter().map(|r| self.decode(|| Ok((r.try_get(0)?, versioned_build(r)?)))).collect()
     }
 
     /// The results of `suite` in these builds (row ids from [`Index::suite_builds`]). Tests by id
@@ -1259,6 +1234,19 @@ fn lookup(ids: &TestIds, suite: &str, name: &str) -> Option<i64> {
 }
 
 /// A boolean column: Postgres's `BOOLEAN`, or SQLite's `INTEGER` 0/1.
+/// A [`VersionedBuild`] from the columns of that name.
+fn versioned_build(r: &AnyRow) -> std::result::Result<VersionedBuild, sqlx::Error> {
+    Ok(VersionedBuild {
+        provider: r.try_get("provider")?,
+        job: r.try_get("job")?,
+        build: r.try_get("build")?,
+        kubernetes_version: r.try_get("kubernetes_version")?,
+        provider_version: r.try_get("provider_version")?,
+        started_at: r.try_get("started_at")?,
+        passed: get_bool(r, "passed")?,
+    })
+}
+
 fn get_bool(r: &AnyRow, column: &str) -> std::result::Result<Option<bool>, sqlx::Error> {
     match r.try_get::<Option<bool>, _>(column) {
         Ok(v) => Ok(v),

@@ -360,6 +360,17 @@ mod tests {
         (status, String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap())
     }
 
+    /// A page of each area that reads the source.
+    const SOURCE_PAGES: [&str; 7] = [
+        "/",
+        "/job/ci-a",
+        "/job/ci-a/build/2",
+        "/job/ci-a/build/2/file/build-log.txt",
+        "/clusters",
+        "/flaky",
+        "/suite/upstream%20load-balancers",
+    ];
+
     /// Each kind of source error is its own status, on every page that reads the source, and the
     /// page says what the source said.
     #[tokio::test]
@@ -372,15 +383,7 @@ mod tests {
         ];
         for (error, status) in kinds {
             let source = Arc::new(Fixed { fails: Some(error.clone()), ..Fixed::default() });
-            for uri in [
-                "/",
-                "/job/ci-a",
-                "/job/ci-a/build/2",
-                "/job/ci-a/build/2/file/build-log.txt",
-                "/clusters",
-                "/flaky",
-                "/suite/upstream%20load-balancers",
-            ] {
+            for uri in SOURCE_PAGES {
                 let request = Request::get(uri).header(header::ACCEPT, "text/html").body(Body::empty()).unwrap();
                 let response = router(source.clone()).oneshot(request).await.unwrap();
                 assert_eq!(response.status(), status, "{uri} with {error:?}");
@@ -664,15 +667,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_database_that_is_down_is_a_503_page() {
-        for uri in [
-            "/",
-            "/job/ci-a",
-            "/job/ci-a/build/2",
-            "/job/ci-a/build/2/file/build-log.txt",
-            "/clusters",
-            "/flaky",
-            "/suite/upstream%20load-balancers",
-        ] {
+        for uri in SOURCE_PAGES {
             let (status, page) = get(true, uri, "text/html").await;
             assert!(status == StatusCode::SERVICE_UNAVAILABLE && page.contains("connection refused"), "{uri}: {page}");
         }

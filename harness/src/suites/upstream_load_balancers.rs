@@ -77,21 +77,9 @@ pub fn table() -> Table {
         .unwrap_or_else(|e| panic!("data/upstream-load-balancers.yaml parses (checked by a unit test): {e}"))
 }
 
-/// A test's name without its bracketed tags (`[sig-network]`, `[Feature:LoadBalancer]`, `[Slow]`,
-/// `[LinuxOnly]`) and with single spaces: upstream moves tags between releases (v1.36 puts `[Slow]`
-/// before the test's text, v1.37 after it).
+/// A test's key in the table: its name without its bracketed tags ([`junit::untagged_name`]).
 pub fn key(name: &str) -> String {
-    let mut text = String::with_capacity(name.len());
-    let mut depth = 0usize;
-    for c in name.chars() {
-        match c {
-            '[' => depth += 1,
-            ']' if depth > 0 => depth -= 1,
-            _ if depth == 0 => text.push(c),
-            _ => {}
-        }
-    }
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    junit::untagged_name(name)
 }
 
 /// The load-balancer tests of `e2e.test --list-tests` output (`    <file>:<line>: <name>` a line).
