@@ -1233,7 +1233,6 @@ fn lookup(ids: &TestIds, suite: &str, name: &str) -> Option<i64> {
     ids.get(suite)?.get(name).copied()
 }
 
-/// A boolean column: Postgres's `BOOLEAN`, or SQLite's `INTEGER` 0/1.
 /// A [`VersionedBuild`] from the columns of that name.
 fn versioned_build(r: &AnyRow) -> std::result::Result<VersionedBuild, sqlx::Error> {
     Ok(VersionedBuild {
@@ -1247,6 +1246,7 @@ fn versioned_build(r: &AnyRow) -> std::result::Result<VersionedBuild, sqlx::Erro
     })
 }
 
+/// A boolean column: Postgres's `BOOLEAN`, or SQLite's `INTEGER` 0/1.
 fn get_bool(r: &AnyRow, column: &str) -> std::result::Result<Option<bool>, sqlx::Error> {
     match r.try_get::<Option<bool>, _>(column) {
         Ok(v) => Ok(v),
