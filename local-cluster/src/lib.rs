@@ -14,6 +14,7 @@
 
 pub mod clouds;
 pub mod dns;
+mod hold;
 pub mod images;
 mod launch;
 mod listen_ports;
@@ -38,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use cli_support::progress;
 use cli_support::roots::state_root;
+pub use hold::{ClusterHold, hold};
 use launch::Launch;
 pub(crate) use listen_ports::free_ports;
 use node_sets::{Joining, KwokNodes, NodeSet, RealNodes};
@@ -67,6 +69,10 @@ pub enum ClusterError {
         "cluster '{name}' already exists and is running; bring it down first with `harness cluster down --name {name}`"
     )]
     AlreadyRunning { name: String },
+    #[error(
+        "cluster '{name}' is in use by another harness, {holder}: wait for it to end, or give this one another name (--cluster-name, or --name for `harness cluster up`)"
+    )]
+    InUse { name: String, holder: String },
     #[error("no cluster named '{0}'; `harness cluster list` shows the clusters there are")]
     NotFound(String),
     #[error("port {0} on 127.0.0.1 is already in use; stop whatever holds it or choose another with --api-server-port")]
@@ -148,6 +154,11 @@ pub struct ClusterState {
     pub stopped: Vec<machines::StoppedProcess>,
     /// Seconds since the Unix epoch.
     pub created: u64,
+    /// The process the cluster goes with ([`UpOptions::owned`]): the one bringing it up, and after
+    /// that a `harness run` until its Down. A cluster whose owner is gone while its processes run
+    /// was left by a harness that was killed (SIGKILL, a crash): the next `up` of its name clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<process::Owner>,
 }
 
 impl ClusterState {
@@ -165,6 +176,7 @@ impl ClusterState {
             processes: Vec::new(),
             stopped: Vec::new(),
             created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            owner: Some(process::Owner::this_process()),
         }
     }
 
@@ -213,6 +225,10 @@ pub struct UpOptions {
     /// [`real::HUB_IP`]`:<port>` (as they reach kube-apiserver): a GCS emulator Prow's pod
     /// utilities upload to, say. The hub has no route out, so nothing else on the host is reachable.
     pub hub_ports: Vec<u16>,
+    /// The cluster goes with this process until it is brought down (`harness run`): if the process
+    /// is killed, the next `up` of the name clears what it left. Otherwise (`harness cluster up`)
+    /// it is meant to outlive the process once up; while it comes up, it always goes with it.
+    pub owned: bool,
 }
 
 pub use config::nodes::NodeKind;
@@ -229,6 +245,7 @@ impl UpOptions {
             conformance_image: false,
             images: Vec::new(),
             hub_ports: Vec::new(),
+            owned: false,
         }
     }
 
@@ -291,21 +308,16 @@ impl LocalCluster {
         Ok(())
     }
 
-    /// The processes the cluster cannot lose while it is up: all but the nodes' own, which a test
-    /// may stop as a cloud stops a machine (`{node}-kubelet`, …). The control plane, the CCM, the
-    /// cloud's services and the hub's network.
-    pub fn vital_processes(&self) -> Vec<process::ProcessRecord> {
-        vital(&self.state.processes, &self.state.nodes)
-    }
-
     /// Stops the CCM that [`LocalCluster::start_ccm`] started from `binary` (SIGTERM, then
     /// SIGKILL after 10 s), so that another can take its place; the cluster stays up.
     pub fn stop_ccm(&mut self, binary: &Path) -> Result<()> {
         let component = binary.file_name().map_or("ccm".into(), |n| n.to_string_lossy().into_owned());
         let (stopping, kept) = self.state.processes.drain(..).partition(|p| p.component == component);
         self.state.processes = kept;
+        // Off the record before it stops: a run watching the cluster takes an exit on it for a fault.
+        save_state(&self.dir, &self.state)?;
         process::terminate(&stopping, Duration::from_secs(10));
-        save_state(&self.dir, &self.state)
+        Ok(())
     }
 
     /// Starts `binary` as the cluster's process `component` (log `logs/<component>.log`).
@@ -377,7 +389,7 @@ pub(crate) fn cloud_config_arg(args: &[String]) -> Option<&str> {
     })
 }
 
-fn validate_name(name: &str) -> Result<()> {
+pub(crate) fn validate_name(name: &str) -> Result<()> {
     let ok = (1..=40).contains(&name.len())
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
@@ -424,6 +436,8 @@ impl ClusterError {
 async fn up_with(options: UpOptions, mut nodes: impl NodeSet) -> Result<LocalCluster> {
     check_options(&options)?;
     nodes.preflight(&options)?;
+    // Until it is up: another `up` of this name would clear what this one started.
+    let _hold = hold(&options.name)?;
     let dir = cluster_dir(&options.name);
     clear_stale(&options.name, &dir)?;
     let toolchain = install_toolchain(options.release, nodes.components()).await?;
@@ -449,6 +463,10 @@ async fn up_with(options: UpOptions, mut nodes: impl NodeSet) -> Result<LocalClu
     // Their pods schedule once a CCM has lifted the nodes' uninitialized taint: waited for here
     // only when `up` started the CCM.
     nodes.start_addons(&cluster, started_ccm).await?;
+    if !options.owned {
+        cluster.state.owner = None;
+        cluster.save()?;
+    }
     Ok(cluster.finish())
 }
 
@@ -554,9 +572,17 @@ fn clear_stale(name: &str, dir: &Path) -> Result<()> {
     if let Ok(state) = load_state(name)
         && state.processes.iter().any(ProcessRecord::is_running)
     {
-        return Err(ClusterError::AlreadyRunning { name: name.to_string() });
+        match state.owner {
+            Some(owner) if !owner.is_running() => tracing::warn!(
+                "cluster '{name}' was left running by the harness that owned it (pid {}), which is gone (killed?): \
+                 stopping what it left",
+                owner.pid
+            ),
+            _ => return Err(ClusterError::AlreadyRunning { name: name.to_string() }),
+        }
+    } else {
+        tracing::info!("clearing the state of cluster '{name}', which no longer runs");
     }
-    tracing::info!("clearing the state of cluster '{name}', which no longer runs");
     process::sweep(dir);
     real::cleanup(dir);
     fs::remove_dir_all(dir).map_err(io_err("removing", dir))
@@ -1015,17 +1041,44 @@ pub fn list() -> Vec<std::result::Result<ClusterSummary, ClusterError>> {
         .collect()
 }
 
+/// Lets cluster `name` outlive the process that owns it ([`ClusterState::owner`]): a run's
+/// `--keep-cluster`.
+pub fn disown(name: &str) -> Result<()> {
+    let mut state = load_state(name)?;
+    state.owner = None;
+    save_state(&cluster_dir(name), &state)
+}
+
 /// The kubeconfig of cluster `name`.
 pub fn kubeconfig_path(name: &str) -> Result<PathBuf> {
     Ok(load_state(name)?.kubeconfig)
 }
 
-/// Of `processes`, those that are no node's (`{node}-…`).
-fn vital(processes: &[process::ProcessRecord], nodes: &[String]) -> Vec<process::ProcessRecord> {
-    let of_a_node = |component: &str| {
-        nodes.iter().any(|node| component.strip_prefix(node.as_str()).is_some_and(|rest| rest.starts_with('-')))
+/// What a run watches on a cluster while its suites run, as its state says now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Watched {
+    /// Every process the cluster records: the control plane, the CCM, the cloud's services and
+    /// the nodes' own. A machine a test shuts down or terminates ([`machines::act`]) has its
+    /// processes taken off the record before they are stopped, so none here should exit.
+    pub processes: Vec<ProcessRecord>,
+    /// The real nodes whose machine runs (its kubelet is on the record), which should stay Ready.
+    pub nodes_up: Vec<String>,
+}
+
+/// [`Watched`] of cluster `name`, read from its `cluster.json` now.
+pub fn watched(name: &str) -> Result<Watched> {
+    Ok(watched_in(load_state(name)?))
+}
+
+fn watched_in(state: ClusterState) -> Watched {
+    let nodes_up = match state.node_kind() {
+        NodeKind::Real => {
+            let running = |node: &String| state.processes.iter().any(|p| p.component == format!("{node}-kubelet"));
+            state.nodes.iter().filter(|node| running(node)).cloned().collect()
+        }
+        NodeKind::Kwok => Vec::new(),
     };
-    processes.iter().filter(|p| !of_a_node(&p.component)).cloned().collect()
+    Watched { processes: state.processes, nodes_up }
 }
 
 #[cfg(test)]
@@ -1033,7 +1086,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_vital_processes_are_all_but_the_nodes_own() {
+    fn a_run_watches_every_recorded_process_and_the_real_nodes_whose_kubelet_is_on_the_record() {
         let record = |component: &str| process::ProcessRecord {
             component: component.into(),
             pid: 1,
@@ -1041,22 +1094,18 @@ mod tests {
             log: PathBuf::from(format!("{component}.log")),
             batch: None,
         };
-        let processes: Vec<_> = [
-            "etcd",
-            "kube-apiserver",
-            "hub",
-            "node-1-namespaces",
-            "node-1-kubelet",
-            "node-10-kubelet",
-            "reference-ccm",
-            "moto",
-        ]
-        .into_iter()
-        .map(record)
-        .collect();
-        let vital = vital(&processes, &["node-1".to_owned()]);
-        let names: Vec<&str> = vital.iter().map(|p| p.component.as_str()).collect();
-        assert_eq!(names, ["etcd", "kube-apiserver", "hub", "node-10-kubelet", "reference-ccm", "moto"]);
+        let mut state = ClusterState::new("c", "v1.37.1", PathBuf::from("kubeconfig"));
+        state.nodes = ["node-1", "node-2", "node-10"].map(String::from).to_vec();
+        // node-2's machine is shut down: its processes are off the record.
+        let components = ["etcd", "kube-apiserver", "hub", "node-1-namespaces", "node-1-kubelet", "node-2-namespaces"];
+        state.processes = components.into_iter().chain(["node-10-kubelet", "reference-ccm"]).map(record).collect();
+        let watched = watched_in(state.clone());
+        assert_eq!(watched.processes, state.processes);
+        assert_eq!(watched.nodes_up, ["node-1", "node-10"]);
+
+        // Kwok's nodes have no kubelet to lose, nor a network to be cut off from.
+        state.processes.retain(|p| p.component != "hub");
+        assert_eq!(watched_in(state).nodes_up, Vec::<String>::new());
     }
 
     #[test]

@@ -147,9 +147,12 @@ fn act_on_real_node(dir: &std::path::Path, node: &str, action: MachineAction) ->
                 let (holders, kept): (Vec<ProcessRecord>, Vec<ProcessRecord>) =
                     state.processes.drain(..).partition(|p| p.component == holder_component);
                 state.processes = kept;
-                process::terminate(&holders, STOP_GRACE);
                 // Gone for good: nothing to start again.
                 state.stopped.retain(|s| s.node != node);
+                // Off the record before it stops, as above: a run watching the cluster's
+                // processes takes an exit on the record for a fault.
+                save_state(dir, &state)?;
+                process::terminate(&holders, STOP_GRACE);
             }
             save_state(dir, &state)
         }

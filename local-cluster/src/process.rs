@@ -72,6 +72,26 @@ pub fn spawn_with_env(
     Ok(ProcessRecord { component: component.to_string(), pid, start_ticks, log: log.to_path_buf(), batch: None })
 }
 
+/// A process identified as [`ProcessRecord`]s are, by PID and start time: the harness process a
+/// cluster goes with.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Owner {
+    pub pid: i32,
+    pub start_ticks: u64,
+}
+
+impl Owner {
+    pub fn this_process() -> Self {
+        let pid = std::process::id() as i32;
+        Owner { pid, start_ticks: stat(pid).map(|s| s.start_ticks).unwrap_or_default() }
+    }
+
+    /// Whether this very process still runs (a zombie does not).
+    pub fn is_running(&self) -> bool {
+        stat(self.pid).is_some_and(|s| s.start_ticks == self.start_ticks && s.state != 'Z')
+    }
+}
+
 struct Stat {
     state: char,
     start_ticks: u64,

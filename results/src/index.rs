@@ -95,6 +95,46 @@ impl IndexError {
     }
 }
 
+impl IndexError {
+    /// Whether asking again later may succeed: the database could not be reached (a connection
+    /// refused or cut, a timeout, no connection free before the pool's deadline), is shutting down
+    /// or starting up, or the transaction lost a conflict or a lock (Postgres' classes 08, 40001,
+    /// 40P01, 53300, 57P01-03; SQLite's busy and locked). A bad URL, a refused password, a missing
+    /// database or data the harness cannot read stays as it is.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            IndexError::Connect { source, .. } | IndexError::Query { source, .. } => transient_sqlx(source),
+            IndexError::BadUrl { .. }
+            | IndexError::Missing { .. }
+            | IndexError::CreateDir { .. }
+            | IndexError::Lock { .. }
+            | IndexError::Migrate { .. }
+            | IndexError::BadValue { .. } => false,
+        }
+    }
+}
+
+fn transient_sqlx(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(e) => crate::transient_io(e.kind()),
+        sqlx::Error::Tls(e) => crate::network_failure(e.as_ref()),
+        sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(e) => {
+            if let Some(postgres) = e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+                let code = postgres.code();
+                code.starts_with("08") || ["40001", "40P01", "53300", "57P01", "57P02", "57P03"].contains(&code)
+            } else if e.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                // The extended result code; its low byte is the primary: SQLITE_BUSY, SQLITE_LOCKED.
+                let primary = e.code().and_then(|code| code.parse::<i32>().ok()).map(|code| code & 0xff);
+                matches!(primary, Some(5 | 6))
+            } else {
+                false
+            }
+        }
+        _ => false,
+    }
+}
+
 /// A dashboard answers 500 for data it cannot read and 503 for a database that is not there: the
 /// index says which an error is.
 #[cfg(test)]
@@ -107,6 +147,45 @@ fn an_error_says_whether_the_database_answered_with_what_cannot_be_read() {
     assert!(!query(sqlx::Error::PoolTimedOut).is_unreadable_data());
     let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
     assert!(!query(sqlx::Error::Io(refused)).is_unreadable_data());
+}
+
+/// Publishing retries what waiting can heal (a database down, busy or restarting), and only that.
+#[cfg(test)]
+#[tokio::test]
+async fn an_error_says_whether_the_database_may_answer_later() {
+    use sqlx::Connection;
+    let query = |source| IndexError::Query { database: "sqlite:x".into(), action: "indexing a build", source };
+    // A Postgres port where nothing listens: refused at once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let refused = Index::open(&format!("postgres://harness@{closed}/postgres")).await.unwrap_err();
+    assert!(matches!(refused, IndexError::Connect { .. }) && refused.is_transient(), "{refused}");
+    assert!(query(sqlx::Error::PoolTimedOut).is_transient());
+    let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+    assert!(query(sqlx::Error::Io(reset)).is_transient());
+
+    // SQLite busy: another connection holds the write lock, and this one does not wait for it.
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("busy.sqlite").display());
+    sqlx::any::install_default_drivers();
+    let mut holder = sqlx::AnyConnection::connect(&url).await.unwrap();
+    holder.execute("CREATE TABLE t (x INTEGER)").await.unwrap();
+    holder.execute("BEGIN IMMEDIATE").await.unwrap();
+    let mut writer = sqlx::AnyConnection::connect(&url).await.unwrap();
+    writer.execute("PRAGMA busy_timeout = 0").await.unwrap();
+    let busy = query(writer.execute("INSERT INTO t VALUES (1)").await.unwrap_err());
+    assert!(busy.is_transient(), "{busy}");
+    let syntax = query(writer.execute("INSERT INTO nowhere VALUES (1)").await.unwrap_err());
+    assert!(!syntax.is_transient(), "{syntax}");
+
+    // What waiting does not heal.
+    let index = Index::open(&format!("sqlite://{}", dir.path().join("index.sqlite").display())).await.unwrap();
+    index.close().await;
+    let closed_pool = index.counts().await.unwrap_err();
+    assert!(!closed_pool.is_transient(), "{closed_pool}");
+    assert!(!Index::open("mysql://x").await.unwrap_err().is_transient());
+    let decode = sqlx::Error::ColumnDecode { index: "started_at".into(), source: "not an integer".into() };
+    assert!(!query(decode).is_transient());
+    assert!(!IndexError::BadValue { database: "x".into(), column: "state", value: "??".into() }.is_transient());
 }
 
 pub type Result<T> = std::result::Result<T, IndexError>;

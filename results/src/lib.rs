@@ -32,6 +32,42 @@ pub fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default()
 }
 
+/// Whether `error`, or one of its causes, is a network failure that waiting can heal: a connection
+/// refused, reset or cut short, a host or network unreachable, a timeout. What publishing retries
+/// ([`publish::PublishError::is_transient`]).
+pub(crate) fn network_failure(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error.downcast_ref::<std::io::Error>().is_some_and(|e| transient_io(e.kind())) {
+            return true;
+        }
+        if error.downcast_ref::<reqwest::Error>().is_some_and(|e| e.is_connect() || e.is_timeout()) {
+            return true;
+        }
+        next = error.source();
+    }
+    false
+}
+
+/// The kinds of I/O error a network connection ends with when the other side is down, restarting or
+/// out of reach.
+pub(crate) fn transient_io(kind: std::io::ErrorKind) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        kind,
+        ConnectionRefused
+            | ConnectionReset
+            | ConnectionAborted
+            | NotConnected
+            | BrokenPipe
+            | TimedOut
+            | UnexpectedEof
+            | HostUnreachable
+            | NetworkUnreachable
+            | NetworkDown
+    )
+}
+
 /// Where the embedded default keeps published builds and their index: `$HARNESS_DATA_DIR`, else
 /// `~/.local/share/cloud-provider-harness`.
 pub fn data_dir() -> PathBuf {

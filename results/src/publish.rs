@@ -46,6 +46,24 @@ pub enum PublishError {
     Index(#[from] IndexError),
 }
 
+impl PublishError {
+    /// Whether publishing again later may succeed: the store or the index could not be reached, or
+    /// was busy ([`StoreError::is_transient`], [`IndexError::is_transient`]). A build directory, a
+    /// name or a setting that is wrong stays wrong. Publishing again is safe either way: it writes
+    /// only what the store lacks, and indexes the build once.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            PublishError::Store(e) | PublishError::Record(RecordError::Store(e)) => e.is_transient(),
+            PublishError::Index(e) => e.is_transient(),
+            PublishError::MissingStarted { .. }
+            | PublishError::BadStarted { .. }
+            | PublishError::ReadDir { .. }
+            | PublishError::Layout(_)
+            | PublishError::Record(RecordError::MissingStarted { .. } | RecordError::BadStarted { .. }) => false,
+        }
+    }
+}
+
 pub type Result<T> = std::result::Result<T, PublishError>;
 
 /// What [`publish`] did.
@@ -397,6 +415,58 @@ pub(crate) fn collect_files(dir: &Path, relative: &Path, found: &mut Vec<PathBuf
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A build directory as `harness run` leaves it, with one JUnit file of two tests.
+    fn build_dir(root: &Path) -> PathBuf {
+        let dir = root.join("build");
+        std::fs::create_dir_all(dir.join("artifacts")).unwrap();
+        std::fs::write(dir.join(STARTED_JSON), r#"{"timestamp": 1700000000}"#).unwrap();
+        std::fs::write(dir.join("build-log.txt"), "ok\n").unwrap();
+        let junit = r#"<testsuite name="s" tests="2" failures="1"><testcase name="a"/><testcase name="b"><failure message="no">no</failure></testcase></testsuite>"#;
+        std::fs::write(dir.join("artifacts/junit_01.xml"), junit).unwrap();
+        std::fs::write(dir.join(FINISHED_JSON), r#"{"timestamp": 1700000600, "passed": false, "result": "FAILURE"}"#)
+            .unwrap();
+        dir
+    }
+
+    #[tokio::test]
+    async fn a_publish_cut_off_after_the_store_is_completed_by_the_next_and_a_third_changes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = build_dir(tmp.path());
+        let store = ResultStore::open_dir(&tmp.path().join("store")).unwrap();
+        let sqlite = format!("sqlite://{}", tmp.path().join("index.sqlite").display());
+        let location = BuildLocation::periodic("ci-j", "7").unwrap();
+        let ended = ReadBuildOptions { unfinished: record::Unfinished::Aborted, ..ReadBuildOptions::default() };
+
+        // The store is written, then the index is gone: half published.
+        let gone = Index::open(&sqlite).await.unwrap();
+        gone.close().await;
+        let cut = publish(&store, &gone, &dir, &location, &ended).await.unwrap_err();
+        assert!(matches!(cut, PublishError::Index(_)) && !cut.is_transient(), "{cut}");
+        assert!(store.get("logs/ci-j/7/finished.json").await.unwrap().is_some(), "the store was written");
+
+        let index = Index::open(&sqlite).await.unwrap();
+        assert_eq!(index.counts().await.unwrap(), (0, 0));
+        let completed = publish(&store, &index, &dir, &location, &ended).await.unwrap();
+        assert_eq!((completed.written, completed.unchanged, completed.indexed), (0, 4, Indexed::Inserted));
+        assert_eq!(index.counts().await.unwrap(), (1, 2));
+        let again = publish(&store, &index, &dir, &location, &ended).await.unwrap();
+        assert_eq!((again.written, again.indexed), (0, Indexed::Unchanged));
+        assert_eq!(index.counts().await.unwrap(), (1, 2), "nothing indexed twice");
+    }
+
+    #[test]
+    fn only_a_store_or_index_that_may_answer_later_is_worth_retrying() {
+        let dir = PathBuf::from("/nowhere");
+        assert!(!PublishError::MissingStarted { dir: dir.clone() }.is_transient());
+        let unreadable = PublishError::ReadDir { dir, source: std::io::ErrorKind::TimedOut.into() };
+        assert!(!unreadable.is_transient(), "a local directory is no network");
+        let query = |source| IndexError::Query { database: "x".into(), action: "indexing", source };
+        assert!(PublishError::Index(query(sqlx::Error::PoolTimedOut)).is_transient());
+        assert!(!PublishError::Index(query(sqlx::Error::RowNotFound)).is_transient());
+        let unholdable = StoreError::Unholdable { path: "a".into(), rule: "too long".into() };
+        assert!(!PublishError::Store(unholdable).is_transient());
+    }
 
     #[test]
     fn a_mounted_configmaps_symlinks_publish_each_file_once_where_it_lies_and_its_key_links() {

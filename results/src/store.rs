@@ -59,6 +59,38 @@ pub enum StoreError {
     Unholdable { path: String, rule: String },
 }
 
+impl StoreError {
+    /// Whether asking again later may succeed: the store could not be reached (a connection refused
+    /// or cut, a timeout) or answered that it is unavailable (a 5xx, a 429), after the client's own
+    /// retries of that request. A refusal (403, 401, 400), an object that cannot be stored, a bad URL
+    /// or a local file that cannot be read stays as it is.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Object { source, .. } => object_store_transient(source),
+            StoreError::BadUrl { .. }
+            | StoreError::Open { .. }
+            | StoreError::CreateDir { .. }
+            | StoreError::ReadLocal { .. }
+            | StoreError::Unholdable { .. } => false,
+        }
+    }
+}
+
+/// An `object_store` error a later attempt may not meet (see [`StoreError::is_transient`]). Its
+/// client's errors are `Generic`, their type private: a network failure shows in the causes, and a
+/// status the client gave up on only in the message, "Server returned non-2xx status code: 503
+/// Service Unavailable" (or "Server returned error response: …", a 200 whose body is S3's
+/// `InternalError` or `SlowDown`).
+fn object_store_transient(error: &object_store::Error) -> bool {
+    let object_store::Error::Generic { source, .. } = error else { return false };
+    if crate::network_failure(source.as_ref()) {
+        return true;
+    }
+    let message = source.to_string();
+    let unavailable = |status: &str| status.starts_with('5') || status.starts_with("429") || status.starts_with("408");
+    message.split("status code: ").skip(1).any(unavailable) || message.contains("Server returned error response")
+}
+
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// Whether [`ResultStore::put_if_changed`] wrote anything.
@@ -447,6 +479,40 @@ mod tests {
             assert!(err.contains(&format!("{url:?}")), "{err}");
             assert!(err.contains("gs://bucket"), "{err}");
         }
+    }
+
+    /// An S3 store at `endpoint` whose client does not retry: each failure shows at once.
+    fn s3_without_retries(endpoint: &str) -> ResultStore {
+        let options = StoreOptions { s3_endpoint: Some(endpoint.to_owned()), ..StoreOptions::default() };
+        let retry = object_store::RetryConfig { max_retries: 0, ..Default::default() };
+        let store = s3_builder("results", &options).with_retry(retry).build().unwrap();
+        ResultStore::wrap(Arc::new(store), "", "s3://results".into(), bucket_names(""))
+    }
+
+    async fn write_error(store: &ResultStore) -> StoreError {
+        store.put_if_changed("logs/j/1/started.json", Bytes::from_static(b"{}")).await.unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn a_store_that_is_down_or_unavailable_is_transient_and_one_that_refuses_is_not() {
+        // A port just freed: nothing listens there.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let refused = write_error(&s3_without_retries(&format!("http://{closed}"))).await;
+        assert!(refused.is_transient(), "{refused}");
+        for (status, transient) in [(503, true), (500, true), (429, true), (400, false), (401, false), (403, false)] {
+            let status = axum::http::StatusCode::from_u16(status).unwrap();
+            let app = axum::Router::new().fallback(move || async move { (status, "<Error><Code>Nope</Code></Error>") });
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = listener.local_addr().unwrap();
+            tokio::spawn(async move { axum::serve(listener, app).await });
+            let error = write_error(&s3_without_retries(&format!("http://{address}"))).await;
+            assert_eq!(error.is_transient(), transient, "{status}: {error}");
+        }
+        let unholdable =
+            ResultStore::open_dir(tempfile::tempdir().unwrap().path()).unwrap().holds("a/b#1").unwrap_err();
+        assert!(!unholdable.is_transient(), "{unholdable}");
+        let unreadable = StoreError::ReadLocal { file: "/x".into(), source: std::io::ErrorKind::TimedOut.into() };
+        assert!(!unreadable.is_transient(), "a local file is no network: {unreadable}");
     }
 
     #[tokio::test]

@@ -252,8 +252,8 @@ fn major_minor(version: &str) -> Option<(String, String)> {
 /// images, and a bisection builds one per commit it tries.
 pub const KEPT_ENTRIES: usize = 4;
 
-/// Removes the `checkout-*` entries of `cache` (and their `.lock` files) but the [`KEPT_ENTRIES`]
-/// newest by modification time; `keep` (the one just made) is never removed.
+/// Removes the `checkout-*` entries of `cache` (and their `.lock` and `.verified.json` files) but
+/// the [`KEPT_ENTRIES`] newest by modification time; `keep` (the one just made) is never removed.
 pub fn prune_entries(cache: &Path, keep: &Path) {
     let mut entries: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(cache)
         .into_iter()
@@ -270,6 +270,7 @@ pub fn prune_entries(cache: &Path, keep: &Path) {
         tracing::info!("removing {}: the cache keeps the {KEPT_ENTRIES} newest checkouts' builds", old.display());
         let _ = std::fs::remove_dir_all(&old);
         let _ = std::fs::remove_file(old.with_extension("lock"));
+        let _ = std::fs::remove_file(old.with_extension("verified.json"));
     }
 }
 
@@ -422,11 +423,17 @@ mod tests {
         let release = cache.path().join("v1.37.1");
         std::fs::create_dir(&release).unwrap();
         std::fs::create_dir(cache.path().join("checkout-x.partial")).unwrap();
+        let stamps = |entry: &PathBuf| entry.with_extension("verified.json");
+        for entry in &made {
+            std::fs::write(stamps(entry), "{}").unwrap();
+        }
         prune_entries(cache.path(), &made[0]);
         let left: Vec<bool> = made.iter().map(|entry| entry.exists()).collect();
         // The oldest is kept as the one just made; the second oldest goes.
         assert_eq!(left[..2], [true, false], "{left:?}");
         assert!(left[2..].iter().all(|kept| *kept), "{left:?}");
+        let stamped: Vec<bool> = made.iter().map(|entry| stamps(entry).exists()).collect();
+        assert_eq!(stamped, left, "an entry's stamps go with it");
         assert!(release.exists() && cache.path().join("checkout-x.partial").exists());
     }
 

@@ -9,12 +9,29 @@
 //!
 //! Layout: `<cache>/toolchains/<version>/{bin/<binary>, manifest.json}`; a build happens in
 //! `<cache>/toolchains/<version>.partial` and is renamed into place once every binary is there, so
-//! a cache entry is either whole or absent. The manifest records each binary's size and SHA-256:
-//! a cheap size check on every use catches truncation, `harness toolchain verify` hashes.
+//! a cache entry is either whole or absent. The manifest records each binary's size and SHA-256.
+//!
+//! Before use ([`installed`], [`install`]) every binary the manifest records is checked against it:
+//! its size, and its SHA-256 unless a *stamp* vouches for it. The stamps,
+//! `<cache>/toolchains/<version>.verified.json` beside the entry (not in it: a harness image carries
+//! the entry whole), hold for each binary the stat it had (size, device, inode, mtime and ctime, to
+//! the nanosecond) when it was last hashed and found right: a binary whose stat is still the same
+//! is trusted, any other is hashed again, and a match renews its stamp. A write to a file always
+//! moves its ctime, which no user can set back, so a binary truncated or rewritten in place since
+//! (same size or not) is hashed and found out (a binary is stamped only once its ctime is a few
+//! seconds old, `SETTLED_NS`, so that a write in the same tick of the file system's clock cannot
+//! hide behind an equal ctime); an unchanged entry costs a `stat` per binary
+//! (docs/benchmarks.md, "Toolchain binaries checked before use"). The stamps are replaced whole
+//! (written beside and renamed), so concurrent harnesses never see half of them; one torn or
+//! unreadable only means hashing again. A corrupt binary (wrong size or hash) is never run:
+//! `install` rebuilds it (as it builds a missing one, below), and `installed`, which cannot build,
+//! refuses with the command that does. `harness toolchain verify` ([`verify`]) hashes every binary
+//! whatever the stamps say.
 //!
 //! An entry an older harness wrote, whose manifest lacks binaries added since (`e2e.test`,
 //! `ginkgo`, `local-upstream-ccm`), is *incomplete*: `install` keeps the binaries it has (hard-linked into the
-//! `.partial` directory with their manifest records) and builds only the missing ones.
+//! `.partial` directory with their manifest records) and builds only the missing ones, and the
+//! corrupt ones.
 
 pub mod aws;
 pub mod checkout;
@@ -188,10 +205,11 @@ pub enum ToolchainError {
         "Kubernetes {version} toolchain is not installed in {dir}; run `harness toolchain install --kubernetes {version}`"
     )]
     NotInstalled { version: String, dir: PathBuf },
-    #[error(
-        "toolchain cache entry {dir} is corrupt ({reason}); rebuild it with `harness toolchain install --kubernetes {version} --force`"
-    )]
-    Corrupt { version: String, dir: PathBuf, reason: String },
+    /// The entry as a whole (its manifest), or `binaries` of it (their size or hash is not what the
+    /// manifest records): those `install` rebuilds without `--force`. (Boxed: every error of the
+    /// harness carries this one, and a `Vec` would make them all larger.)
+    #[error("toolchain cache entry {dir} is corrupt ({reason}); {}", corrupt_fix(version, binaries))]
+    Corrupt { version: String, dir: PathBuf, reason: String, binaries: Box<[&'static str]> },
     #[error(
         "Kubernetes {version} toolchain in {dir} lacks {} (an older harness installed it); run `harness toolchain install --kubernetes {version}` to build just those",
         missing.join(", ")
@@ -394,6 +412,7 @@ pub fn resolve_or_pin(requested: &str) -> Result<Release> {
                 version: tag.to_string(),
                 dir: proxy_pins::pins_dir().join(tag.to_string()),
                 reason: "its pin lacks go.mod, go.sum or e2e_imports.go".into(),
+                binaries: Box::new([]),
             })
         }
         other => other,
@@ -466,17 +485,26 @@ fn toolchain_dir(release: &Release) -> PathBuf {
     cache_root().join("toolchains").join(release.cache_key())
 }
 
-/// The installed toolchain for `release`, checked against its manifest (sizes only: fast).
+/// The installed toolchain for `release`, every binary checked against its manifest before use:
+/// its size, and its SHA-256 unless its stamp vouches for it (then a `stat` is all it costs).
 pub fn installed(release: &Release) -> Result<Toolchain> {
     installed_with(release, &[])
 }
 
 /// [`installed`], with `extra` of [`ON_DEMAND`] there too.
 fn installed_with(release: &Release, extra: &[&str]) -> Result<Toolchain> {
-    let dir = toolchain_dir(release);
+    installed_at(release, toolchain_dir(release), extra)
+}
+
+/// [`installed_with`] from the cache entry `dir`.
+fn installed_at(release: &Release, dir: PathBuf, extra: &[&str]) -> Result<Toolchain> {
     let wanted = wanted(extra);
-    let (manifest, mut missing) = inspect(release.version, &dir, &wanted)?;
-    missing.extend(stale(release, &manifest).into_iter().filter(|name| wanted.contains(name)));
+    let found = inspect(release.version, &dir, &wanted)?;
+    if !found.corrupt.is_empty() {
+        return Err(corrupt_binaries(release.version, &dir, &found.corrupt));
+    }
+    let mut missing = found.missing;
+    missing.extend(stale(release, &found.manifest).into_iter().filter(|name| wanted.contains(name)));
     if !missing.is_empty() {
         return Err(ToolchainError::Incomplete { version: release.version.into(), dir, missing });
     }
@@ -489,11 +517,34 @@ fn wanted(extra: &[&str]) -> Vec<&'static str> {
     BINARIES.iter().chain(extra).copied().collect()
 }
 
-/// Reads the manifest of the cache entry `dir` and checks the size of every binary it records;
-/// returns it with the names of `wanted` it lacks. A binary of the wrong size is corrupt even
-/// when others are missing.
-fn inspect(version: &str, dir: &Path, wanted: &[&'static str]) -> Result<(Manifest, Vec<&'static str>)> {
-    let corrupt = |reason: String| ToolchainError::Corrupt { version: version.into(), dir: dir.to_path_buf(), reason };
+/// What [`inspect`] found in a cache entry.
+#[derive(Debug)]
+struct Found {
+    manifest: Manifest,
+    /// The names of `wanted` the manifest lacks.
+    missing: Vec<&'static str>,
+    /// The binaries that are not what the manifest records, each with why.
+    corrupt: Vec<(&'static str, String)>,
+}
+
+/// Reads the manifest of the cache entry `dir` and checks every binary it records
+/// ([`check_binaries`], trusting the stamps); returns it with the names of `wanted` it lacks and
+/// the corrupt binaries. An error only when the entry is absent or its manifest unusable.
+fn inspect(version: &str, dir: &Path, wanted: &[&'static str]) -> Result<Found> {
+    let manifest = read_manifest(version, dir)?;
+    let missing = wanted.iter().copied().filter(|name| !manifest.binaries.contains_key(*name)).collect();
+    let corrupt = check_binaries(dir, &manifest, Stamps::Trusted).corrupt;
+    Ok(Found { manifest, missing, corrupt })
+}
+
+/// The manifest of the cache entry `dir`, which must be `version`'s.
+fn read_manifest(version: &str, dir: &Path) -> Result<Manifest> {
+    let corrupt = |reason: String| ToolchainError::Corrupt {
+        version: version.into(),
+        dir: dir.to_path_buf(),
+        reason,
+        binaries: Box::new([]),
+    };
     let manifest_path = dir.join("manifest.json");
     let text = match fs::read_to_string(&manifest_path) {
         Ok(text) => text,
@@ -511,37 +562,251 @@ fn inspect(version: &str, dir: &Path, wanted: &[&'static str]) -> Result<(Manife
     if manifest.kubernetes_version != version {
         return Err(corrupt(format!("manifest is for {}", manifest.kubernetes_version)));
     }
-    let missing = wanted.iter().copied().filter(|name| !manifest.binaries.contains_key(*name)).collect();
+    Ok(manifest)
+}
+
+/// The error for the corrupt binaries `corrupt` of the entry `dir`.
+fn corrupt_binaries(version: &str, dir: &Path, corrupt: &[(&'static str, String)]) -> ToolchainError {
+    ToolchainError::Corrupt {
+        version: version.into(),
+        dir: dir.to_path_buf(),
+        reason: corrupt.iter().map(|(_, why)| why.as_str()).collect::<Vec<_>>().join("; "),
+        binaries: corrupt.iter().map(|(name, _)| *name).collect(),
+    }
+}
+
+/// Hashes every binary against the manifest, whatever the stamps say (`harness toolchain verify`),
+/// and renews the stamps of those found right.
+pub fn verify(release: &Release) -> Result<Toolchain> {
+    let dir = toolchain_dir(release);
+    let manifest = read_manifest(release.version, &dir)?;
+    let checked = check_binaries(&dir, &manifest, Stamps::Ignored);
+    if !checked.corrupt.is_empty() {
+        return Err(corrupt_binaries(release.version, &dir, &checked.corrupt));
+    }
+    installed(release)
+}
+
+/// Whether [`check_binaries`] trusts a binary its stamp vouches for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stamps {
+    Trusted,
+    /// Every binary hashed ([`verify`]).
+    Ignored,
+}
+
+/// What [`check_binaries`] found.
+#[derive(Debug, Default)]
+struct Checked {
+    corrupt: Vec<(&'static str, String)>,
+    hashed: Vec<&'static str>,
+}
+
+/// Checks every binary of [`BINARIES`] and [`ON_DEMAND`] that `manifest` records in the cache entry
+/// `dir`: a missing one or one of the wrong size is corrupt; one whose stat its stamp (for the
+/// SHA-256 the manifest records) vouches for is right, unless `stamps` is [`Stamps::Ignored`];
+/// any other is hashed (on every core: a toolchain is over a gigabyte), and a match renews its
+/// stamp, which a mismatch drops.
+fn check_binaries(dir: &Path, manifest: &Manifest, stamps: Stamps) -> Checked {
+    check_binaries_at(dir, manifest, stamps, now_ns())
+}
+
+/// [`check_binaries`] at the time `now` (nanoseconds since the epoch): a binary is stamped only
+/// when it last changed [`SETTLED_NS`] before.
+fn check_binaries_at(dir: &Path, manifest: &Manifest, stamps: Stamps, now: i64) -> Checked {
+    let stamps_path = stamps_path(dir);
+    let known = read_stamps(&stamps_path);
+    let mut checked = Checked::default();
+    let mut to_hash = Vec::new();
     for name in BINARIES.iter().chain(ON_DEMAND) {
         let Some(record) = manifest.binaries.get(*name) else { continue };
         let path = dir.join("bin").join(name);
-        let size = fs::metadata(&path).map_err(|e| corrupt(format!("{name}: {e}")))?.len();
-        if size != record.size {
-            return Err(corrupt(format!("{name} is {size} bytes, the manifest says {}", record.size)));
+        let stat = match fs::metadata(&path) {
+            Ok(metadata) => FileStat::of(&metadata),
+            Err(e) => {
+                checked.corrupt.push((name, format!("{name}: {e}")));
+                continue;
+            }
+        };
+        if stat.size != record.size {
+            let hint = if stat.size < record.size { " (truncated?)" } else { "" };
+            checked
+                .corrupt
+                .push((name, format!("{name} is {} bytes, the manifest says {}{hint}", stat.size, record.size)));
+            continue;
+        }
+        let stamped = Stamp { sha256: record.sha256.clone(), stat };
+        if stamps == Stamps::Trusted && known.binaries.get(*name) == Some(&stamped) {
+            continue;
+        }
+        to_hash.push((*name, path, stamped));
+    }
+    if to_hash.is_empty() {
+        return checked;
+    }
+    let started = std::time::Instant::now();
+    let hashes = on_every_core(&to_hash, |(_, path, _)| {
+        let hash = sha256_file(path);
+        // Stamped only when what was hashed stayed the same file throughout.
+        let after = fs::metadata(path).ok().map(|metadata| FileStat::of(&metadata));
+        (hash, after)
+    });
+    let mut renewed = std::collections::BTreeMap::new();
+    for ((name, _, stamp), (hash, after)) in to_hash.into_iter().zip(hashes) {
+        checked.hashed.push(name);
+        let hash = match hash {
+            Ok(hash) => hash,
+            Err(e) => {
+                checked.corrupt.push((name, e.to_string()));
+                renewed.insert(name, None);
+                continue;
+            }
+        };
+        if hash != stamp.sha256 {
+            let why =
+                format!("{name} has SHA-256 {hash}, the manifest says {} (changed since it was built?)", stamp.sha256);
+            checked.corrupt.push((name, why));
+            renewed.insert(name, None);
+        } else if after == Some(stamp.stat) && settled(&stamp.stat, now) {
+            renewed.insert(name, Some(stamp));
         }
     }
-    Ok((manifest, missing))
+    tracing::debug!("hashed {} binaries of {} in {:?}", checked.hashed.len(), dir.display(), started.elapsed());
+    if let Err(e) = renew_stamps(&stamps_path, &renewed) {
+        // Only costs hashing again next time (a cache on a read-only file system).
+        tracing::debug!("could not write {}: {e}", stamps_path.display());
+    }
+    checked
 }
 
-/// Hashes every binary against the manifest (slow; `harness toolchain verify`).
-pub fn verify(release: &Release) -> Result<Toolchain> {
-    let toolchain = installed(release)?;
-    let (manifest, _) = inspect(release.version, &toolchain.dir, BINARIES)?;
-    for (name, record) in &manifest.binaries {
-        let actual = sha256_file(&toolchain.binary(name))?;
-        if actual != record.sha256 {
-            return Err(ToolchainError::Corrupt {
-                version: release.version.into(),
-                dir: toolchain.dir.clone(),
-                reason: format!("{name} has SHA-256 {actual}, the manifest says {}", record.sha256),
-            });
+/// How long before a check began a binary must have last changed for the check to stamp it. File
+/// times move in ticks (a few milliseconds on ext4 before Linux 6.13, a second or two on some
+/// file systems), and a write within the tick of the stamped ctime would leave the ctime as the
+/// stamp has it. A binary stamped only when its ctime is this much older than the check, a write
+/// the check could have missed (one after it began) falls in a later tick and moves the ctime.
+const SETTLED_NS: i64 = 2_000_000_000;
+
+/// Whether a binary of `stat` may be stamped at `now`: it last changed [`SETTLED_NS`] before.
+fn settled(stat: &FileStat, now: i64) -> bool {
+    stat.ctime_ns < now.saturating_sub(SETTLED_NS)
+}
+
+/// Now, in nanoseconds since the epoch.
+fn now_ns() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// Where the stamps of the cache entry `dir` are kept: `<dir>.verified.json`, beside it rather
+/// than in it, since a harness image carries the entry whole and another machine's stamps would
+/// only change its bytes.
+fn stamps_path(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".verified.json");
+    dir.with_file_name(name)
+}
+
+/// A binary's stat when it was last hashed and found to have `sha256`, the SHA-256 its manifest
+/// record names: while its stat is the same, the binary is trusted without hashing it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Stamp {
+    sha256: String,
+    #[serde(flatten)]
+    stat: FileStat,
+}
+
+/// What of a file's stat changes when the file does: a write moves its mtime and its ctime, and
+/// though a user can set the mtime back, only the kernel sets the ctime; a file replaced is
+/// another inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct FileStat {
+    size: u64,
+    dev: u64,
+    ino: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+}
+
+impl FileStat {
+    fn of(metadata: &fs::Metadata) -> FileStat {
+        use std::os::unix::fs::MetadataExt;
+        let ns = |secs: i64, nanos: i64| secs.saturating_mul(1_000_000_000).saturating_add(nanos);
+        FileStat {
+            size: metadata.size(),
+            dev: metadata.dev(),
+            ino: metadata.ino(),
+            mtime_ns: ns(metadata.mtime(), metadata.mtime_nsec()),
+            ctime_ns: ns(metadata.ctime(), metadata.ctime_nsec()),
         }
     }
-    Ok(toolchain)
 }
 
-/// Installs `release` unless it already is: a no-op on a warm cache. A corrupt entry is an error
-/// unless `force`, which rebuilds everything; an incomplete one gets its missing binaries.
+/// The stamps of a cache entry, by binary.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StampFile {
+    binaries: std::collections::BTreeMap<String, Stamp>,
+}
+
+/// The stamps at `path`: none when it is absent, torn or unreadable (everything is hashed again).
+fn read_stamps(path: &Path) -> StampFile {
+    fs::read(path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default()
+}
+
+/// Sets (`Some`) or drops (`None`) the stamps of `renewed` in the file at `path`, keeping the
+/// others it holds now: written beside it and renamed into place, so a reader (another harness
+/// checking the same entry) sees the old file or the new one, never half of one. Two writers at
+/// once may lose one's renewals; that only costs hashing those binaries again.
+fn renew_stamps(path: &Path, renewed: &std::collections::BTreeMap<&str, Option<Stamp>>) -> std::io::Result<()> {
+    let mut stamps = read_stamps(path);
+    let before = stamps.binaries.clone();
+    for (name, stamp) in renewed {
+        match stamp {
+            Some(stamp) => stamps.binaries.insert((*name).to_owned(), stamp.clone()),
+            None => stamps.binaries.remove(*name),
+        };
+    }
+    if stamps.binaries == before && path.exists() {
+        return Ok(());
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut file = tempfile::Builder::new().prefix(".verified.").suffix(".tmp").tempfile_in(dir)?;
+    file.write_all(&serde_json::to_vec_pretty(&stamps).expect("stamps serialise"))?;
+    // Readable by whoever shares the cache, as the manifest is.
+    use std::os::unix::fs::PermissionsExt;
+    file.as_file().set_permissions(fs::Permissions::from_mode(0o644))?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// `work` of each of `items`, in order, on as many threads as there are cores (at most one per item).
+fn on_every_core<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len());
+    if threads <= 1 {
+        return items.iter().map(work).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break done };
+                        done.push((i, work(item)));
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|worker| worker.join().expect("a hashing thread panicked")).collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, result)| result).collect()
+}
+
+/// Installs `release` unless it already is: a no-op on a warm cache. An incomplete entry gets its
+/// missing binaries, and one with corrupt binaries (of the wrong size or hash) those rebuilt; an
+/// entry whose manifest is unusable is an error unless `force`, which rebuilds everything.
 pub fn install(release: &Release, force: bool) -> Result<Toolchain> {
     install_with(release, force, &[])
 }
@@ -551,6 +816,7 @@ pub fn install_with(release: &Release, force: bool, extra: &[&str]) -> Result<To
     if !force {
         match installed_with(release, extra) {
             Err(ToolchainError::NotInstalled { .. } | ToolchainError::Incomplete { .. }) => {}
+            Err(ToolchainError::Corrupt { binaries, .. }) if !binaries.is_empty() => {}
             other => return other,
         }
     }
@@ -563,30 +829,36 @@ pub fn install_with(release: &Release, force: bool, extra: &[&str]) -> Result<To
     let lock = fs::File::create(&lock_path).map_err(io_err("creating", &lock_path))?;
     lock.lock().map_err(io_err("locking", &lock_path))?;
     let dir = toolchain_dir(release);
-    // What an older harness left (checked by size), kept with its manifest records.
+    // What an older harness left (checked as before use), kept with its manifest records.
     let wanted = wanted(extra);
     let (mut kept, kept_go) = match inspect(release.version, &dir, &wanted) {
-        Ok((manifest, missing)) if !force && missing.is_empty() && stale(release, &manifest).is_empty() => {
+        Ok(found)
+            if !force
+                && found.missing.is_empty()
+                && found.corrupt.is_empty()
+                && stale(release, &found.manifest).is_empty() =>
+        {
             return installed_with(release, extra);
         }
-        Ok((manifest, _)) if !force => {
-            let stale = stale(release, &manifest);
-            let mut binaries = manifest.binaries;
-            binaries.retain(|name, _| !stale.contains(&name.as_str()));
-            (binaries, Some(manifest.go_version))
+        Ok(found) if !force => {
+            let go_version = found.manifest.go_version.clone();
+            (keepable(release, found, &wanted), Some(go_version))
         }
         _ => (Default::default(), None),
     };
-    kept.retain(|name, _| BINARIES.contains(&name.as_str()) || ON_DEMAND.contains(&name.as_str()));
 
     let go = find_go()?;
     let partial = toolchains.join(format!("{entry}.partial"));
     let _ = fs::remove_dir_all(&partial);
     let bin = partial.join("bin");
     fs::create_dir_all(&bin).map_err(io_err("creating", &bin))?;
+    // Each kept binary as linked: a build of its siblings may replace it (`go build` of several
+    // commands writes them all), and then it is recorded anew.
+    let mut linked = std::collections::BTreeMap::new();
     for name in kept.keys() {
         let (from, to) = (dir.join("bin").join(name), bin.join(name));
         fs::hard_link(&from, &to).or_else(|_| fs::copy(&from, &to).map(drop)).map_err(io_err("copying", &from))?;
+        linked.insert(name.clone(), FileStat::of(&fs::metadata(&to).map_err(io_err("reading", &to))?));
     }
 
     let build_root = root.join("build");
@@ -628,14 +900,28 @@ pub fn install_with(release: &Release, force: bool, extra: &[&str]) -> Result<To
         plan.iter().flat_map(|b| b.outputs.iter().map(|name| (*name, source_digest(b.module)))).collect();
     // The wanted ones, and on-demand ones an earlier install built.
     let recorded: Vec<&str> = ON_DEMAND.iter().copied().filter(|name| kept.contains_key(*name)).collect();
+    let mut built = Vec::new();
+    let now = now_ns();
     for name in wanted.iter().chain(&recorded).collect::<std::collections::BTreeSet<_>>() {
         let path = bin.join(name);
-        let size = fs::metadata(&path).map_err(io_err("reading", &path))?.len();
-        let record = match kept.remove(*name) {
-            Some(record) => record,
-            None => BinaryRecord { size, sha256: sha256_file(&path)?, source: sources.get(name).cloned() },
-        };
-        binaries.insert((*name).to_string(), record);
+        let stat = FileStat::of(&fs::metadata(&path).map_err(io_err("reading", &path))?);
+        match kept.remove(*name) {
+            Some(record) if linked.get(*name) == Some(&stat) => {
+                binaries.insert((*name).to_string(), record);
+            }
+            _ => built.push((*name, path, stat)),
+        }
+    }
+    // Hashed for the manifest, and stamped with what they are now (but those built the last
+    // moments, `settled`): the first use hashes none of the others again.
+    let mut stamps = std::collections::BTreeMap::new();
+    for ((name, _, stat), sha256) in built.iter().zip(on_every_core(&built, |(_, path, _)| sha256_file(path))) {
+        let sha256 = sha256?;
+        let source = sources.get(name).cloned();
+        binaries.insert((*name).to_string(), BinaryRecord { size: stat.size, sha256: sha256.clone(), source });
+        if settled(stat, now) {
+            stamps.insert(*name, Some(Stamp { sha256, stat: *stat }));
+        }
     }
     let go_version = match kept_go.filter(|old| *old != go.version) {
         Some(old) => format!("{} (binaries kept from an earlier install: {old})", go.version),
@@ -648,10 +934,37 @@ pub fn install_with(release: &Release, force: bool, extra: &[&str]) -> Result<To
 
     let _ = fs::remove_dir_all(&dir);
     fs::rename(&partial, &dir).map_err(io_err("renaming into place", &dir))?;
+    if let Err(e) = renew_stamps(&stamps_path(&dir), &stamps) {
+        tracing::debug!("could not write {}: {e}", stamps_path(&dir).display());
+    }
     if release.source.is_some() {
         checkout::prune_entries(&toolchains, &dir);
     }
+    // The kept binaries are hashed again here: linking them moved their ctime.
     installed_with(release, extra)
+}
+
+/// The binaries of the entry `found` that an install of `release` with `wanted` keeps, with their
+/// records: all but the stale ones and the corrupt ones, which are rebuilt (as missing ones are)
+/// when wanted and dropped otherwise (an on-demand binary is built again when something needs it).
+fn keepable(
+    release: &Release,
+    found: Found,
+    wanted: &[&'static str],
+) -> std::collections::BTreeMap<String, BinaryRecord> {
+    for (name, why) in &found.corrupt {
+        let what = if wanted.contains(name) { "rebuilding it" } else { "dropping it (built again when needed)" };
+        tracing::warn!("toolchain {}: {why}: {what}", release.version);
+    }
+    let stale = stale(release, &found.manifest);
+    let mut kept = found.manifest.binaries;
+    kept.retain(|name, _| {
+        let name = name.as_str();
+        (BINARIES.contains(&name) || ON_DEMAND.contains(&name))
+            && !stale.contains(&name)
+            && !found.corrupt.iter().any(|(corrupt, _)| *corrupt == name)
+    });
+    kept
 }
 
 /// The Go workspace file over `module_dir` and `checkout` that `build` of `release` runs with:
@@ -1062,6 +1375,14 @@ fn go_build(
     Ok(())
 }
 
+/// What rebuilds a corrupt entry: `--force` for the entry as a whole, a plain install for binaries.
+fn corrupt_fix(version: &str, binaries: &[&str]) -> String {
+    match binaries {
+        [] => format!("rebuild it with `harness toolchain install --kubernetes {version} --force`"),
+        _ => format!("`harness toolchain install --kubernetes {version}` rebuilds {}", binaries.join(", ")),
+    }
+}
+
 /// `excerpt` after a colon, or nothing when empty.
 fn said(excerpt: &str) -> String {
     if excerpt.is_empty() { String::new() } else { format!(": {excerpt}") }
@@ -1253,16 +1574,54 @@ mod tests {
     }
 
     /// A cache entry in `dir` holding `names`, each a file of `size` bytes, with a manifest saying
-    /// each is `recorded` bytes.
+    /// each is `recorded` bytes (and has the SHA-256 of `recorded` bytes as the entry writes them).
     fn entry(dir: &Path, version: &str, names: &[&str], size: usize, recorded: u64) {
         fs::create_dir_all(dir.join("bin")).unwrap();
+        let built = sha256_hex(&vec![b'x'; recorded as usize]);
         let mut binaries = std::collections::BTreeMap::new();
         for name in names {
             fs::write(dir.join("bin").join(name), vec![b'x'; size]).unwrap();
-            binaries.insert(name.to_string(), BinaryRecord { size: recorded, sha256: "00".into(), source: None });
+            binaries.insert(name.to_string(), BinaryRecord { size: recorded, sha256: built.clone(), source: None });
         }
         let manifest = Manifest { kubernetes_version: version.into(), go_version: "go1.26.0".into(), binaries };
         fs::write(dir.join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+    }
+
+    fn sha256_hex(bytes: &[u8]) -> String {
+        hex::encode(Sha256::digest(bytes))
+    }
+
+    /// A time at which every binary of a test's entry has settled ([`SETTLED_NS`]): what a check
+    /// sees of binaries built more than a moment before it.
+    fn later() -> i64 {
+        now_ns() + 2 * SETTLED_NS
+    }
+
+    /// [`check_binaries_at`] of the entry `dir` at `now`, trusting its stamps.
+    fn check(dir: &Path, now: i64) -> Checked {
+        let manifest = read_manifest(default_release().version, dir).unwrap();
+        check_binaries_at(dir, &manifest, Stamps::Trusted, now)
+    }
+
+    fn corrupt_names(corrupt: &[(&'static str, String)]) -> Vec<&'static str> {
+        corrupt.iter().map(|(name, _)| *name).collect()
+    }
+
+    fn stamped(dir: &Path) -> Vec<String> {
+        read_stamps(&stamps_path(dir)).binaries.into_keys().collect()
+    }
+
+    fn sorted(names: &[&str]) -> Vec<String> {
+        let mut names: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+        names.sort();
+        names
+    }
+
+    /// Moves the file's ctime (the kernel's clock, a moment later) and nothing else.
+    fn touch_ctime(path: &Path) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mtime = fs::metadata(path).unwrap().modified().unwrap();
+        fs::File::options().write(true).open(path).unwrap().set_modified(mtime).unwrap();
     }
 
     /// What the harness installed before e2e.test and ginkgo were part of the toolchain.
@@ -1276,16 +1635,18 @@ mod tests {
         let dir = tmp.path().join(version);
 
         entry(&dir, version, BINARIES, 3, 3);
-        let (_, missing) = inspect(version, &dir, BINARIES).unwrap();
-        assert!(missing.is_empty(), "{missing:?}");
+        let found = inspect(version, &dir, BINARIES).unwrap();
+        assert!(found.missing.is_empty() && found.corrupt.is_empty(), "{found:?}");
 
         fs::remove_dir_all(&dir).unwrap();
         entry(&dir, version, OLDER_BINARIES, 3, 3);
-        let (manifest, missing) = inspect(version, &dir, BINARIES).unwrap();
+        let Found { manifest, missing, corrupt } = inspect(version, &dir, BINARIES).unwrap();
+        assert!(corrupt.is_empty(), "{corrupt:?}");
         let expected: Vec<&str> =
             ["e2e.test", "ginkgo", "go-runner"].into_iter().chain(NODE_BINARIES.iter().copied()).collect();
         assert_eq!(missing, expected);
-        let err = ToolchainError::Incomplete { version: version.into(), dir: dir.clone(), missing };
+        let err = installed_at(&default_release(), dir.clone(), &[]).unwrap_err();
+        assert!(matches!(&err, ToolchainError::Incomplete { missing: m, .. } if *m == missing), "{err}");
         let text = err.to_string();
         assert!(text.contains("lacks e2e.test, ginkgo, go-runner, kubelet"), "{text}");
         assert!(text.contains(&format!("harness toolchain install --kubernetes {version}")), "{text}");
@@ -1320,24 +1681,28 @@ mod tests {
         entry(&dir, version, BINARIES, 3, 3);
         let plan = plan(&default_release());
         for extra in [&[][..], &["not-a-binary"]] {
-            let (manifest, missing) = inspect(version, &dir, &wanted(extra)).unwrap();
-            assert!(missing.is_empty(), "{extra:?}: {missing:?}");
-            assert!(needed(&plan, &manifest.binaries, &wanted(extra)).is_empty(), "{extra:?}");
+            let found = inspect(version, &dir, &wanted(extra)).unwrap();
+            assert!(found.missing.is_empty(), "{extra:?}: {:?}", found.missing);
+            assert!(needed(&plan, &found.manifest.binaries, &wanted(extra)).is_empty(), "{extra:?}");
         }
-        let (manifest, missing) = inspect(version, &dir, &wanted(&["kwok"])).unwrap();
-        assert_eq!(missing, ["kwok"]);
+        let found = inspect(version, &dir, &wanted(&["kwok"])).unwrap();
+        assert_eq!(found.missing, ["kwok"]);
         let builds: Vec<&str> =
-            needed(&plan, &manifest.binaries, &wanted(&["kwok"])).iter().map(|b| b.outputs[0]).collect();
+            needed(&plan, &found.manifest.binaries, &wanted(&["kwok"])).iter().map(|b| b.outputs[0]).collect();
         assert_eq!(builds, ["kwok"]);
 
         fs::remove_dir_all(&dir).unwrap();
         entry(&dir, version, &wanted(ON_DEMAND), 3, 3);
-        let (_, missing) = inspect(version, &dir, &wanted(&["kwok"])).unwrap();
-        assert!(missing.is_empty(), "{missing:?}");
+        let found = inspect(version, &dir, &wanted(&["kwok"])).unwrap();
+        assert!(found.missing.is_empty(), "{:?}", found.missing);
         // A built on-demand binary is still checked, though nobody asked for it this time.
         fs::write(dir.join("bin").join(UPSTREAM_CCM), b"truncated!").unwrap();
-        let err = inspect(version, &dir, BINARIES).unwrap_err().to_string();
+        assert_eq!(corrupt_names(&inspect(version, &dir, BINARIES).unwrap().corrupt), [UPSTREAM_CCM]);
+        let err = installed_at(&default_release(), dir.clone(), &[]).unwrap_err().to_string();
         assert!(err.contains(UPSTREAM_CCM) && err.contains("is corrupt"), "{err}");
+        // An install that does not want it drops it rather than keeping it (built again when needed).
+        let kept = keepable(&default_release(), inspect(version, &dir, BINARIES).unwrap(), BINARIES);
+        assert!(!kept.contains_key(UPSTREAM_CCM) && kept.contains_key("kwok"), "{:?}", kept.keys());
     }
 
     #[test]
@@ -1346,12 +1711,192 @@ mod tests {
         let version = default_release().version;
         let dir = tmp.path().join(version);
         entry(&dir, version, OLDER_BINARIES, 3, 1_000);
-        let err = inspect(version, &dir, BINARIES).unwrap_err().to_string();
-        assert!(err.contains("is corrupt") && err.contains("3 bytes, the manifest says 1000"), "{err}");
+        let found = inspect(version, &dir, BINARIES).unwrap();
+        assert_eq!(sorted(&corrupt_names(&found.corrupt)), sorted(OLDER_BINARIES));
+        assert!(!found.missing.is_empty());
+        let err = installed_at(&default_release(), dir.clone(), &[]).unwrap_err();
+        assert!(matches!(&err, ToolchainError::Corrupt { binaries, .. } if binaries.len() == OLDER_BINARIES.len()));
+        let err = err.to_string();
+        assert!(
+            err.contains("is corrupt") && err.contains("kubectl is 3 bytes, the manifest says 1000 (truncated?)"),
+            "{err}"
+        );
         assert!(matches!(
             inspect(version, &tmp.path().join("absent"), BINARIES),
             Err(ToolchainError::NotInstalled { .. })
         ));
+    }
+
+    /// Issue 56: "A truncated cached binary is rebuilt, not run." `installed`, which cannot build,
+    /// refuses it naming the command that rebuilds it; an install keeps every other binary and
+    /// rebuilds it, whatever its stamp said before.
+    #[test]
+    fn a_truncated_binary_is_refused_before_use_and_rebuilt_not_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let release = default_release();
+        let dir = tmp.path().join(release.version);
+        entry(&dir, release.version, BINARIES, 3, 3);
+        assert!(check(&dir, later()).corrupt.is_empty());
+        assert_eq!(stamped(&dir), sorted(BINARIES), "every binary stamped");
+
+        fs::File::options().write(true).open(dir.join("bin/kubectl")).unwrap().set_len(1).unwrap();
+        let err = installed_at(&release, dir.clone(), &[]).unwrap_err();
+        assert!(matches!(&err, ToolchainError::Corrupt { binaries, .. } if binaries[..] == ["kubectl"]), "{err}");
+        let text = err.to_string();
+        let rebuilds = format!("`harness toolchain install --kubernetes {}` rebuilds kubectl", release.version);
+        assert!(text.contains("(kubectl is 1 bytes, the manifest says 3 (truncated?))"), "{text}");
+        assert!(text.contains(&rebuilds) && !text.contains("--force"), "{text}");
+
+        let found = inspect(release.version, &dir, BINARIES).unwrap();
+        let kept = keepable(&release, found, BINARIES);
+        assert!(!kept.contains_key("kubectl"), "a corrupt binary is not kept: {:?}", kept.keys());
+        assert_eq!(kept.len(), BINARIES.len() - 1, "{:?}", kept.keys());
+        let plan = plan(&release);
+        let builds: Vec<&[&str]> = needed(&plan, &kept, BINARIES).iter().map(|b| b.outputs.as_slice()).collect();
+        assert_eq!(builds, [["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]]);
+    }
+
+    #[test]
+    fn a_binary_rewritten_at_its_size_is_found_by_its_hash() {
+        let tmp = tempfile::tempdir().unwrap();
+        let release = default_release();
+        let dir = tmp.path().join(release.version);
+        entry(&dir, release.version, BINARIES, 3, 3);
+        let first = check(&dir, later());
+        assert_eq!((first.corrupt.len(), first.hashed.len()), (0, BINARIES.len()));
+        assert!(check(&dir, later()).hashed.is_empty(), "stamped: none hashed again");
+
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let kubectl = dir.join("bin/kubectl");
+        let inode = |path: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(path).unwrap());
+        let before = inode(&kubectl);
+        fs::File::options().write(true).open(&kubectl).unwrap().write_all(b"yyy").unwrap();
+        assert_eq!((inode(&kubectl), fs::metadata(&kubectl).unwrap().len()), (before, 3), "rewritten in place");
+
+        let checked = check(&dir, later());
+        assert_eq!(checked.hashed, ["kubectl"]);
+        assert_eq!(corrupt_names(&checked.corrupt), ["kubectl"]);
+        let why = &checked.corrupt[0].1;
+        assert!(
+            why.contains(&format!(
+                "kubectl has SHA-256 {}, the manifest says {}",
+                sha256_hex(b"yyy"),
+                sha256_hex(b"xxx")
+            )),
+            "{why}"
+        );
+        assert!(!stamped(&dir).contains(&"kubectl".to_string()), "its stamp dropped");
+        assert_eq!(check(&dir, later()).hashed, ["kubectl"], "hashed again at every check until rebuilt");
+        let err = installed_at(&release, dir.clone(), &[]).unwrap_err().to_string();
+        assert!(err.contains("kubectl has SHA-256") && err.contains("rebuilds kubectl"), "{err}");
+        let kept = keepable(&release, inspect(release.version, &dir, BINARIES).unwrap(), BINARIES);
+        assert!(!kept.contains_key("kubectl"));
+    }
+
+    /// A binary whose stamp matches its stat is not hashed: kubectl's manifest record here names
+    /// a SHA-256 it does not have, and the stamp for that record is believed, until kubectl's ctime
+    /// moves (its mtime set back to what it was) and it is hashed and found out. A stamp for
+    /// another SHA-256 than the manifest's (an earlier build's) vouches for nothing.
+    #[test]
+    fn a_binary_its_stamp_vouches_for_is_not_hashed_until_it_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let release = default_release();
+        let dir = tmp.path().join(release.version);
+        entry(&dir, release.version, BINARIES, 3, 3);
+        let mut manifest = read_manifest(release.version, &dir).unwrap();
+        let wrong = "f".repeat(64);
+        manifest.binaries.get_mut("kubectl").unwrap().sha256 = wrong.clone();
+        fs::write(dir.join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+        let stat = |name: &str| FileStat::of(&fs::metadata(dir.join("bin").join(name)).unwrap());
+        let stamps = [
+            ("kubectl", Some(Stamp { sha256: wrong.clone(), stat: stat("kubectl") })),
+            ("etcd", Some(Stamp { sha256: "e".repeat(64), stat: stat("etcd") })),
+        ];
+        renew_stamps(&stamps_path(&dir), &stamps.into_iter().collect()).unwrap();
+
+        let checked = check(&dir, later());
+        assert!(checked.corrupt.is_empty(), "kubectl trusted on its stamp: {:?}", checked.corrupt);
+        assert!(!checked.hashed.contains(&"kubectl"), "{:?}", checked.hashed);
+        assert!(checked.hashed.contains(&"etcd"), "a stamp for another SHA-256 is not trusted");
+        assert_eq!(checked.hashed.len(), BINARIES.len() - 1);
+        assert!(check(&dir, later()).hashed.is_empty());
+        let ignored = check_binaries_at(&dir, &manifest, Stamps::Ignored, later());
+        assert_eq!(
+            (ignored.hashed.len(), corrupt_names(&ignored.corrupt)),
+            (BINARIES.len(), vec!["kubectl"]),
+            "verify"
+        );
+
+        let kubectl = dir.join("bin/kubectl");
+        let mtime = fs::metadata(&kubectl).unwrap().modified().unwrap();
+        touch_ctime(&kubectl);
+        assert_eq!(fs::metadata(&kubectl).unwrap().modified().unwrap(), mtime, "only the ctime moved");
+        let checked = check(&dir, later());
+        assert_eq!((checked.hashed.clone(), corrupt_names(&checked.corrupt)), (vec!["kubectl"], vec!["kubectl"]));
+    }
+
+    /// A binary that changed a moment ago is hashed but not stamped: a write within the same tick
+    /// of the file system's clock would leave its ctime as the stamp has it.
+    #[test]
+    fn a_binary_changed_a_moment_ago_is_not_stamped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(default_release().version);
+        entry(&dir, default_release().version, BINARIES, 3, 3);
+        for _ in 0..2 {
+            let checked = check(&dir, now_ns());
+            assert_eq!((checked.corrupt.len(), checked.hashed.len()), (0, BINARIES.len()));
+            assert!(stamped(&dir).is_empty(), "{:?}", stamped(&dir));
+        }
+        assert_eq!(check(&dir, later()).hashed.len(), BINARIES.len());
+        assert_eq!(stamped(&dir), sorted(BINARIES));
+        assert!(check(&dir, now_ns()).hashed.is_empty(), "a stamp, once written, is trusted");
+    }
+
+    #[test]
+    fn a_torn_stamp_file_only_means_hashing_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(default_release().version);
+        entry(&dir, default_release().version, BINARIES, 3, 3);
+        check(&dir, later());
+        let path = stamps_path(&dir);
+        assert_eq!(path, tmp.path().join(format!("{}.verified.json", default_release().version)));
+        let whole = fs::read(&path).unwrap();
+        fs::write(&path, &whole[..whole.len() / 2]).unwrap();
+        let checked = check(&dir, later());
+        assert_eq!((checked.corrupt.len(), checked.hashed.len()), (0, BINARIES.len()));
+        assert_eq!(stamped(&dir), sorted(BINARIES), "written whole again");
+    }
+
+    /// Harnesses checking one entry at once (threads here; processes share the same file) each
+    /// rewrite the stamps while the others read them: every read finds a whole file, no check
+    /// finds a sound binary corrupt, and no temporary file is left.
+    #[test]
+    fn concurrent_checks_leave_a_whole_stamp_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let release = default_release();
+        let dir = tmp.path().join(release.version);
+        entry(&dir, release.version, BINARIES, 1 << 16, 1 << 16);
+        std::thread::scope(|scope| {
+            for thread in 0..6 {
+                let dir = &dir;
+                scope.spawn(move || {
+                    for round in 0..30 {
+                        // A binary whose ctime moved is hashed and stamped again: a write of the file.
+                        touch_ctime(&dir.join("bin").join(BINARIES[(thread + round) % BINARIES.len()]));
+                        let checked = check(dir, later());
+                        assert!(checked.corrupt.is_empty(), "thread {thread}, round {round}: {:?}", checked.corrupt);
+                        let text = fs::read(stamps_path(dir)).unwrap();
+                        let parsed = serde_json::from_slice::<StampFile>(&text);
+                        assert!(parsed.is_ok(), "thread {thread}, round {round}: {parsed:?}");
+                    }
+                });
+            }
+        });
+        check(&dir, later());
+        assert_eq!(stamped(&dir), sorted(BINARIES));
+        assert!(check(&dir, later()).hashed.is_empty());
+        let names: Vec<_> = fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "the entry and its stamps, no temporary file: {names:?}");
     }
 
     #[test]

@@ -664,6 +664,7 @@ impl Ctx<'_> {
             // The bundled reference CCM is built from the worktree: its commit is the point.
             cargo_workspace: Some(worktree.dir().to_path_buf()),
             ccm_libraries: toolchain::Libraries::Checkout,
+            publish_retries: Default::default(),
         };
         let started = Instant::now();
         let report = run::run(&config, &opts).await;

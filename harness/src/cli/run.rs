@@ -13,6 +13,7 @@ use cli_support::signals::Interrupted;
 use config::{Cell, KubernetesVersion};
 
 use super::ConfigArg;
+use harness::run::publishing::PublishRetries;
 use harness::run::{self, RunOptions, RunReport, steps::StepResult};
 use results::{default_database_url, default_store_url};
 
@@ -85,6 +86,12 @@ pub struct CommonArgs {
     /// local-upstream-ccm, the toolchain's own, is built against the checkout either way.
     #[arg(long, value_enum, default_value_t = CcmLibraries::Checkout)]
     pub ccm_libraries: CcmLibraries,
+    /// The waits before each retry of publishing when the store or the database cannot be reached
+    /// (refused, timed out, 5xx, busy), comma-separated, or `none`. A build still not published stays
+    /// in its directory, and the run prints the `harness publish` command that publishes it later
+    /// (and exits 1).
+    #[arg(long, env = "HARNESS_PUBLISH_RETRIES", value_name = "WAITS", default_value_t = PublishRetries::default())]
+    pub publish_retries: PublishRetries,
 }
 
 /// `--ccm-libraries`.
@@ -194,6 +201,7 @@ impl CommonArgs {
                 CcmLibraries::Checkout => toolchain::Libraries::Checkout,
                 CcmLibraries::Pinned => toolchain::Libraries::Pinned,
             },
+            publish_retries: self.publish_retries.clone(),
         }
     }
 }
@@ -291,7 +299,7 @@ pub async fn run_matrix(mut args: MatrixArgs) -> Result<()> {
                 return (planned.dir_name.clone(), None);
             }
             let result = run::run(config, &opts).await;
-            if result.as_ref().is_ok_and(|report| report.interrupted.is_some()) {
+            if result.as_ref().is_ok_and(|report| report.stopped_by().is_some()) {
                 stop.store(true, std::sync::atomic::Ordering::SeqCst);
             }
             (planned.dir_name.clone(), Some(result))
@@ -309,7 +317,7 @@ pub async fn run_matrix(mut args: MatrixArgs) -> Result<()> {
             Ok(report) => {
                 println!("== {cell}: {}", if report.passed { "PASSED" } else { "FAILED" });
                 print_report(report);
-                interrupted = interrupted.or(report.interrupted);
+                interrupted = interrupted.or(report.stopped_by());
                 if let Some(why) = report.failure() {
                     failed.push(format!("{cell}: {why}"));
                 }
@@ -437,12 +445,22 @@ fn print_report(report: &RunReport) {
     println!("  build dir: {}", report.build_dir.display());
     match &report.published {
         Ok(url) => println!("  published: {url}"),
-        Err(e) => println!("  NOT published: {e}"),
+        Err(e) => {
+            println!("  NOT published: {e}");
+            println!(
+                "  the build is kept in {}; to publish it once the store and database answer:",
+                e.later.dir.display()
+            );
+            println!("    {}", e.later.command);
+            if let Some(needs) = &e.later.needs {
+                println!("  with {needs}");
+            }
+        }
     }
 }
 
 fn outcome(report: &RunReport) -> Result<()> {
-    if let Some(signal) = report.interrupted {
+    if let Some(signal) = report.stopped_by() {
         return Err(Interrupted(signal).into());
     }
     match report.failure() {

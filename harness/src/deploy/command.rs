@@ -163,7 +163,7 @@ impl Invocation<'_> {
     }
 }
 
-fn quote(arg: &str) -> String {
+pub(crate) fn quote(arg: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:@,+%".contains(c);
     if !arg.is_empty() && arg.chars().all(plain) { arg.to_owned() } else { format!("'{}'", arg.replace('\'', r"'\''")) }
 }

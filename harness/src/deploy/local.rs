@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use super::{DeployError, Deployer, ProcessHost};
+use super::{DeployError, Deployer, ProcessHost, Watch};
 use config::template::{Placeholder, Vars};
 use local_cluster::process::ProcessRecord;
 use local_cluster::{LocalCluster, NodeKind, UpOptions, nodes, real};
@@ -27,7 +27,9 @@ pub struct LocalDeployer {
 
 impl LocalDeployer {
     /// The cluster `options` describe ([`UpOptions::on_cloud`] gives it its cloud).
-    pub fn new(options: UpOptions) -> Self {
+    pub fn new(mut options: UpOptions) -> Self {
+        // A run's cluster goes with the run: one whose harness was killed is cleared by the next.
+        options.owned = true;
         LocalDeployer { options, cluster: None, owns_name: false }
     }
 
@@ -124,7 +126,10 @@ impl Deployer for LocalDeployer {
     }
 
     fn keep(&mut self) -> String {
-        // Neither `down` nor the drop below touches the cluster now.
+        // Neither `down` nor the drop below touches the cluster now, nor the next run's `up`.
+        if let Err(e) = local_cluster::disown(&self.options.name) {
+            tracing::warn!("cluster '{}' may be cleared by the next run of its name: {e}", self.options.name);
+        }
         self.cluster = None;
         self.owns_name = false;
         format!("harness cluster down --name {}", self.options.name)
@@ -134,8 +139,8 @@ impl Deployer for LocalDeployer {
         Some(self)
     }
 
-    fn vital_processes(&self) -> Vec<ProcessRecord> {
-        self.cluster.as_ref().map(LocalCluster::vital_processes).unwrap_or_default()
+    fn watch(&self) -> Option<Box<dyn Watch>> {
+        self.cluster.as_ref().map(|cluster| Box::new(LocalWatch { name: cluster.state.name.clone() }) as Box<dyn Watch>)
     }
 }
 
@@ -179,6 +184,28 @@ impl Drop for LocalDeployer {
         if let Some(cluster) = self.cluster.take() {
             let _ = cluster.down();
         }
+    }
+}
+
+/// The local cluster as its `cluster.json` says now ([`local_cluster::watched`]); nothing to
+/// watch when it cannot be read (the watch looks again a second later).
+struct LocalWatch {
+    name: String,
+}
+
+#[async_trait]
+impl Watch for LocalWatch {
+    fn processes(&self) -> Vec<ProcessRecord> {
+        local_cluster::watched(&self.name).map(|w| w.processes).unwrap_or_default()
+    }
+
+    fn nodes_up(&self) -> Vec<String> {
+        local_cluster::watched(&self.name).map(|w| w.nodes_up).unwrap_or_default()
+    }
+
+    async fn cloud_api_calls(&self) -> Option<local_cluster::clouds::ApiCalls> {
+        let cloud = local_cluster::load_state(&self.name).ok()?.cloud?;
+        cloud.api_calls().await
     }
 }
 

@@ -168,11 +168,26 @@ pub trait Deployer: Send {
     fn process_host(&mut self) -> Option<&mut dyn ProcessHost> {
         None
     }
-    /// The processes the cluster cannot lose while its suites run (the CCM, the control plane,
-    /// the cloud's services), for deployers that supervise processes of their own: the run
-    /// watches them and ends its Test step when one exits. Empty when the deployer has none.
-    fn vital_processes(&self) -> Vec<ProcessRecord> {
-        Vec::new()
+    /// What the run watches while its suites run, for deployers that supervise processes of their
+    /// own (`None` when it has none): it ends the Test step when one of them exits, or a node that
+    /// should be up goes NotReady.
+    fn watch(&self) -> Option<Box<dyn Watch>> {
+        None
+    }
+}
+
+/// A cluster's processes and nodes as a run watches them ([`Deployer::watch`]), read afresh at
+/// each look, so that what a test stops on purpose (a machine shut down) is off the list first.
+#[async_trait]
+pub trait Watch: Send + Sync {
+    /// The processes the cluster cannot lose now: the control plane, the CCM, the cloud's
+    /// services, the nodes' own.
+    fn processes(&self) -> Vec<ProcessRecord>;
+    /// The nodes that should be Ready now.
+    fn nodes_up(&self) -> Vec<String>;
+    /// What the cloud's API answered so far, when its emulator counts it.
+    async fn cloud_api_calls(&self) -> Option<local_cluster::clouds::ApiCalls> {
+        None
     }
 }
 

@@ -15,11 +15,15 @@
 //! The local build directory is `--artifacts` (`$ARTIFACTS`, default `./_artifacts`), in Prow's
 //! shape: `started.json`, `finished.json`, `build-log.txt`, and `artifacts/` where the suites write
 //! their `junit_*.xml` (the suites' `$ARTIFACTS`). It is what `harness publish --dir` takes, and the
-//! run publishes it itself at the end. A directory holding an earlier build is reused only once
-//! that build is in the index (published); otherwise the run refuses it rather than lose it.
+//! run publishes it itself at the end, retried while the store or the index cannot be reached
+//! ([`publishing`]); a build still not published stays there, and the report gives the `harness
+//! publish` command for it. A directory holding an earlier build is reused only once that build is
+//! in the index (published); otherwise the run refuses it rather than lose it, with that command.
 
 mod ccm_steps;
 pub mod faults;
+pub mod publishing;
+mod space;
 pub mod steps;
 mod submission;
 
@@ -28,6 +32,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::deploy::{self, Deployer};
 use crate::suites::{SuiteContext, SuiteRunner, known_failures};
+use cli_support::exclusive;
 use cli_support::signals::{self, StopSignal};
 use config::template::{Placeholder, Vars};
 use config::{self, KubernetesVersion, Provider, ProvidersConfig, SuiteKind};
@@ -37,8 +42,6 @@ use results::layout::{
     self, BuildLocation, BuildWriter, FINISHED_JSON, Finished, JobResult, MetaValue, Metadata, STARTED_JSON, Started,
     Versions,
 };
-use results::publish;
-use results::record::{ReadBuildOptions, Unfinished};
 use results::store::ResultStore;
 use results::unix_now;
 use steps::{StepResult, Steps};
@@ -54,12 +57,21 @@ pub enum RunError {
     UnknownVersion { provider: String, requested: String, known: String },
     #[error("unknown suite {name:?} for provider {provider}: providers.yaml defines {known}")]
     UnknownSuite { provider: String, name: String, known: String },
+    #[error(
+        "{}: the run sets {} KiB aside there for its last files, and could not ({source}): free space on its disk or pass another --artifacts",
+        dir.display(), needed / 1024
+    )]
+    NoRoom { dir: PathBuf, needed: u64, source: std::io::Error },
     #[error("{dir}: cannot write the run's artifacts there: {source}")]
     Artifacts { dir: PathBuf, source: std::io::Error },
     #[error(
-        "{dir} holds build {build}, which is not published yet: publish it (harness publish --dir {dir}: the job and build come from its started.json) or pass another --artifacts"
+        "{dir} holds build {build}, which is not published yet: publish it with {command}, or pass another --artifacts"
     )]
-    UnpublishedBuild { dir: PathBuf, build: String },
+    UnpublishedBuild { dir: PathBuf, build: String, command: String },
+    #[error("{} is in use by another harness run, {holder}: wait for it to end, or pass another --artifacts", dir.display())]
+    ArtifactsInUse { dir: PathBuf, holder: String },
+    #[error(transparent)]
+    Cluster(local_cluster::ClusterError),
     #[error(transparent)]
     Deploy(#[from] deploy::DeployError),
     #[error(transparent)]
@@ -117,6 +129,8 @@ pub struct RunOptions {
     /// Where a Go provider's CCM (aws, vsphere, openstack) built for Kubernetes from a checkout
     /// takes its `k8s.io/*` libraries: the checkout's staging modules, or its release's go.mod.
     pub ccm_libraries: toolchain::Libraries,
+    /// The waits before each retry of a publish the store or the index failed (`--publish-retries`).
+    pub publish_retries: publishing::PublishRetries,
 }
 
 /// How a run ended.
@@ -130,21 +144,38 @@ pub struct RunReport {
     pub interrupted: Option<StopSignal>,
     pub steps: Vec<steps::Step>,
     pub build_dir: PathBuf,
-    /// Where the build was published, or why publishing failed.
-    pub published: Result<String, String>,
+    /// Where the build was published, or why not and how to publish it later.
+    pub published: Result<String, publishing::NotPublished>,
 }
 
 impl RunReport {
-    /// The one-line reason a run failed.
+    /// The signal that stopped the run, or its publishing.
+    pub fn stopped_by(&self) -> Option<StopSignal> {
+        self.interrupted.or(self.published.as_ref().err().and_then(|e| e.interrupted))
+    }
+
+    /// The one-line reason a run failed; a build not published says so, with the command that
+    /// publishes it, whatever else failed.
     pub fn failure(&self) -> Option<String> {
-        if let Some(signal) = self.interrupted {
-            return Some(format!("interrupted by {signal}; the cluster was brought down"));
-        }
-        if let Some(step) = self.steps.iter().find(|s| matches!(s.result, StepResult::Failed(_))) {
+        let unpublished = self.published.as_ref().err().map(|e| {
+            format!(
+                "was not published: {e}; it is kept in {}: publish it with {}",
+                e.later.dir.display(),
+                e.later.quoted()
+            )
+        });
+        let why = if let Some(signal) = self.interrupted {
+            format!("interrupted by {signal}; the cluster was brought down")
+        } else if let Some(step) = self.steps.iter().find(|s| matches!(s.result, StepResult::Failed(_))) {
             let StepResult::Failed(why) = &step.result else { unreachable!() };
-            return Some(format!("step {} failed: {why}", step.name));
-        }
-        self.published.as_ref().err().map(|e| format!("the build ran but was not published: {e}"))
+            format!("step {} failed: {why}", step.name)
+        } else {
+            return unpublished.map(|unpublished| format!("the build ran but {unpublished}"));
+        };
+        Some(match unpublished {
+            Some(unpublished) => format!("{why}; and the build {unpublished}"),
+            None => why,
+        })
     }
 }
 
@@ -264,7 +295,13 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     let index = Index::open(&opts.database).await?;
     deploy::check_programs(&plan.provider.deployer)?;
     pin_kubernetes(&plan).await?;
-    reuse_artifacts_dir(&opts.artifacts, &index).await?;
+    let _holds = hold_for_the_run(&plan, opts)?;
+    reuse_artifacts_dir(&opts.artifacts, &index, store.url(), &opts.database).await?;
+    let mut reserve = space::Reserve::set_aside(&opts.artifacts).map_err(|source| RunError::NoRoom {
+        dir: opts.artifacts.clone(),
+        needed: space::RESERVED,
+        source,
+    })?;
     let writer = BuildWriter::create(&opts.artifacts, &started(plan.provider, &plan.version, &location))?;
     std::fs::create_dir_all(writer.artifacts_dir())
         .map_err(|source| RunError::Artifacts { dir: writer.artifacts_dir(), source })?;
@@ -294,6 +331,8 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
         steps.interrupt(&interrupted_step(&why.to_string(), tested.under_way.as_deref()));
     }
     tear_down(opts, signal, &writer, &mut steps, &mut deployer).await;
+    // The suites (or the dumped logs) may have filled the disk: room for the build's last files.
+    reserve.release();
 
     writer.write_junit(steps::RUNNER_FILE, &steps.report())?;
     writer.write_build_log(steps.build_log().as_bytes())?;
@@ -333,11 +372,8 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
     let build_dir = writer.dir().to_path_buf();
     writer.finish(&finished)?;
 
-    let options = ReadBuildOptions { unfinished: Unfinished::Aborted, ..ReadBuildOptions::default() };
-    let published = match publish::publish(&store, &index, &build_dir, &location, &options).await {
-        Ok(p) => Ok(p.url),
-        Err(e) => Err(e.to_string()),
-    };
+    let published =
+        publishing::publish_or_keep(&store, &index, &build_dir, &location, &opts.publish_retries, &opts.database).await;
     Ok(RunReport {
         job: plan.job,
         build: opts.build_id.clone(),
@@ -442,7 +478,12 @@ async fn run_steps(
         vars: vars.clone(),
         timeout: suite.timeout,
     };
-    let vital = deployer.vital_processes();
+    let watch = deployer.watch();
+    // Nodes are watched through the API server; without a client, processes only.
+    let watch_client = match &watch {
+        Some(_) => crate::suites::cloud_e2e::client(&kubeconfig).await.ok(),
+        None => None,
+    };
     let suites = async |tested: &mut Tested| {
         let mut failed = Vec::new();
         for suite in &plan.suites {
@@ -466,16 +507,15 @@ async fn run_steps(
         failed.extend(missing_required_tests(plan.provider, &artifacts));
         if failed.is_empty() { Ok(()) } else { Err(format!("required tests failed: {}", failed.join("; "))) }
     };
-    // The suites, unless a process the cluster cannot lose exits first: then at once, naming it.
+    // The suites, unless the run has a fault first (a process the cluster cannot lose exits, a
+    // node goes NotReady, the cloud's API or the disk fails): then at once, naming it.
     let test = async {
         let fault = tokio::select! {
             passed = suites(&mut *tested) => return passed,
-            fault = faults::first_exit(&vital) => fault,
+            fault = faults::first_fault(writer.dir(), watch.as_deref(), watch_client) => fault,
         };
         let during = tested.under_way.take().map(|suite| format!(" during suite {suite}")).unwrap_or_default();
-        Err(format!(
-            "the cluster lost a process it cannot run without{during} (the results the suite wrote so far are kept): {fault}"
-        ))
+        Err(format!("the run had a fault{during} (the results the suite wrote so far are kept): {fault}"))
     };
     steps.run("Test", test).await;
 }
@@ -644,8 +684,29 @@ fn started(provider: &Provider, version: &KubernetesVersion, location: &BuildLoc
     }
 }
 
-/// An artifacts directory may hold the previous run's build: reused once that build is indexed.
-async fn reuse_artifacts_dir(dir: &Path, index: &Index) -> Result<(), RunError> {
+/// What one run has to itself until it ends, so that a second run at once is refused with the
+/// first's PID before it starts anything (never clearing or overwriting what the first is using):
+/// its artifacts directory and, on the local deployer, its cluster's name.
+fn hold_for_the_run(
+    plan: &Plan<'_>,
+    opts: &RunOptions,
+) -> Result<(exclusive::Hold, Option<local_cluster::ClusterHold>), RunError> {
+    let dir = &opts.artifacts;
+    std::fs::create_dir_all(dir).map_err(|source| RunError::Artifacts { dir: dir.clone(), source })?;
+    let artifacts = exclusive::hold_dir(dir).map_err(|e| match e {
+        exclusive::HoldError::Held { holder, .. } => RunError::ArtifactsInUse { dir: dir.clone(), holder },
+        exclusive::HoldError::Io { source, .. } => RunError::Artifacts { dir: dir.clone(), source },
+    })?;
+    let cluster = match plan.provider.deployer {
+        config::Deployer::Local { .. } => Some(local_cluster::hold(&opts.cluster_name).map_err(RunError::Cluster)?),
+        _ => None,
+    };
+    Ok((artifacts, cluster))
+}
+
+/// An artifacts directory may hold the previous run's build: reused once that build is indexed;
+/// else refused, with the command that publishes it to `store` and `database`.
+async fn reuse_artifacts_dir(dir: &Path, index: &Index, store: &str, database: &str) -> Result<(), RunError> {
     let artifacts_err = |source| RunError::Artifacts { dir: dir.to_path_buf(), source };
     std::fs::create_dir_all(dir).map_err(artifacts_err)?;
     let probe = dir.join(".harness-write-check");
@@ -659,9 +720,12 @@ async fn reuse_artifacts_dir(dir: &Path, index: &Index) -> Result<(), RunError> 
         _ => false,
     };
     if !published {
-        let build = build.unwrap_or("(unnamed)").to_owned();
-        return Err(RunError::UnpublishedBuild { dir: dir.to_path_buf(), build });
+        let env_database = std::env::var("DATABASE_URL").ok();
+        let later = publishing::publish_command(dir, job, build, store, database, env_database.as_deref());
+        let (command, build) = (later.quoted(), build.unwrap_or("(unnamed)").to_owned());
+        return Err(RunError::UnpublishedBuild { dir: later.dir, build, command });
     }
+    space::remove_stale(dir);
     for entry in [STARTED_JSON, FINISHED_JSON, layout::BUILD_LOG] {
         let _ = std::fs::remove_file(dir.join(entry));
     }

@@ -135,7 +135,9 @@ fn a_corrupt_cache_entry_is_refused_with_the_rebuild_command() {
         .unwrap();
     assert_fails_with(output, &["is corrupt", "manifest.json does not parse", "--force"]);
 
-    // A binary cut short (a full disk, a killed copy) is caught by its recorded size.
+    // A binary cut short (a full disk, a killed copy) is caught by its recorded size. `cluster up`
+    // would rebuild it (toolchain::install); a command that only uses the toolchain names the one
+    // that does, which needs no --force.
     let mut manifest = serde_json::json!({"kubernetes_version": version, "go_version": "go1.26", "binaries": {}});
     for name in toolchain::BINARIES {
         fs::write(entry.join("bin").join(name), b"truncated").unwrap();
@@ -143,11 +145,12 @@ fn a_corrupt_cache_entry_is_refused_with_the_rebuild_command() {
     }
     fs::write(entry.join("manifest.json"), manifest.to_string()).unwrap();
     let output = harness(state.path())
-        .args(["cluster", "up", "--node-kind", "kwok"])
+        .args(["toolchain", "path", "--kubernetes", version])
         .env("HARNESS_CACHE_DIR", cache.path())
         .output()
         .unwrap();
-    assert_fails_with(output, &["is corrupt", "9 bytes, the manifest says 1000000", "--force"]);
+    let rebuilds = format!("`harness toolchain install --kubernetes {version}` rebuilds e2e.test, etcd");
+    assert_fails_with(output, &["is corrupt", "9 bytes, the manifest says 1000000 (truncated?)", &rebuilds]);
 }
 
 #[test]
@@ -257,9 +260,12 @@ fn cache_with_broken_scheduler() -> tempfile::TempDir {
     for name in toolchain::BINARIES.iter().chain(toolchain::ON_DEMAND) {
         let target: PathBuf = entry.join("bin").join(name);
         if *name == "kube-scheduler" {
-            fs::write(&target, "#!/bin/sh\necho 'scheduler: configuration exploded' >&2\nexit 3\n").unwrap();
+            let script = "#!/bin/sh\necho 'scheduler: configuration exploded' >&2\nexit 3\n";
+            fs::write(&target, script).unwrap();
             fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
-            manifest["binaries"][name]["size"] = fs::metadata(&target).unwrap().len().into();
+            // Recorded as built, or the check before use would find it corrupt and rebuild it.
+            manifest["binaries"][name]["size"] = script.len().into();
+            manifest["binaries"][name]["sha256"] = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(script)).into();
         } else {
             std::os::unix::fs::symlink(real.binary(name), &target).unwrap();
         }

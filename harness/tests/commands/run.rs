@@ -96,10 +96,28 @@ suites:
     kind: exec
     command: [sleep, "319"]
     timeout: 10m
-  - name: hang-ccm
+  - name: hang-fault
     kind: exec
     command: [sleep, "321"]
     timeout: 10m
+  - name: hang-node
+    kind: exec
+    command: [sleep, "322"]
+    timeout: 10m
+  - name: hang-cloud
+    kind: exec
+    command: [sleep, "323"]
+    timeout: 10m
+  # Fills the disk its $ARTIFACTS is on, then waits: only the run's watch of the disk ends it.
+  - name: fill-disk
+    kind: exec
+    command: [sh, -c, 'dd if=/dev/zero of="$ARTIFACTS/filler" bs=64k; exec sleep 324']
+    timeout: 10m
+  # Long enough for a second run started beside it to find it running.
+  - name: pause
+    kind: exec
+    command: [sleep, "6"]
+    timeout: 1m
   - name: shared
     kind: exec
     command:
@@ -388,6 +406,147 @@ fn a_passing_run_writes_a_finished_build_tears_down_and_publishes() {
     env.assert_nothing_left();
 }
 
+/// The store down when a run publishes (issue 56): an S3 store whose endpoint nothing answers yet.
+/// The run retries, then keeps its build where it is, exits 1 and prints the `harness publish`
+/// command for it; the next run on that directory refuses to overwrite it, printing the same
+/// command; once the store is up, that command, run as printed, publishes every file of the build
+/// and indexes every result, and running it again writes and indexes nothing twice.
+#[test]
+fn a_store_down_at_publish_time_keeps_the_build_and_the_printed_command_publishes_it_later() {
+    let env = Env::new();
+    // A port nothing listens on until fake-s3 starts there, once the run has given up.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let database = format!("sqlite://{}", env.root.join("index.sqlite").display());
+    let run = |build: &str| {
+        let args =
+            ["--provider", "fixture", "--build-id", build, "--store", "s3://results/ci", "--database", &database];
+        let mut cmd = env.harness(&args);
+        cmd.args(["--publish-retries", "1s"]).env("AWS_ENDPOINT", &endpoint).env_remove("AWS_ACCESS_KEY_ID");
+        cmd.output().unwrap()
+    };
+    let begun = Instant::now();
+    let output = run("601");
+    let took = begun.elapsed();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let job = "ci-cloud-provider-fixture-k8s-1.37";
+    let command = format!(
+        "harness publish --dir {} --job {job} --build 601 --store s3://results/ci --database {database}",
+        env.artifacts().display()
+    );
+    let printed: Vec<&str> = stdout.lines().filter_map(|line| line.strip_prefix("    ")).collect();
+    assert_eq!(printed, [command.as_str()], "{}", text(&output));
+    let not_published = stdout.lines().find(|line| line.starts_with("  NOT published: ")).unwrap_or_default();
+    assert!(not_published.ends_with("Connection refused (os error 111) (2 attempts)"), "{stdout}");
+    assert!(stdout.contains(&format!("  the build is kept in {};", env.artifacts().display())), "{stdout}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("publishing failed (attempt 1 of 2): ") && stderr.contains("retrying in 1s"), "{stderr}");
+    let line = error_line(&output);
+    assert!(line.contains("the build ran but was not published: ") && line.contains(&format!("`{command}`")), "{line}");
+    // The build is whole where the run wrote it.
+    assert!(env.runner_steps().iter().all(|(_, status)| *status == Status::Passed), "{:?}", env.runner_steps());
+    assert_eq!(env.finished()["result"], "SUCCESS");
+    let files = files_under(&env.artifacts());
+    assert!(files.iter().any(|(name, _)| name == "artifacts/junit_runner.xml"), "{files:?}");
+
+    // The next run on that directory keeps it as it is, and says how to publish it.
+    let refused = run("602");
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    let line = error_line(&refused);
+    assert!(line.contains("holds build 601, which is not published yet"), "{line}");
+    let with = "(with the store's AWS_* settings (credentials, AWS_ENDPOINT) as this run had them)";
+    assert!(line.contains(&format!("publish it with `{command}` {with}, or pass another --artifacts")), "{line}");
+    assert_eq!(files_under(&env.artifacts()), files, "the refused run changed the build");
+
+    // The store is back: the printed command, as printed, publishes the build.
+    let s3 = testing::emulator::Emulator::start(
+        "fake-s3",
+        &["-host", "127.0.0.1", "-port", &port.to_string(), "-bucket", "results"],
+    );
+    s3.wait_until_answers("GET", "/");
+    let harness_dir = Path::new(env!("CARGO_BIN_EXE_harness")).parent().unwrap();
+    let path = format!("{}:{}", harness_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let publish = || {
+        let mut cmd = env.program("sh");
+        cmd.arg("-c").arg(&command).env("PATH", &path).env("AWS_ENDPOINT", &endpoint).env_remove("AWS_ACCESS_KEY_ID");
+        cmd.output().unwrap()
+    };
+    let published = publish();
+    assert!(published.status.success(), "{}", text(&published));
+    let summary = String::from_utf8_lossy(&published.stdout).into_owned();
+    let written = format!("{} file(s) written, 0 unchanged; indexed", files.len());
+    assert!(summary.contains(&format!("published s3://results/ci/logs/{job}/601: {written}")), "{summary}");
+    // Every file of the build, in the store as it is on disk.
+    for (name, bytes) in &files {
+        let key: Vec<String> = format!("ci/logs/{job}/601/{name}").split('/').map(testing::fake_gcs::encode).collect();
+        let (status, stored) = s3.request("GET", &format!("/results/{}", key.join("/")), None, b"");
+        assert!(
+            status == 200 && &stored == bytes,
+            "{name}: {status}, {} bytes stored of {}",
+            stored.len(),
+            bytes.len()
+        );
+    }
+    // Every test case of its JUnit files, in the index.
+    let cases = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = files
+            .iter()
+            .filter(|(name, _)| name.rsplit('/').next().is_some_and(|file| file.starts_with("junit")))
+            .flat_map(|(name, _)| {
+                let report = junit::read_file(&dir.join(name), &ReadOptions::default()).unwrap();
+                report.cases().map(|(_, case)| case.name.clone()).collect::<Vec<_>>()
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let expected = cases(&env.artifacts());
+    assert!(expected.len() > 6, "the steps and the suite's tests: {expected:?}");
+    let indexed = || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let snapshot = runtime.block_on(async {
+            let index = results::index::Index::open_existing(&database).await.unwrap();
+            index.snapshot().await.unwrap()
+        });
+        let build = snapshot.builds.iter().find(|b| b.build == "601").cloned();
+        let mut names: Vec<String> = snapshot.results.into_iter().map(|(_, _, result)| result.name).collect();
+        names.sort();
+        (snapshot.builds.len(), build.map(|b| (b.job, b.passed)), names)
+    };
+    assert_eq!(indexed(), (1, Some((job.to_owned(), Some(true))), expected.clone()));
+
+    // Published twice: nothing written or indexed again.
+    let again = publish();
+    assert!(again.status.success(), "{}", text(&again));
+    let again = String::from_utf8_lossy(&again.stdout).into_owned();
+    assert!(again.contains(&format!("0 file(s) written, {} unchanged; already indexed", files.len())), "{again}");
+    assert_eq!(indexed(), (1, Some((job.to_owned(), Some(true))), expected));
+    env.assert_nothing_left();
+    let verdict = "exit 1 after 2 publish attempts (--publish-retries 1s; 6 over 31 s by default), the build kept and \
+                   the `harness publish` command printed; run later, it publishes every file and result (the time: the whole run)";
+    chaos_row("the store unreachable at publish time (s3://, a closed port)", verdict, took, "the whole build");
+}
+
+/// Every file under `dir`, by its path relative to it, with its bytes, sorted.
+fn files_under(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    fn walk(dir: &Path, relative: &str, found: &mut Vec<(String, Vec<u8>)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let name = format!("{relative}{}", entry.file_name().to_string_lossy());
+            if entry.file_type().unwrap().is_dir() {
+                walk(&entry.path(), &format!("{name}/"), found);
+            } else {
+                found.push((name, std::fs::read(entry.path()).unwrap()));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(dir, "", &mut found);
+    found.sort();
+    found
+}
+
 #[test]
 fn under_prows_pod_utilities_a_run_writes_what_the_sidecar_uploads_and_nothing_that_competes() {
     let env = Env::new();
@@ -515,47 +674,219 @@ fn a_broken_ccm_fails_the_deploy_step_and_the_cluster_still_goes_down() {
     assert_eq!(status("Down"), Some(Status::Passed));
     assert_eq!(env.finished()["result"], "FAILURE");
     env.assert_nothing_left();
+    let report =
+        junit::read_file(&env.artifacts().join("artifacts/junit_runner.xml"), &ReadOptions::default()).unwrap();
+    let deploy = report.cases().map(|(_, case)| case).find(|case| case.name == "Deploy").unwrap();
+    let failure = deploy.failure().and_then(|d| d.message.clone()).unwrap_or_default();
+    assert!(failure.contains("broken-ccm: refusing to start"), "quotes the CCM's own line: {failure}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("  published: "), "{}", text(&output));
+    let took = Duration::from_secs_f64(deploy.attempts[0].time.unwrap_or_default());
+    let verdict = format!("exit 1, Deploy failed: {}", failure.replace('\n', " "));
+    chaos_row("the CCM crash-looping (exits 1 at every start)", &verdict, took, "the build published as FAILURE");
 }
 
-/// The CCM killed while the suites run (issue 56): the Test step ends within seconds, not when the
-/// suite's timeout is up, naming the CCM, how it ended and the suite under way; the cluster goes
-/// down with nothing left, the suite's process with it, and the build is published as a failure.
-#[test]
-fn a_ccm_killed_during_the_suites_ends_the_test_step_at_once_naming_it() {
-    let env = Env::new();
-    let mut command = env.harness(&["--provider", "fixture", "--suites", "hang-ccm", "--build-id", "14"]);
+/// A fault injected once a run is in its Test step (issue 56), and how the run took it.
+struct FaultedRun {
+    output: Output,
+    /// From the fault to the run's exit, teardown included.
+    took: Duration,
+    /// The Test step's failure message in `junit_runner.xml`.
+    failure: String,
+}
+
+/// Runs `provider`'s `suite` (a `sleep`: only a fault ends it early), calls `inject` with the
+/// cluster's state once the suite runs, and checks what every fault must leave: exit 1, Down
+/// passed, a FAILURE build published, nothing running.
+fn fault_during_the_suites(
+    env: &Env,
+    provider: &str,
+    suite: &str,
+    inject: impl FnOnce(&local_cluster::ClusterState),
+) -> FaultedRun {
+    let mut command = env.harness(&["--provider", provider, "--suites", suite, "--build-id", "14"]);
     let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let started = Instant::now();
-    while !env.artifacts().join("artifacts/hang-ccm-output.txt").exists() {
-        assert!(started.elapsed() < Duration::from_secs(300), "the run never got to its Test step");
+    while !env.artifacts().join(format!("artifacts/{suite}-output.txt")).exists() {
+        assert!(started.elapsed() < Duration::from_secs(600), "the run never got to its Test step");
         std::thread::sleep(Duration::from_millis(200));
     }
-    // The CCM as the cluster recorded it (the local cloud runs from the same binary).
-    let state = std::fs::read(env.root.join("state/clusters/harness-run/cluster.json")).unwrap();
-    let state: serde_json::Value = serde_json::from_slice(&state).unwrap();
-    let processes = state["processes"].as_array().unwrap();
-    let ccm = processes.iter().find(|p| p["component"] == "reference-ccm").expect("the fixture's CCM runs");
-    let ccm = ccm["pid"].as_i64().unwrap() as i32;
-    kill(Pid::from_raw(ccm), Signal::SIGKILL).unwrap();
-    let killed = Instant::now();
+    inject(&cluster_state(&env.root.join("state/clusters/harness-run")));
+    let injected = Instant::now();
     let output = child.wait_with_output().unwrap();
-    let took = killed.elapsed();
+    let took = injected.elapsed();
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
-    eprintln!("the run ended {took:?} after the CCM was killed, teardown included");
-    assert!(took < Duration::from_secs(60), "the run took {took:?} after the CCM died, teardown included");
-
     let report =
         junit::read_file(&env.artifacts().join("artifacts/junit_runner.xml"), &ReadOptions::default()).unwrap();
     let test = report.cases().map(|(_, case)| case).find(|case| case.name == "Test").expect("a Test step");
     let failure = test.failure().and_then(|d| d.message.clone()).unwrap_or_default();
-    assert!(failure.contains("during suite hang-ccm"), "{failure}");
-    assert!(failure.contains(&format!("reference-ccm (pid {ccm}) exited: killed by SIGKILL")), "{failure}");
-    assert!(failure.contains("reference-ccm.log"), "names the CCM's log: {failure}");
+    assert!(failure.contains(&format!("the run had a fault during suite {suite}")), "{failure}");
     let steps = env.runner_steps();
     assert!(steps.contains(&("Down".to_owned(), Status::Passed)), "{steps:?}");
     assert_eq!(env.finished()["result"], "FAILURE");
     env.assert_nothing_left();
-    assert!(!process_running(b"sleep\x00321\x00"), "the suite's process outlived the run");
+    assert!(env.artifacts().join(format!("artifacts/{suite}-output.txt")).exists(), "the suite's output was lost");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("  published: "), "{}", text(&output));
+    FaultedRun { output, took, failure }
+}
+
+impl FaultedRun {
+    /// Its row of `scripts/chaos`'s table: what the checks above proved.
+    fn row(&self, fault: &str) {
+        let verdict = self.failure.split_once("are kept): ").map_or(self.failure.as_str(), |(_, fault)| fault);
+        let verdict = verdict.lines().next().unwrap_or_default();
+        let kept = "the suite's output; the build published as FAILURE";
+        chaos_row(fault, &format!("exit 1, Test failed: {verdict}"), self.took, kept);
+    }
+}
+
+/// A line `scripts/chaos` gathers into its table (fault, verdict, time to verdict, what was left
+/// behind, what was kept): printed only once the test's checks passed, so "nothing" is checked.
+fn chaos_row(fault: &str, verdict: &str, took: Duration, kept: &str) {
+    let verdict: String = verdict.chars().take(240).collect();
+    eprintln!("chaos-row\t{fault}\t{verdict}\t{:.1} s\tnothing\t{kept}", took.as_secs_f64());
+}
+
+/// The pid of the cluster's process `component`.
+fn pid_of(state: &local_cluster::ClusterState, component: &str) -> i32 {
+    state.processes.iter().find(|p| p.component == component).unwrap_or_else(|| panic!("no {component}")).pid
+}
+
+/// The CCM, kube-apiserver or etcd killed while the suites run (issue 56): the Test step ends
+/// within seconds, not when the suite's timeout is up, naming the process, how it ended, its log
+/// and the suite under way; the cluster goes down with nothing left, the suite's process with it,
+/// and the build is published as a failure. (Nothing restarts a process of the embedded control
+/// plane, as a kubelet restarts a static pod: its exit is the run's end.)
+#[test]
+fn a_control_plane_process_killed_during_the_suites_ends_the_test_step_at_once_naming_it() {
+    for component in ["reference-ccm", "kube-apiserver", "etcd"] {
+        let env = Env::new();
+        let mut pid = 0;
+        let run = fault_during_the_suites(&env, "fixture", "hang-fault", |state| {
+            pid = pid_of(state, component);
+            kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+        });
+        eprintln!("{component} killed: the run ended {:?} after, teardown included", run.took);
+        assert!(run.took < Duration::from_secs(60), "{component}: the run took {:?}: {}", run.took, text(&run.output));
+        let failure = &run.failure;
+        assert!(failure.contains(&format!("{component} (pid {pid}) exited: killed by SIGKILL")), "{failure}");
+        assert!(failure.contains(&format!("{component}.log")), "names its log: {failure}");
+        assert!(!process_running(b"sleep\x00321\x00"), "the suite's process outlived the run");
+        run.row(&format!("{component} SIGKILLed (kwok nodes)"));
+    }
+}
+
+/// The cloud's API down while the suites run (issue 56): every call fails, as the local cloud's
+/// fault injection makes it (`*` until cleared, 503). The Test step ends once no call has been
+/// answered for 30 s (the CCM's route reconciliation calls every 5 s), naming the calls that failed.
+#[test]
+fn the_clouds_api_down_during_the_suites_ends_the_test_step_naming_it() {
+    let env = Env::new();
+    let run = fault_during_the_suites(&env, "fixture", "hang-cloud", |state| {
+        let url =
+            serde_json::to_value(state).unwrap()["cloud"]["url"].as_str().expect("the local cloud's URL").to_owned();
+        let fault = r#"{"operation": "*", "count": null, "mode": "fail", "status": 503, "delay_ms": 0}"#;
+        let mut inject = Command::new("curl");
+        inject.args(["-sSf", "-X", "POST", "-H", "content-type: application/json", "-d", fault]);
+        let inject = inject.arg(format!("{url}/admin/faults")).output().unwrap();
+        assert!(inject.status.success(), "{}", text(&inject));
+    });
+    eprintln!("the cloud's API down: the run ended {:?} after, teardown included", run.took);
+    assert!(run.took < Duration::from_secs(75), "the run took {:?}: {}", run.took, text(&run.output));
+    let failure = &run.failure;
+    assert!(failure.contains("the cloud's API failed every call for the last 30 s, answering none: "), "{failure}");
+    assert!(failure.contains("list_routes 503 × "), "names the calls that failed: {failure}");
+    assert!(!process_running(b"sleep\x00323\x00"), "the suite's process outlived the run");
+    run.row("the cloud's API down (the local cloud failing every call, 503)");
+}
+
+/// The disk of the build directory filled by a suite (issue 56; `--artifacts` on an 8 MiB tmpfs):
+/// the Test step ends at once naming the disk, and the run still writes `junit_runner.xml`,
+/// `build-log.txt` and `finished.json` in the room it set aside when it started, and publishes
+/// the build with what the suite wrote.
+#[test]
+fn a_full_disk_during_the_suites_ends_the_test_step_and_the_build_is_still_written_and_published() {
+    let env = Env::new();
+    /// Unmounts the tmpfs (lazily: nothing may use it by then) before the test's directory goes.
+    struct Mounted(PathBuf);
+    impl Drop for Mounted {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    std::fs::create_dir_all(env.artifacts()).unwrap();
+    let mount = Command::new("mount").args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"]).arg(env.artifacts()).output();
+    let mount = mount.unwrap();
+    assert!(mount.status.success(), "{}", text(&mount));
+    let _mounted = Mounted(env.artifacts());
+    let run = fault_during_the_suites(&env, "fixture", "fill-disk", |_| {});
+    eprintln!("the disk filled: the run ended {:?} after, teardown included", run.took);
+    assert!(run.took < Duration::from_secs(60), "the run took {:?}: {}", run.took, text(&run.output));
+    let expected = format!("the disk of the artifacts directory {} is full: ", env.artifacts().display());
+    assert!(run.failure.contains(&expected) && run.failure.contains("KiB of 8192 KiB available"), "{}", run.failure);
+    let filler = std::fs::metadata(env.artifacts().join("artifacts/filler")).expect("what the suite wrote is kept");
+    assert!(filler.len() > 4 * 1024 * 1024, "{filler:?}");
+    assert!(std::fs::read_to_string(env.artifacts().join("build-log.txt")).unwrap().contains("is full"));
+    assert!(!process_running(b"sleep\x00324\x00"), "the suite's process outlived the run");
+    run.row("the artifacts directory's disk full (an 8 MiB tmpfs a suite fills)");
+
+    // A disk without the room to set aside is refused before anything starts.
+    let tiny = env.root.join("tiny");
+    std::fs::create_dir_all(&tiny).unwrap();
+    let mount = Command::new("mount").args(["-t", "tmpfs", "-o", "size=512k", "tmpfs"]).arg(&tiny).output().unwrap();
+    assert!(mount.status.success(), "{}", text(&mount));
+    let _tiny = Mounted(tiny.clone());
+    let mut refused = env.bare();
+    refused.arg("--config").arg(&env.config).arg("--artifacts").arg(&tiny).args(["--provider", "fixture"]);
+    let line = error_line(&refused.output().unwrap());
+    let expected = format!("{}: the run sets 1024 KiB aside there for its last files, and could not (", tiny.display());
+    assert!(line.contains(&expected) && line.contains("pass another --artifacts"), "{line}");
+    assert!(!tiny.join("started.json").exists() && !tiny.join(".space-reserve.partial").exists());
+}
+
+/// A real node's faults while the suites run (issue 56). Its kubelet killed ends the Test step at
+/// once, naming it. Its network cut (the link of its namespace down) ends it once the control
+/// plane marks the node NotReady (`--node-monitor-grace-period=20s`), naming the node, its
+/// condition and that its kubelet still runs, with the end of the kubelet's log. Nothing of the
+/// real nodes is left either way.
+#[test]
+fn a_real_nodes_kubelet_killed_or_its_network_cut_during_the_suites_ends_the_test_step_naming_it() {
+    use local_cluster::real;
+    if let Some(missing) = real::missing_kernel_feature() {
+        eprintln!("SKIPPED: real nodes cannot run on this machine: {missing}");
+        return;
+    }
+    let env = Env::new();
+    let mut kubelet = (String::new(), 0);
+    let run = fault_during_the_suites(&env, "local-real", "hang-node", |state| {
+        let node = state.nodes.last().unwrap();
+        kubelet = (node.clone(), pid_of(state, &format!("{node}-kubelet")));
+        kill(Pid::from_raw(kubelet.1), Signal::SIGKILL).unwrap();
+    });
+    eprintln!("{}'s kubelet killed: the run ended {:?} after, teardown included", kubelet.0, run.took);
+    assert!(run.took < Duration::from_secs(60), "the run took {:?}: {}", run.took, text(&run.output));
+    let expected = format!("{}-kubelet (pid {}) exited: killed by SIGKILL", kubelet.0, kubelet.1);
+    assert!(run.failure.contains(&expected), "{}", run.failure);
+    assert!(!process_running(b"sleep\x00322\x00"), "the suite's process outlived the run");
+    run.row("a real node's kubelet SIGKILLed");
+
+    let env = Env::new();
+    let mut cut = String::new();
+    let run = fault_during_the_suites(&env, "local-real", "hang-node", |state| {
+        cut = state.nodes.last().unwrap().clone();
+        let holder = pid_of(state, &format!("{cut}-namespaces"));
+        let mut down = Command::new("nsenter");
+        let down = down.arg(format!("--net=/proc/{holder}/ns/net")).args(["ip", "link", "set", "eth0", "down"]);
+        let down = down.output().unwrap();
+        assert!(down.status.success(), "{}", text(&down));
+    });
+    eprintln!("{cut}'s network cut: the run ended {:?} after, teardown included", run.took);
+    assert!(run.took < Duration::from_secs(90), "the run took {:?}: {}", run.took, text(&run.output));
+    let failure = &run.failure;
+    assert!(failure.contains(&format!("node {cut} went NotReady: Ready is Unknown (NodeStatusUnknown")), "{failure}");
+    assert!(failure.contains("its kubelet (pid ") && failure.contains("still runs"), "{failure}");
+    assert!(failure.contains(&format!("{cut}-kubelet.log):")), "quotes the kubelet's log: {failure}");
+    assert!(!process_running(b"sleep\x00322\x00"), "the suite's process outlived the run");
+    run.row("a real node cut off (its eth0 down)");
 }
 
 #[test]
@@ -1533,6 +1864,131 @@ fn a_missing_or_hanging_hook_fails_only_the_test_that_calls_it() {
     env.assert_nothing_left();
     // A duration of its own: pods of a conformance run beside this test sleep 600.
     assert!(!process_running(b"sleep\x00611\x00"), "the hanging hook was killed");
+}
+
+/// Two runs at once on one machine (issue 56). Started together on one artifacts directory and
+/// one cluster name, one runs and passes and the other is refused at once, naming the first's
+/// PID, round after round, and the first's build is whole; on directories of their own but one
+/// cluster name, the second is refused naming the cluster; with both their own, both pass.
+#[test]
+fn two_runs_at_once_never_share_a_build_directory_or_a_cluster() {
+    let env = Env::new();
+    let start = |artifacts: &Path, cluster: &str, build: u32| {
+        let mut cmd = env.bare();
+        cmd.args(["--build-id", &build.to_string(), "--cluster-name", cluster]);
+        cmd.arg("--config").arg(&env.config).arg("--artifacts").arg(artifacts);
+        cmd.args(["--provider", "fixture", "--suites", "pause"]);
+        // Into files, not pipes: both are waited for at once, neither read until both end.
+        let (out, err) = (env.root.join(format!("{build}.out")), env.root.join(format!("{build}.err")));
+        cmd.stdout(std::fs::File::create(&out).unwrap()).stderr(std::fs::File::create(&err).unwrap());
+        (build, cmd.spawn().unwrap(), out, err)
+    };
+    // Each run's output and how long it took, the one that passed first.
+    type Started = (u32, std::process::Child, PathBuf, PathBuf);
+    let both = |a: Started, b: Started| {
+        let begun = Instant::now();
+        let mut runs = [a, b].map(|run| (run, None));
+        while runs.iter().any(|(_, took)| took.is_none()) {
+            for ((_, child, _, _), took) in &mut runs {
+                if took.is_none() && child.try_wait().unwrap().is_some() {
+                    *took = Some(begun.elapsed());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let [a, b] = runs.map(|((build, mut child, out, err), took)| {
+            let status = child.wait().unwrap();
+            let output = Output { status, stdout: std::fs::read(out).unwrap(), stderr: std::fs::read(err).unwrap() };
+            (build, output, took.unwrap())
+        });
+        match a.1.status.success() {
+            true => (a, b),
+            false => (b, a),
+        }
+    };
+    let mut refused_in = Duration::ZERO;
+    for round in 0..4 {
+        let (ran, refused) = both(
+            start(&env.artifacts(), "harness-run", 400 + 2 * round),
+            start(&env.artifacts(), "harness-run", 401 + 2 * round),
+        );
+        assert!(ran.1.status.success(), "round {round}: {}", text(&ran.1));
+        assert_eq!(refused.1.status.code(), Some(1), "round {round}: {}", text(&refused.1));
+        let line = error_line(&refused.1);
+        let expected = format!("{} is in use by another harness run, pid ", env.artifacts().display());
+        assert!(line.contains(&expected), "round {round}: {line}");
+        assert!(line.contains(&format!("(harness run --build-id {} ", ran.0)), "names the run that has it: {line}");
+        assert_eq!(env.finished_build_id(), ran.0.to_string(), "round {round}: the directory holds the build that ran");
+        assert_eq!(env.finished()["result"], "SUCCESS");
+        refused_in = refused_in.max(refused.2);
+    }
+
+    let (first, second) = (env.root.join("first"), env.root.join("second"));
+    let (ran, refused) = both(start(&first, "shared-name", 500), start(&second, "shared-name", 501));
+    assert!(ran.1.status.success(), "{}", text(&ran.1));
+    let line = error_line(&refused.1);
+    assert!(line.contains("cluster 'shared-name' is in use by another harness, pid "), "{line}");
+    assert!(line.contains(&format!("--build-id {}", ran.0)) && line.contains("--cluster-name"), "{line}");
+    let refused_dir = if ran.0 == 500 { &second } else { &first };
+    assert!(!refused_dir.join("started.json").exists(), "the refused run started a build");
+
+    let (a, b) = both(start(&first, "one", 502), start(&second, "two", 503));
+    assert!(a.1.status.success() && b.1.status.success(), "{}\n{}", text(&a.1), text(&b.1));
+    env.assert_nothing_left();
+    let verdict = "the second refused at once (exit 1) naming the first's pid and command; the first passes";
+    chaos_row(
+        "a second harness run at once, same --artifacts and cluster (4 rounds)",
+        verdict,
+        refused_in,
+        "the first's build, whole",
+    );
+    let verdict = "both pass, on clusters, ports and state of their own";
+    chaos_row(
+        "a second harness run at once, own --artifacts and --cluster-name",
+        verdict,
+        Duration::ZERO,
+        "both builds",
+    );
+}
+
+/// SIGKILL of the harness while it brings its cluster up (issue 56): nothing can stop what it had
+/// started then. The next run of the same cluster name finds that cluster's owner gone, clears
+/// what it left (saying so) and runs to a pass, and nothing of either run is left.
+#[test]
+fn a_run_killed_during_up_leaves_a_cluster_that_the_next_run_clears() {
+    let env = Env::new();
+    let mut first = env.harness(&["--provider", "fixture", "--build-id", "21"]);
+    let mut first = first.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let state = env.root.join("state/clusters/harness-run/cluster.json");
+    let started = Instant::now();
+    while !std::fs::read_to_string(&state).is_ok_and(|s| s.contains("\"kube-apiserver\"")) {
+        assert!(started.elapsed() < Duration::from_secs(300), "the first run never started its control plane");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill(Pid::from_raw(first.id() as i32), Signal::SIGKILL).unwrap();
+    first.wait().unwrap();
+    let left = find_by_marker(&env.root.join("state"));
+    assert!(!left.is_empty(), "a SIGKILLed harness left nothing to clear: the test proves nothing");
+
+    // Its build directory keeps its unfinished build: the next run takes another.
+    let mut second = env.bare();
+    second.arg("--config").arg(&env.config).arg("--artifacts").arg(env.root.join("second"));
+    let begun = Instant::now();
+    let second = second.args(["--provider", "fixture", "--build-id", "22"]).output().unwrap();
+    let took = begun.elapsed();
+    assert!(second.status.success(), "{}", text(&second));
+    assert!(
+        text(&second).contains("was left running by the harness that owned it (pid ")
+            && text(&second).contains("which is gone (killed?): stopping what it left"),
+        "{}",
+        text(&second)
+    );
+    let still: Vec<i32> =
+        left.iter().copied().filter(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists()).collect();
+    assert!(still.is_empty(), "the killed run's processes {still:?} outlived the next run");
+    env.assert_nothing_left();
+    let verdict = "the next run (its whole time here) clears what it left, naming the dead owner, and passes";
+    chaos_row("the harness SIGKILLed during Up, then the next run", verdict, took, "the killed run's started.json");
 }
 
 #[test]

@@ -140,6 +140,15 @@ pub trait Cloud: Send + Sync + fmt::Debug {
     }
 }
 
+/// What a cloud's API answered so far ([`CloudState::api_calls`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApiCalls {
+    /// Calls it answered: any status below 500 (a 404 for an instance that is gone is an answer).
+    pub answered: u64,
+    /// Calls that failed with a server error, by `"<operation> <status>"`.
+    pub failed: std::collections::BTreeMap<String, u64>,
+}
+
 /// A running cloud, as `cluster.json` records it (`"cloud": {"kind": "<name>", ...}`).
 #[typetag::serde(tag = "kind")]
 #[async_trait]
@@ -178,6 +187,12 @@ pub trait CloudState: Send + Sync + fmt::Debug + Any {
 
     /// Applies `action` to the machine of node `node`; returns its instance afterwards.
     async fn act(&self, node: &str, action: MachineAction) -> Result<InstanceState>;
+
+    /// The calls its API answered and failed so far, from the emulator's own count, when it keeps
+    /// one: a run watches it to tell that the cloud's API is down.
+    async fn api_calls(&self) -> Option<ApiCalls> {
+        None
+    }
 
     /// Its load balancers, when it has any.
     fn load_balancers(&self) -> Option<&dyn LoadBalancers> {

@@ -805,3 +805,19 @@ async fn postgres_sessions_of_the_index_run_without_jit() {
         assert_eq!(row.try_get::<String, _>(0).unwrap(), "off");
     }
 }
+
+/// A Postgres session the server ends (a restart, a failover: SQLSTATE 57P01) is worth retrying; a
+/// statement the server refuses is not.
+#[tokio::test]
+async fn postgres_ending_a_session_is_transient_and_refusing_a_statement_is_not() {
+    use sqlx::Connection;
+    let url = fresh_postgres_database().await;
+    let query = |source| IndexError::Query { database: redact(&url), action: "indexing a build", source };
+    let mut session = sqlx::AnyConnection::connect(&url).await.unwrap();
+    let refused = query(session.execute("SELECT * FROM nowhere").await.unwrap_err());
+    assert!(!refused.is_transient(), "{refused}");
+    let ended = query(session.execute("SELECT pg_terminate_backend(pg_backend_pid())").await.unwrap_err());
+    assert!(ended.is_transient(), "{ended}");
+    let auth = Index::open(&url.replacen("postgres://harness@", "postgres://nobody@", 1)).await.unwrap_err();
+    assert!(!auth.is_transient(), "a role the server does not know stays unknown: {auth}");
+}

@@ -97,6 +97,28 @@ impl LocalState {
     }
 }
 
+/// The calls the local cloud's `/metrics` text counts, answered and failed.
+fn api_calls(metrics: &str) -> super::ApiCalls {
+    let mut calls = super::ApiCalls::default();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("local_cloud_requests_total{") else { continue };
+        let Some((labels, value)) = rest.split_once("} ") else { continue };
+        let label = |name: &str| {
+            labels.split(',').find_map(|pair| pair.strip_prefix(name)?.strip_prefix("=\"")?.strip_suffix('"'))
+        };
+        // OpenMetrics counters may be written as floats (`7.0`).
+        let count = value.trim().parse::<f64>().map(|count| count as u64);
+        let (Some(operation), Some(status), Ok(count)) = (label("operation"), label("status"), count) else {
+            continue;
+        };
+        match status.parse::<u16>() {
+            Ok(status) if status < 500 => calls.answered += count,
+            _ => *calls.failed.entry(format!("{operation} {status}")).or_default() += count,
+        }
+    }
+    calls
+}
+
 /// Arguments of `reference-ccm local-cloud ... serve`. The cloud picks its own free port and
 /// writes it to its address file: a port picked here could be taken by the time it binds.
 pub fn cloud_args(state_dir: &Path) -> Vec<String> {
@@ -221,6 +243,13 @@ impl CloudState for LocalState {
         Ok(InstanceState { id: instance.id, state: format!("{:?}", instance.state) })
     }
 
+    /// From its `/metrics` (`local_cloud_requests_total{operation,status}`), which no fault touches.
+    async fn api_calls(&self) -> Option<super::ApiCalls> {
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().ok()?;
+        let response = client.get(format!("{}/metrics", self.url)).send().await.ok()?.error_for_status().ok()?;
+        Some(api_calls(&response.text().await.ok()?))
+    }
+
     fn load_balancers(&self) -> Option<&dyn LoadBalancers> {
         Some(self)
     }
@@ -294,4 +323,22 @@ pub async fn create_instances(url: &str, machines: &[Machine]) -> Result<()> {
         result.map_err(|e| error(api_error_kind(&e), "creating an instance", e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_metrics_count_answers_below_500_and_failures_by_operation_and_status() {
+        let metrics = "# TYPE local_cloud_requests counter\n\
+            local_cloud_requests_total{operation=\"list_routes\",status=\"200\"} 7\n\
+            local_cloud_requests_total{operation=\"instance_by_name\",status=\"404\"} 2\n\
+            local_cloud_requests_total{operation=\"list_routes\",status=\"503\"} 4\n\
+            local_cloud_requests_total{operation=\"create_route\",status=\"500\"} 1\n\
+            local_cloud_injected_faults_total{operation=\"*\",mode=\"fail\"} 5\n\
+            # EOF\n";
+        let calls = super::api_calls(metrics);
+        assert_eq!(calls.answered, 9);
+        let failed: Vec<(&str, u64)> = calls.failed.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(failed, [("create_route 500", 1), ("list_routes 503", 4)]);
+    }
 }
