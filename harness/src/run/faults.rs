@@ -17,8 +17,8 @@ use local_cluster::process::ProcessRecord;
 
 use crate::deploy::Watch;
 
-/// How often the cluster is looked at: a fault ends the step within about this (a node's, within
-/// two looks after the control plane marks it NotReady: a look to see it, one to confirm it).
+/// How often the cluster is looked at: a fault ends the step within about this (a node's, once it
+/// has been NotReady for [`NODE_LOST_AFTER`]).
 const POLL: Duration = Duration::from_secs(1);
 
 /// How many lines of a log a fault quotes.
@@ -150,15 +150,21 @@ async fn look(
     nodes.look(client, &watch.nodes_up(), &processes).await.map(Fault::NotReady)
 }
 
+/// How long a node that should be up may stay NotReady before it counts as lost: Kubernetes' own
+/// default for giving up on a node (the `tolerationSeconds: 300` every pod gets for the not-ready
+/// and unreachable taints). Shorter was not safe: on a loaded machine a kubelet that runs can miss
+/// its lease for tens of seconds and be back.
+const NODE_LOST_AFTER: Duration = Duration::from_secs(300);
+
 /// What the looks at the nodes saw so far. A node is at fault when it turns NotReady after it was
-/// seen Ready with the same kubelet, and stays so at the next look: a machine a test started
-/// again has a new kubelet, NotReady until that kubelet reports, which is no fault.
+/// seen Ready with the same kubelet, and stays so for [`NODE_LOST_AFTER`]: a machine a test
+/// started again has a new kubelet, NotReady until that kubelet reports, which is no fault.
 #[derive(Default)]
 struct NodeLooks {
     /// The nodes seen Ready, and the PID of their kubelet then.
     ready_with: std::collections::HashMap<String, i32>,
-    /// A node seen NotReady at the last look.
-    suspect: Option<String>,
+    /// The nodes seen NotReady since they were last Ready, and since when.
+    not_ready_since: std::collections::HashMap<String, Instant>,
 }
 
 impl NodeLooks {
@@ -173,7 +179,8 @@ impl NodeLooks {
         }
         let api = Api::<Node>::all(client.clone());
         let listed = tokio::time::timeout(POLL * 5, api.list(&Default::default())).await.ok()?.ok()?;
-        let mut not_ready = None;
+        let now = Instant::now();
+        self.not_ready_since.retain(|node, _| nodes_up.contains(node));
         for node in &listed.items {
             let Some(name) = node.metadata.name.as_deref().filter(|name| nodes_up.iter().any(|n| n == name)) else {
                 continue;
@@ -182,25 +189,24 @@ impl NodeLooks {
             match ready_condition(node) {
                 None => {
                     self.ready_with.insert(name.to_owned(), kubelet.pid);
+                    self.not_ready_since.remove(name);
                 }
                 Some(condition) if self.ready_with.get(name) == Some(&kubelet.pid) => {
-                    let tail = crate::suites::exec::tail_text(&kubelet.log, LOG_LINES);
-                    not_ready.get_or_insert(NotReady {
-                        node: name.to_owned(),
-                        condition,
-                        kubelet: Some((kubelet.clone(), tail)),
-                    });
+                    let since = *self.not_ready_since.entry(name.to_owned()).or_insert(now);
+                    if now.duration_since(since) >= NODE_LOST_AFTER {
+                        let tail = crate::suites::exec::tail_text(&kubelet.log, LOG_LINES);
+                        let condition = format!("{condition}, for {} s", now.duration_since(since).as_secs());
+                        return Some(NotReady {
+                            node: name.to_owned(),
+                            condition,
+                            kubelet: Some((kubelet.clone(), tail)),
+                        });
+                    }
                 }
                 Some(_) => {}
             }
         }
-        match not_ready {
-            Some(node) if self.suspect.as_deref() == Some(node.node.as_str()) => Some(node),
-            found => {
-                self.suspect = found.map(|node| node.node);
-                None
-            }
-        }
+        None
     }
 }
 

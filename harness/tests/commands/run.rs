@@ -100,9 +100,10 @@ suites:
     kind: exec
     command: [sleep, "321"]
     timeout: 10m
+  # Longer than a cut-off node takes to be found lost (20 s, then 300 s NotReady).
   - name: hang-node
     kind: exec
-    command: [sleep, "322"]
+    command: [sleep, "622"]
     timeout: 10m
   - name: hang-cloud
     kind: exec
@@ -845,8 +846,9 @@ fn a_full_disk_during_the_suites_ends_the_test_step_and_the_build_is_still_writt
 
 /// A real node's faults while the suites run (issue 56). Its kubelet killed ends the Test step at
 /// once, naming it. Its network cut (the link of its namespace down) ends it once the control
-/// plane marks the node NotReady (`--node-monitor-grace-period=20s`), naming the node, its
-/// condition and that its kubelet still runs, with the end of the kubelet's log. Nothing of the
+/// plane has marked the node NotReady (`--node-monitor-grace-period=20s`) and it stayed so for
+/// 300 s, naming the node, its condition and that its kubelet still runs, with the end of the
+/// kubelet's log. Nothing of the
 /// real nodes is left either way.
 #[test]
 fn a_real_nodes_kubelet_killed_or_its_network_cut_during_the_suites_ends_the_test_step_naming_it() {
@@ -866,7 +868,7 @@ fn a_real_nodes_kubelet_killed_or_its_network_cut_during_the_suites_ends_the_tes
     assert!(run.took < Duration::from_secs(60), "the run took {:?}: {}", run.took, text(&run.output));
     let expected = format!("{}-kubelet (pid {}) exited: killed by SIGKILL", kubelet.0, kubelet.1);
     assert!(run.failure.contains(&expected), "{}", run.failure);
-    assert!(!process_running(b"sleep\x00322\x00"), "the suite's process outlived the run");
+    assert!(!process_running(b"sleep\x00622\x00"), "the suite's process outlived the run");
     run.row("a real node's kubelet SIGKILLed");
 
     let env = Env::new();
@@ -880,12 +882,15 @@ fn a_real_nodes_kubelet_killed_or_its_network_cut_during_the_suites_ends_the_tes
         assert!(down.status.success(), "{}", text(&down));
     });
     eprintln!("{cut}'s network cut: the run ended {:?} after, teardown included", run.took);
-    assert!(run.took < Duration::from_secs(90), "the run took {:?}: {}", run.took, text(&run.output));
+    // The control plane's 20 s grace, then the 300 s a node may stay NotReady (a kubelet on a
+    // loaded machine can miss its lease for tens of seconds and be back), then teardown.
+    assert!(run.took < Duration::from_secs(400), "the run took {:?}: {}", run.took, text(&run.output));
     let failure = &run.failure;
     assert!(failure.contains(&format!("node {cut} went NotReady: Ready is Unknown (NodeStatusUnknown")), "{failure}");
+    assert!(failure.contains(", for 30"), "NotReady for 300 s or a little more: {failure}");
     assert!(failure.contains("its kubelet (pid ") && failure.contains("still runs"), "{failure}");
     assert!(failure.contains(&format!("{cut}-kubelet.log):")), "quotes the kubelet's log: {failure}");
-    assert!(!process_running(b"sleep\x00322\x00"), "the suite's process outlived the run");
+    assert!(!process_running(b"sleep\x00622\x00"), "the suite's process outlived the run");
     run.row("a real node cut off (its eth0 down)");
 }
 
