@@ -20,6 +20,7 @@ pub mod pins;
 pub mod prow;
 pub mod quick;
 mod raw;
+pub mod skew;
 pub mod template;
 pub mod testgrid;
 pub mod validate;

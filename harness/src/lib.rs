@@ -8,6 +8,7 @@ pub mod bisect;
 pub mod deploy;
 pub mod run;
 pub mod suites;
+pub mod upgrade;
 
 /// The commit this harness was built from (`build.rs`), when it was built in a git checkout.
 pub fn built_from_commit() -> Option<&'static str> {

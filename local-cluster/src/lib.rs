@@ -25,6 +25,7 @@ pub mod pki;
 pub mod probe;
 pub mod process;
 pub mod real;
+pub mod upgrade;
 
 use std::fs;
 use std::net::{Ipv4Addr, TcpListener};
@@ -101,6 +102,8 @@ pub enum ClusterError {
     CloudLacks { cluster: String, cloud: &'static str, what: &'static str, why: &'static str },
     #[error("real nodes: {0}")]
     RealNodes(String),
+    #[error("upgrading: {0}")]
+    Upgrade(String),
     #[error("--conformance-image imports the image into real nodes, and kwok's nodes run no pod: add --node-kind real")]
     ConformanceImageNeedsRealNodes,
     #[error("--image imports image archives into real nodes, and kwok's nodes run no pod: add --node-kind real")]

@@ -114,7 +114,7 @@ fn machine_components(node: &str) -> ([String; 3], String) {
 /// Machine actions on one cluster take turns: each reads, changes and writes the cluster's state,
 /// and two at once (cloud-e2e shuts one node down while it terminates another) lost each other's
 /// writes. The lock goes with the cluster's dir.
-fn take_turn(dir: &std::path::Path) -> Result<std::fs::File> {
+pub(crate) fn take_turn(dir: &std::path::Path) -> Result<std::fs::File> {
     let path = dir.join("machines.lock");
     let lock = std::fs::File::create(&path).map_err(super::io_err("creating", &path))?;
     lock.lock().map_err(super::io_err("locking", &path))?;
@@ -180,7 +180,7 @@ fn act_on_real_node(dir: &std::path::Path, node: &str, action: MachineAction) ->
 }
 
 /// What it takes to start `record` again, from `/proc` (nothing when it no longer runs).
-fn snapshot(node: &str, record: &ProcessRecord) -> Option<StoppedProcess> {
+pub(crate) fn snapshot(node: &str, record: &ProcessRecord) -> Option<StoppedProcess> {
     if !record.is_running() {
         return None;
     }
@@ -197,7 +197,7 @@ fn snapshot(node: &str, record: &ProcessRecord) -> Option<StoppedProcess> {
 
 /// Starts a stopped process again in the namespaces `holder` holds, with its command line,
 /// environment and log.
-fn restart(stopped: &StoppedProcess, holder: i32) -> Result<ProcessRecord> {
+pub(crate) fn restart(stopped: &StoppedProcess, holder: i32) -> Result<ProcessRecord> {
     let nsenter = PathBuf::from("/usr/bin/nsenter");
     let mut args = vec![format!("--net=/proc/{holder}/ns/net"), format!("--mount=/proc/{holder}/ns/mnt"), "--".into()];
     args.extend(stopped.argv.iter().cloned());

@@ -69,6 +69,11 @@ pub mod keys {
     /// An object `{ "org/repo": "ref" }`.
     pub const REPOS: &str = "repos";
     pub const REVISION: &str = "revision";
+    /// An upgrade run's older release (`harness run --upgrade-from`): the cluster came up at it,
+    /// was upgraded to `kubernetes-version` and rolled back to it.
+    pub const UPGRADE_FROM: &str = "upgrade-from";
+    /// The order its stages ran in (`control-plane,nodes,ccm`).
+    pub const UPGRADE_ORDER: &str = "upgrade-order";
     /// In `started.json`: the job and build `harness run` writes the directory for, so `harness
     /// publish --dir` (and the next run) know where it goes.
     pub const HARNESS_JOB: &str = "harness-job";

@@ -76,6 +76,29 @@ fn node_relevance(node: &Node) -> Option<u64> {
     Some(hasher.finish())
 }
 
+/// The nodes whose change matters to load balancers, from a watch of nodes: a deleted node always
+/// counts. Its last state need not differ in anything the predicate hashes (a node deleted without
+/// a finalizer never had a deletion timestamp), and kube-runtime's predicate drops an event whose
+/// hash is unchanged, so a deleted node is marked deleting before the predicate sees it; without
+/// that, a terminated node stayed in every load balancer until the CCM restarted.
+fn relevant_node_changes(
+    events: impl futures::Stream<Item = Result<watcher::Event<Node>, watcher::Error>> + Send,
+) -> impl futures::Stream<Item = Result<Node, watcher::Error>> + Send {
+    use futures::TryStreamExt;
+    events
+        .map_ok(|event| match event {
+            watcher::Event::Delete(mut node) => {
+                if node.metadata.deletion_timestamp.is_none() {
+                    node.metadata.deletion_timestamp = node.metadata.creation_timestamp.clone();
+                }
+                watcher::Event::Delete(node)
+            }
+            other => other,
+        })
+        .touched_objects()
+        .predicate_filter(node_relevance, PredicateConfig::default())
+}
+
 /// Upstream's service controller: load balancers for services.
 pub struct ServiceController {
     client: Client,
@@ -115,10 +138,7 @@ impl ServiceController {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let controller = Controller::new(services, watcher::Config::default());
         let store = controller.store();
-        let node_changes = watcher(nodes, watcher::Config::default())
-            .default_backoff()
-            .touched_objects()
-            .predicate_filter(node_relevance, PredicateConfig::default());
+        let node_changes = relevant_node_changes(watcher(nodes, watcher::Config::default()).default_backoff());
         self.health.beat(SERVICE, MAX_SILENCE);
         controller
             .watches_stream(node_changes, move |_node| {
@@ -350,6 +370,25 @@ mod tests {
             meta["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
         }
         serde_json::from_value(json!({"metadata": meta})).unwrap()
+    }
+
+    /// A node deleted as it last was (no deletion timestamp: no finalizer held it) still reaches
+    /// the controller, so its load balancers lose it; a heartbeat does not.
+    #[tokio::test]
+    async fn a_deleted_node_triggers_the_load_balancers_even_unchanged() {
+        let mut seen: Node = node("a", json!({}), false);
+        seen.metadata.creation_timestamp = Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
+        seen.metadata.uid = Some("uid-a".into());
+        let mut heartbeat = seen.clone();
+        heartbeat.metadata.resource_version = Some("2".into());
+        let events = futures::stream::iter([
+            Ok(watcher::Event::Apply(seen.clone())),
+            Ok(watcher::Event::Apply(heartbeat)),
+            Ok(watcher::Event::Delete(seen)),
+        ]);
+        let passed: Vec<Node> = relevant_node_changes(events).map(|n| n.unwrap()).collect().await;
+        assert_eq!(passed.len(), 2, "the first sight and the deletion, not the heartbeat: {passed:#?}");
+        assert!(passed[1].metadata.deletion_timestamp.is_some());
     }
 
     #[test]

@@ -665,6 +665,7 @@ impl Ctx<'_> {
             cargo_workspace: Some(worktree.dir().to_path_buf()),
             ccm_libraries: toolchain::Libraries::Checkout,
             publish_retries: Default::default(),
+            upgrade: None,
         };
         let started = Instant::now();
         let report = run::run(&config, &opts).await;

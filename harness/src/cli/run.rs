@@ -51,6 +51,52 @@ pub struct RunArgs {
     /// The local cluster's name (local deployer).
     #[arg(long, default_value = "harness-run")]
     pub cluster_name: String,
+    #[command(flatten)]
+    pub upgrade: UpgradeArgs,
+}
+
+/// An upgrade run's flags.
+#[derive(Debug, Args)]
+pub struct UpgradeArgs {
+    /// Make this an upgrade run: the cluster comes up at this older release with the provider's
+    /// CCM for it, a workload with a load balancer per protocol goes on it, then each component is
+    /// upgraded to --kubernetes (control plane, each node cordoned and drained, the CCM), the
+    /// suites run, everything rolls back the same way, and the suites run again. Each stage is a
+    /// step of junit_runner.xml with its disruption as properties; it fails when a node, a load
+    /// balancer or a route the CCM made changed. Job ci-cloud-provider-<provider>-upgrade-k8s-<minor>.
+    #[arg(long, value_name = "VERSION")]
+    pub upgrade_from: Option<String>,
+    /// The stages' order, comma-separated: control-plane (kube-apiserver, kube-controller-manager,
+    /// kube-scheduler), nodes (each node's kubelet and kube-proxy), ccm; the rollback takes the
+    /// reverse one. An order the version-skew policy forbids (nodes before the control plane) is
+    /// refused.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        requires = "upgrade_from",
+        default_value = "control-plane,nodes,ccm",
+        hide_possible_values = true
+    )]
+    pub upgrade_order: Vec<config::skew::Stage>,
+    /// Run an --upgrade-order the version-skew policy forbids, as a negative test.
+    #[arg(long, requires = "upgrade_from")]
+    pub allow_skew_violation: bool,
+    /// The longest a load balancer of the workload may carry no traffic during a stage.
+    #[arg(long, requires = "upgrade_from", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub max_traffic_gap: Duration,
+}
+
+impl UpgradeArgs {
+    fn options(&self) -> Option<harness::upgrade::UpgradeOptions> {
+        let from = self.upgrade_from.clone()?;
+        Some(harness::upgrade::UpgradeOptions {
+            from,
+            order: self.upgrade_order.clone(),
+            allow_skew_violation: self.allow_skew_violation,
+            max_traffic_gap: self.max_traffic_gap,
+        })
+    }
 }
 
 /// Flags `run` and `matrix` share.
@@ -202,6 +248,7 @@ impl CommonArgs {
                 CcmLibraries::Pinned => toolchain::Libraries::Pinned,
             },
             publish_retries: self.publish_retries.clone(),
+            upgrade: None,
         }
     }
 }
@@ -219,6 +266,7 @@ pub async fn run_one(args: RunArgs) -> Result<()> {
     let build_dir = build_dir(&args.common.artifacts, prow_artifacts().as_deref());
     let mut opts = args.common.options(&args.provider, build_id, build_dir, args.cluster_name);
     (opts.provider_version, opts.suites, opts.job) = (args.provider_version, args.suites, args.job);
+    opts.upgrade = args.upgrade.options();
     opts.kubernetes = match &args.kubernetes_source {
         // Opened (and refused, when it is no checkout) before anything starts.
         Some(dir) => Some(toolchain::from_checkout(dir)?.version.to_owned()),

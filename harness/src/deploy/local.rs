@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use super::{DeployError, Deployer, ProcessHost, Watch};
+use super::{DeployError, Deployer, ProcessHost, Upgrader, Watch};
 use config::template::{Placeholder, Vars};
 use local_cluster::process::ProcessRecord;
 use local_cluster::{LocalCluster, NodeKind, UpOptions, nodes, real};
@@ -139,6 +139,10 @@ impl Deployer for LocalDeployer {
         Some(self)
     }
 
+    fn upgrader(&mut self) -> Option<&mut dyn Upgrader> {
+        Some(self)
+    }
+
     fn watch(&self) -> Option<Box<dyn Watch>> {
         self.cluster.as_ref().map(|cluster| Box::new(LocalWatch { name: cluster.state.name.clone() }) as Box<dyn Watch>)
     }
@@ -147,9 +151,72 @@ impl Deployer for LocalDeployer {
 #[async_trait]
 impl ProcessHost for LocalDeployer {
     async fn start_ccm_process(&mut self, binary: &Path, args: &[String]) -> Result<(), DeployError> {
+        // The cluster may have changed since `up` (a machine a test stopped and started again).
+        self.reload()?;
         let cluster = self.cluster.as_mut().ok_or_else(|| Self::err("the cluster is not up"))?;
         cluster.start_ccm(binary, args).await.map_err(|source| DeployError::Local { step: "CCM start", source })
     }
+
+    async fn stop_ccm_process(&mut self, binary: &Path) -> Result<(), DeployError> {
+        self.reload()?;
+        let cluster = self.cluster.as_mut().ok_or_else(|| Self::err("the cluster is not up"))?;
+        cluster.stop_ccm(binary).map_err(|source| DeployError::Local { step: "CCM stop", source })
+    }
+}
+
+#[async_trait]
+impl Upgrader for LocalDeployer {
+    async fn replace_control_plane(&mut self, component: &str, version: &str) -> Result<(), DeployError> {
+        let toolchain = toolchain_of(version).await?;
+        local_cluster::upgrade::replace_control_plane(&self.options.name, component, &toolchain)
+            .await
+            .map_err(|source| DeployError::Local { step: "upgrade", source })?;
+        self.reload()
+    }
+
+    async fn upgradable_nodes(&self) -> Result<Vec<String>, DeployError> {
+        let state = local_cluster::load_state(&self.options.name)
+            .map_err(|source| DeployError::Local { step: "upgrade", source })?;
+        let has_kubelet = |node: &String| state.processes.iter().any(|p| p.component == format!("{node}-kubelet"));
+        Ok(state.nodes.iter().filter(|node| real::is_real_node(&state, node) && has_kubelet(node)).cloned().collect())
+    }
+
+    async fn replace_node(&mut self, node: &str, version: &str) -> Result<(), DeployError> {
+        let toolchain = toolchain_of(version).await?;
+        local_cluster::upgrade::replace_node(&self.options.name, node, &toolchain)
+            .await
+            .map_err(|source| DeployError::Local { step: "upgrade", source })?;
+        self.reload()
+    }
+
+    async fn routes(&self) -> Option<Vec<serde_json::Value>> {
+        local_cluster::machines::routes(&self.options.name).await.ok()
+    }
+}
+
+impl LocalDeployer {
+    /// Reads the cluster's state again after a change made through its name.
+    fn reload(&mut self) -> Result<(), DeployError> {
+        if self.cluster.is_none() {
+            return Ok(());
+        }
+        let state = local_cluster::load_state(&self.options.name)
+            .map_err(|source| DeployError::Local { step: "upgrade", source })?;
+        if let Some(cluster) = self.cluster.as_mut() {
+            cluster.state = state;
+        }
+        Ok(())
+    }
+}
+
+/// The installed toolchain of release `version` (built now if it is not cached).
+async fn toolchain_of(version: &str) -> Result<toolchain::Toolchain, DeployError> {
+    let version = version.to_owned();
+    let install = tokio::task::spawn_blocking(move || {
+        let release = toolchain::resolve_or_pin(&version)?;
+        toolchain::install_with(&release, false, &local_cluster::upgrade::CONTROL_PLANE)
+    });
+    Ok(install.await.map_err(LocalDeployer::err)??)
 }
 
 /// Copies the files directly in `from` into `to`.

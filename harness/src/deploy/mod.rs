@@ -174,6 +174,27 @@ pub trait Deployer: Send {
     fn watch(&self) -> Option<Box<dyn Watch>> {
         None
     }
+    /// Optional capability: changing the Kubernetes release the running cluster's components run
+    /// (an upgrade run's stages); `None` when this deployer cannot.
+    fn upgrader(&mut self) -> Option<&mut dyn Upgrader> {
+        None
+    }
+}
+
+/// Changes the release a running cluster's components run, one at a time: what an upgrade run
+/// needs of its deployer (the local one: [`local_cluster::upgrade`]).
+#[async_trait]
+pub trait Upgrader: Send {
+    /// Replaces control-plane `component` (kube-apiserver, kube-controller-manager,
+    /// kube-scheduler) with release `version`'s, and waits until it serves.
+    async fn replace_control_plane(&mut self, component: &str, version: &str) -> Result<(), DeployError>;
+    /// The nodes whose kubelet and kube-proxy it can replace, in order; none on simulated nodes.
+    async fn upgradable_nodes(&self) -> Result<Vec<String>, DeployError>;
+    /// Replaces node `node`'s kubelet and kube-proxy with release `version`'s, and waits until the
+    /// node is Ready with the new kubelet (cordoning and draining are the caller's).
+    async fn replace_node(&mut self, node: &str, version: &str) -> Result<(), DeployError>;
+    /// The cloud's routes for the cluster, as JSON; `None` when the cloud keeps none.
+    async fn routes(&self) -> Option<Vec<serde_json::Value>>;
 }
 
 /// A cluster's processes and nodes as a run watches them ([`Deployer::watch`]), read afresh at
@@ -198,4 +219,7 @@ pub trait ProcessHost: Send {
     /// Runs `binary` with `args` beside the cluster, stopped by `down`, and returns once it has
     /// initialised every node.
     async fn start_ccm_process(&mut self, binary: &Path, args: &[String]) -> Result<(), DeployError>;
+    /// Stops the CCM [`ProcessHost::start_ccm_process`] started from `binary`, so that another
+    /// (an upgrade's) can take its place; the cluster stays up.
+    async fn stop_ccm_process(&mut self, binary: &Path) -> Result<(), DeployError>;
 }

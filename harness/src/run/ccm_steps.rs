@@ -78,6 +78,28 @@ pub(super) async fn build(
     }
 }
 
+/// The build `built` moved into a directory of its own (`kept`, made now), when it is a binary a
+/// provider's build command wrote: the next build (an upgrade run's newer release) writes the
+/// same path. Cargo's and the toolchain's builds have a path of their own already.
+pub(super) fn keep_aside(
+    provider: &Provider,
+    built: Built,
+    kept: &mut Option<tempfile::TempDir>,
+) -> Result<Built, String> {
+    let (CcmBuild::Command { .. }, Some(binary)) = (&provider.ccm.build, built.binary.as_ref()) else {
+        return Ok(built);
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("harness-ccm-")
+        .tempdir()
+        .map_err(|e| format!("keeping the CCM build aside: {e}"))?;
+    let name = binary.file_name().ok_or_else(|| format!("{} has no file name", binary.display()))?;
+    let target = dir.path().join(name);
+    std::fs::copy(binary, &target).map_err(|e| format!("copying {} to {}: {e}", binary.display(), target.display()))?;
+    *kept = Some(dir);
+    Ok(Built { binary: Some(target), ..built })
+}
+
 /// The deployer of the run's provider: the local cloud's is served by the reference CCM's binary,
 /// the one Build made when it is that one.
 pub(super) fn deployer(
@@ -89,7 +111,7 @@ pub(super) fn deployer(
     let artifacts = opts.artifacts.join(results::layout::ARTIFACTS);
     let setting = deploy::RunSetting {
         cluster_name: &opts.cluster_name,
-        kubernetes: &plan.version,
+        kubernetes: plan.up_version(),
         artifacts: &artifacts,
         provider_dir: &opts.provider_dir,
         vars,

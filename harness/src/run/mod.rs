@@ -26,6 +26,7 @@ pub mod publishing;
 mod space;
 pub mod steps;
 mod submission;
+mod upgrade_steps;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -70,6 +71,20 @@ pub enum RunError {
     UnpublishedBuild { dir: PathBuf, build: String, command: String },
     #[error("{} is in use by another harness run, {holder}: wait for it to end, or pass another --artifacts", dir.display())]
     ArtifactsInUse { dir: PathBuf, holder: String },
+    #[error(transparent)]
+    Skew(#[from] Box<config::skew::SkewError>),
+    #[error("--upgrade-from {0}")]
+    BadUpgradeFrom(String),
+    #[error(
+        "provider {provider} runs on the {deployer} deployer, which cannot change a running cluster's release: an \
+         upgrade run (--upgrade-from) needs the local deployer"
+    )]
+    UpgradeNeedsLocal { provider: String, deployer: String },
+    #[error(
+        "suite `certified-conformance` certifies one release, and an upgrade run (--upgrade-from) runs two: run it \
+         without --upgrade-from"
+    )]
+    CertificationInUpgrade,
     #[error(transparent)]
     Cluster(local_cluster::ClusterError),
     #[error(transparent)]
@@ -131,6 +146,8 @@ pub struct RunOptions {
     pub ccm_libraries: toolchain::Libraries,
     /// The waits before each retry of a publish the store or the index failed (`--publish-retries`).
     pub publish_retries: publishing::PublishRetries,
+    /// An upgrade run ([`crate::upgrade`]): up at `from`, upgraded to the run's version, rolled back.
+    pub upgrade: Option<crate::upgrade::UpgradeOptions>,
 }
 
 /// How a run ended.
@@ -194,6 +211,15 @@ struct Plan<'a> {
     job: String,
     /// `--provider-version`, else the commit the bundled CCM is built from, else `unknown`.
     provider_version: String,
+    /// An upgrade run's older release (`--upgrade-from`): the cluster comes up at it.
+    upgrade_from: Option<KubernetesVersion>,
+}
+
+impl Plan<'_> {
+    /// The release the cluster comes up at: an upgrade run's older one, else the run's.
+    fn up_version(&self) -> &KubernetesVersion {
+        self.upgrade_from.as_ref().unwrap_or(&self.version)
+    }
 }
 
 /// Pins the run's Kubernetes release from the Go module proxy when the harness embeds no pin of
@@ -205,8 +231,12 @@ async fn pin_kubernetes(plan: &Plan<'_>) -> Result<(), RunError> {
     if !local && !ginkgo {
         return Ok(());
     }
-    let version = plan.version.to_string();
-    tokio::task::spawn_blocking(move || toolchain::resolve_or_pin(&version)).await.expect("pinning does not panic")?;
+    for version in [Some(&plan.version), plan.upgrade_from.as_ref()].into_iter().flatten() {
+        let version = version.to_string();
+        tokio::task::spawn_blocking(move || toolchain::resolve_or_pin(&version))
+            .await
+            .expect("pinning does not panic")?;
+    }
     Ok(())
 }
 
@@ -249,9 +279,46 @@ fn plan<'a>(config: &'a ProvidersConfig, opts: &RunOptions) -> Result<Plan<'a>, 
         let others = suites.iter().filter(|s| s.name != config::CERTIFIED_CONFORMANCE).map(|s| s.name.as_str());
         return Err(RunError::CertificationNotAlone { job, others: others.collect::<Vec<_>>().join(", ") });
     }
+    let upgrade_from = match &opts.upgrade {
+        None => None,
+        Some(upgrade) => Some(check_upgrade(provider, &version, upgrade, certifies)?),
+    };
+    let job = match (&opts.job, &upgrade_from) {
+        (None, Some(_)) => config::jobs::job_name(&provider.name, Some(UPGRADE_JOB), &version),
+        _ => job,
+    };
     let provider_version =
         opts.provider_version.clone().unwrap_or_else(|| default_provider_version(provider, &version));
-    Ok(Plan { config, provider, version, suites, job, provider_version })
+    Ok(Plan { config, provider, version, suites, job, provider_version, upgrade_from })
+}
+
+/// The job of a provider's upgrade runs: `ci-cloud-provider-<p>-upgrade-k8s-<minor>`.
+pub const UPGRADE_JOB: &str = "upgrade";
+
+/// An upgrade run's older release, checked: a release, a pair and an order the version-skew
+/// policy allows (or a forbidden order asked for as a negative test), on a deployer that can
+/// upgrade.
+fn check_upgrade(
+    provider: &Provider,
+    to: &KubernetesVersion,
+    upgrade: &crate::upgrade::UpgradeOptions,
+    certifies: bool,
+) -> Result<KubernetesVersion, RunError> {
+    let from: KubernetesVersion = match provider.kubernetes_version(Some(&upgrade.from)) {
+        Some(version) => version.clone(),
+        None => upgrade.from.trim().parse().map_err(RunError::BadUpgradeFrom)?,
+    };
+    config::skew::check_upgrade(&from, to, &upgrade.order, upgrade.allow_skew_violation).map_err(Box::new)?;
+    if !matches!(provider.deployer, config::Deployer::Local { .. }) {
+        return Err(RunError::UpgradeNeedsLocal {
+            provider: provider.name.clone(),
+            deployer: provider.deployer.kind().as_str().to_owned(),
+        });
+    }
+    if certifies {
+        return Err(RunError::CertificationInUpgrade);
+    }
+    Ok(from)
 }
 
 /// The release tag of a provider's CCM the toolchain builds from the Go module proxy (`goproxy:`
@@ -354,6 +421,11 @@ pub async fn run(config: &ProvidersConfig, opts: &RunOptions) -> Result<RunRepor
         ..Versions::default()
     };
     let mut metadata = versions.to_metadata();
+    if let Some(from) = &plan.upgrade_from {
+        metadata.insert_string(layout::keys::UPGRADE_FROM, from.to_string());
+        let order = opts.upgrade.iter().flat_map(|u| u.order.iter().map(|s| s.as_str())).collect::<Vec<_>>();
+        metadata.insert_string(layout::keys::UPGRADE_ORDER, order.join(","));
+    }
     if !tested.known_failures.is_empty() {
         let met = serde_json::to_value(&tested.known_failures).expect("known failures serialise");
         metadata.0.insert(layout::keys::KNOWN_FAILURES.into(), MetaValue::Other(met));
@@ -428,6 +500,8 @@ struct Tested {
     under_way: Option<String>,
     /// The provider's known failures the suites met, for `metadata.json`.
     known_failures: Vec<known_failures::Met>,
+    /// Where an upgrade run keeps the older release's CCM build while it builds the newer one.
+    ccm_builds: Option<tempfile::TempDir>,
 }
 
 /// Build, Up, Deploy, Test; a failed step skips the rest.
@@ -443,10 +517,20 @@ async fn run_steps(
     let artifacts = writer.artifacts_dir();
     let mut vars = base_vars(plan, opts, &artifacts);
 
-    let Some(built) = steps.run("Build", ccm_steps::build(plan.provider, opts, &vars, &artifacts)).await else {
+    // An upgrade run builds the CCM of each of its releases; the cluster comes up with the older.
+    let to_vars = with_version(&vars, &plan.version);
+    let build = async {
+        let from = ccm_steps::build(plan.provider, opts, &vars, &artifacts).await?;
+        if opts.upgrade.is_none() {
+            return Ok((from.clone(), from));
+        }
+        let from = ccm_steps::keep_aside(plan.provider, from, &mut tested.ccm_builds)?;
+        Ok::<_, String>((from, ccm_steps::build(plan.provider, opts, &to_vars, &artifacts).await?))
+    };
+    let Some((built, built_to)) = steps.run("Build", build).await else {
         return skip_rest(steps, &["Up", "Deploy", "Test"], "Build failed");
     };
-    *ccm_version = built.version.clone();
+    *ccm_version = built_to.version.clone();
     if let Some(binary) = &built.binary {
         vars.insert(Placeholder::CcmBinary, binary.display().to_string());
     }
@@ -467,14 +551,54 @@ async fn run_steps(
         return skip_rest(steps, &["Test"], "Deploy failed");
     }
 
+    if let Some(upgrade) = &opts.upgrade {
+        let built = upgrade_steps::Builds { from: &built, to: &built_to };
+        return upgrade_steps::run(plan, opts, writer, steps, deployer.as_mut(), &built, &vars, tested, upgrade).await;
+    }
+    let artifacts_dir = artifacts.clone();
+    test_step(
+        "Test",
+        plan,
+        opts,
+        writer,
+        steps,
+        deployer.as_ref(),
+        &vars,
+        tested,
+        &plan.version.to_string(),
+        &artifacts_dir,
+    )
+    .await;
+}
+
+/// The Test step `name`: each suite of the plan against the cluster at `version`, writing its
+/// results to `artifacts`, watched for faults.
+#[allow(clippy::too_many_arguments)]
+async fn test_step(
+    name: &str,
+    plan: &Plan<'_>,
+    opts: &RunOptions,
+    writer: &BuildWriter,
+    steps: &mut Steps,
+    deployer: &dyn Deployer,
+    vars: &Vars,
+    tested: &mut Tested,
+    version: &str,
+    artifacts: &Path,
+) -> bool {
     let Some(kubeconfig) = deployer.kubeconfig() else {
-        return steps.record("Test", StepResult::Failed("the deployer gave no kubeconfig".into()), Duration::ZERO);
+        steps.record(name, StepResult::Failed("the deployer gave no kubeconfig".into()), Duration::ZERO);
+        return false;
     };
+    if let Err(e) = std::fs::create_dir_all(artifacts) {
+        steps.record(name, StepResult::Failed(format!("creating {}: {e}", artifacts.display())), Duration::ZERO);
+        return false;
+    }
     let ctx = |suite: &config::Suite| SuiteContext {
         kubeconfig: kubeconfig.clone(),
-        artifacts: artifacts.clone(),
+        artifacts: artifacts.to_path_buf(),
         provider: plan.provider.name.clone(),
-        kubernetes_version: plan.version.to_string(),
+        kubernetes_version: version.to_owned(),
         vars: vars.clone(),
         timeout: suite.timeout,
     };
@@ -488,7 +612,7 @@ async fn run_steps(
         let mut failed = Vec::new();
         for suite in &plan.suites {
             tested.under_way = Some(suite.name.clone());
-            let outcome = runner(suite, plan, opts, &vars)?.run(&ctx(suite)).await.map_err(|e| e.to_string())?;
+            let outcome = runner(suite, plan, opts, vars)?.run(&ctx(suite)).await.map_err(|e| e.to_string())?;
             tested.under_way = None;
             // Certification takes every conformance test passing: nothing listed excuses one there.
             let (outcome, met) = match suite.kind {
@@ -504,7 +628,7 @@ async fn run_steps(
                 failed.push(format!("{} ({})", suite.name, outcome.summary));
             }
         }
-        failed.extend(missing_required_tests(plan.provider, &artifacts));
+        failed.extend(missing_required_tests(plan.provider, artifacts));
         if failed.is_empty() { Ok(()) } else { Err(format!("required tests failed: {}", failed.join("; "))) }
     };
     // The suites, unless the run has a fault first (a process the cluster cannot lose exits, a
@@ -517,7 +641,7 @@ async fn run_steps(
         let during = tested.under_way.take().map(|suite| format!(" during suite {suite}")).unwrap_or_default();
         Err(format!("the run had a fault{during} (the results the suite wrote so far are kept): {fault}"))
     };
-    steps.run("Test", test).await;
+    steps.run(name, test).await.is_some()
 }
 
 fn steps_note(summary: &str, suite: &str) {
@@ -650,11 +774,18 @@ fn junit_files(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// `vars` with the Kubernetes version `version`.
+fn with_version(vars: &Vars, version: &KubernetesVersion) -> Vars {
+    let mut vars = vars.clone();
+    vars.insert(Placeholder::KubernetesVersion, version.to_string());
+    vars
+}
+
 fn base_vars(plan: &Plan<'_>, opts: &RunOptions, artifacts: &Path) -> Vars {
     let mut vars = Vars::new();
     vars.insert(Placeholder::Artifacts, artifacts.display().to_string());
     vars.insert(Placeholder::RepoDir, opts.provider_dir.display().to_string());
-    vars.insert(Placeholder::KubernetesVersion, plan.version.to_string());
+    vars.insert(Placeholder::KubernetesVersion, plan.up_version().to_string());
     vars.insert(Placeholder::ProviderVersion, plan.provider_version.clone());
     vars.insert(Placeholder::Cluster, opts.cluster_name.clone());
     if let Ok(exe) = std::env::current_exe() {

@@ -531,7 +531,12 @@ mod tests {
     fn a_run_not_published_fails_with_the_command_whatever_else_failed() {
         let later = publish_command(Path::new("/ci/_artifacts"), Some("j"), Some("7"), "/s", "sqlite:///i", None);
         let not = NotPublished { error: "store down".into(), attempts: 6, transient: true, interrupted: None, later };
-        let step = |result| crate::run::steps::Step { name: "Test".into(), result, duration: Duration::ZERO };
+        let step = |result| crate::run::steps::Step {
+            name: "Test".into(),
+            result,
+            duration: Duration::ZERO,
+            properties: Vec::new(),
+        };
         let report = |steps, published| crate::run::RunReport {
             job: "j".into(),
             build: "7".into(),

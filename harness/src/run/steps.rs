@@ -25,6 +25,8 @@ pub struct Step {
     pub name: String,
     pub result: StepResult,
     pub duration: Duration,
+    /// What the step measured (an upgrade stage's disruption), as properties of its case.
+    pub properties: Vec<junit::Property>,
 }
 
 /// Records steps as they end.
@@ -64,6 +66,17 @@ impl Steps {
     }
 
     pub fn record(&mut self, name: &str, result: StepResult, duration: Duration) {
+        self.record_measured(name, result, duration, Vec::new());
+    }
+
+    /// [`Steps::record`] with what the step measured; the properties go to its line too.
+    pub fn record_measured(
+        &mut self,
+        name: &str,
+        result: StepResult,
+        duration: Duration,
+        properties: Vec<junit::Property>,
+    ) {
         let line = match &result {
             StepResult::Passed => format!("step {name}: passed in {:.1}s", duration.as_secs_f64()),
             StepResult::Failed(why) => format!("step {name}: FAILED after {:.1}s: {why}", duration.as_secs_f64()),
@@ -74,7 +87,11 @@ impl Steps {
             _ => tracing::info!("{line}"),
         }
         let _ = writeln!(self.log, "{line}");
-        self.steps.push(Step { name: name.to_owned(), result, duration });
+        if !properties.is_empty() {
+            let shown: Vec<String> = properties.iter().map(|p| format!("{}={}", p.name, p.value)).collect();
+            let _ = writeln!(self.log, "  {}", shown.join(" "));
+        }
+        self.steps.push(Step { name: name.to_owned(), result, duration, properties });
     }
 
     /// Records the step that was under way when its work was dropped (the run timed out, or was
@@ -122,7 +139,7 @@ impl Steps {
             TestCase {
                 name: step.name.clone(),
                 classname: Some(RUNNER_SUITE.into()),
-                properties: Vec::new(),
+                properties: step.properties.clone(),
                 attempts: vec![Attempt {
                     outcome,
                     time: Some(step.duration.as_secs_f64()),

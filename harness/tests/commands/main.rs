@@ -17,5 +17,6 @@ mod provider_run;
 mod prow;
 mod real_prow;
 mod run;
+mod upgrade;
 mod upstream_load_balancers;
 mod vsphere;

@@ -248,11 +248,11 @@ suites:
 }
 
 /// The provider entries as items of the top-level `providers:` list (they already are, indented).
-fn indent_providers(entry: &str) -> String {
+pub(crate) fn indent_providers(entry: &str) -> String {
     entry.trim_end().to_owned()
 }
 
-fn set_executable(path: &Path) {
+pub(crate) fn set_executable(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
@@ -299,17 +299,17 @@ impl Env {
     }
 
     /// `harness run --config <fixture> --artifacts <dir> ARGS`.
-    fn harness(&self, args: &[&str]) -> Command {
+    pub(crate) fn harness(&self, args: &[&str]) -> Command {
         let mut cmd = self.bare();
         cmd.arg("--config").arg(&self.config).arg("--artifacts").arg(self.artifacts()).args(args);
         cmd
     }
 
-    fn artifacts(&self) -> PathBuf {
+    pub(crate) fn artifacts(&self) -> PathBuf {
         self.root.join("_artifacts")
     }
 
-    fn finished(&self) -> serde_json::Value {
+    pub(crate) fn finished(&self) -> serde_json::Value {
         serde_json::from_slice(&std::fs::read(self.artifacts().join("finished.json")).unwrap()).unwrap()
     }
 
@@ -320,7 +320,7 @@ impl Env {
         line.rsplit(" build ").next().unwrap().trim().to_owned()
     }
 
-    fn runner_steps(&self) -> Vec<(String, Status)> {
+    pub(crate) fn runner_steps(&self) -> Vec<(String, Status)> {
         let file = self.artifacts().join("artifacts/junit_runner.xml");
         let report = junit::read_file(&file, &ReadOptions::default()).unwrap();
         report.cases().map(|(_, c)| (c.name.clone(), c.status())).collect()
@@ -363,7 +363,7 @@ pub(crate) fn text(output: &Output) -> String {
     )
 }
 
-fn error_line(output: &Output) -> String {
+pub(crate) fn error_line(output: &Output) -> String {
     let err = String::from_utf8_lossy(&output.stderr);
     err.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("no error line:\n{err}")).to_owned()
 }

@@ -81,7 +81,7 @@ async fn real_nodes(w: &World) -> Result<Vec<Node>, Verdict> {
 }
 
 /// The agnhost image the nodes have, or upstream's.
-fn agnhost(nodes: &[Node]) -> String {
+pub(crate) fn agnhost(nodes: &[Node]) -> String {
     let names = nodes.iter().flat_map(|n| n.status.iter().flat_map(|s| s.images.iter().flatten()));
     names
         .flat_map(|image| image.names.iter().flatten())
@@ -103,13 +103,7 @@ async fn start_pods(w: &World, name: &str, nodes: &[Node]) -> Result<Vec<String>
             "spec": {
                 "nodeName": node.metadata.name,
                 "terminationGracePeriodSeconds": 1,
-                "containers": [{
-                    "name": "netexec",
-                    "image": image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "args": ["netexec", format!("--http-port={HTTP_PORT}"), format!("--udp-port={UDP_PORT}")],
-                    "readinessProbe": {"tcpSocket": {"port": HTTP_PORT}, "periodSeconds": 1},
-                }],
+                "containers": [netexec_container(&image)],
             },
         }))
         .expect("a valid Pod");
@@ -136,7 +130,21 @@ async fn start_pods(w: &World, name: &str, nodes: &[Node]) -> Result<Vec<String>
     Ok(names)
 }
 
-fn service(name: &str, udp: bool, extra: serde_json::Value) -> Service {
+/// agnhost `netexec` from `image`, answering HTTP on [`HTTP_PORT`] (`/hostname`: its pod's name)
+/// and UDP echoes on [`UDP_PORT`], Ready once it listens.
+pub(crate) fn netexec_container(image: &str) -> serde_json::Value {
+    json!({
+        "name": "netexec",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["netexec", format!("--http-port={HTTP_PORT}"), format!("--udp-port={UDP_PORT}")],
+        "readinessProbe": {"tcpSocket": {"port": HTTP_PORT}, "periodSeconds": 1},
+    })
+}
+
+/// A LoadBalancer Service `name` in front of the pods labelled `app: name` (TCP 80, or UDP 5300),
+/// with `extra` merged into its spec.
+pub(crate) fn service(name: &str, udp: bool, extra: serde_json::Value) -> Service {
     let port = match udp {
         true => json!({"name": "udp", "protocol": "UDP", "port": 5300, "targetPort": UDP_PORT}),
         false => json!({"name": "http", "protocol": "TCP", "port": 80, "targetPort": HTTP_PORT}),
@@ -206,13 +214,18 @@ pub async fn ingress_address(point: &str) -> Result<IpAddr, String> {
 
 /// Dials through the provider's probe hook, or from here.
 async fn dial(w: &World, dial: Dial) -> Result<String, String> {
-    if w.hooks.has(HookKind::ProbeLoadBalancer) {
+    dial_through(&w.hooks, dial).await
+}
+
+/// Dials through the `probe_load_balancer` hook of `hooks` when it has one, or from here.
+pub(crate) async fn dial_through(hooks: &super::hooks::HookRunner, dial: Dial) -> Result<String, String> {
+    if hooks.has(HookKind::ProbeLoadBalancer) {
         let mut extra = vec![format!("--ip={}", dial.ip), format!("--port={}", dial.port)];
         if dial.udp {
             extra.push("--udp".into());
         }
         extra.extend(dial.send.iter().map(|send| format!("--send={send}")));
-        return w.hooks.run_with(HookKind::ProbeLoadBalancer, None, &extra).await;
+        return hooks.run_with(HookKind::ProbeLoadBalancer, None, &extra).await;
     }
     tokio::task::spawn_blocking(move || probe::dial(&dial)).await.map_err(|e| e.to_string())?
 }

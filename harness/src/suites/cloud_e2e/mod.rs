@@ -16,11 +16,11 @@
 //! each away from the first (which the load-balancer tests use), else one after the other with
 //! the deletion, which destroys an instance for good, the very last.
 
-mod data_path;
+pub(crate) mod data_path;
 mod health;
 pub mod hooks;
 mod lifecycle;
-mod load_balancers;
+pub(crate) mod load_balancers;
 mod nodes;
 mod progress;
 mod routes;
@@ -309,6 +309,7 @@ impl CloudE2eSuite {
             .create(&PostParams::default(), &object)
             .await
             .map_err(|e| self.cannot_run(format!("creating namespace {namespace}: {e}")))?;
+        wait_for_default_service_account(&client, &namespace).await.map_err(|e| self.cannot_run(e))?;
         let ccm_healthz_url = self
             .ccm_healthz_url
             .clone()
@@ -320,6 +321,27 @@ impl CloudE2eSuite {
             ccm_healthz_url,
             services: self.services.clone(),
         })
+    }
+}
+
+/// Waits until kube-controller-manager has made `namespace`'s `default` ServiceAccount, as
+/// upstream's e2e framework does before a test's first pod: until then the ServiceAccount
+/// admission refuses every pod, and a controller manager just restarted (an upgrade's) takes a
+/// while to catch up.
+async fn wait_for_default_service_account(client: &kube::Client, namespace: &str) -> Result<(), String> {
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match accounts.get_opt("default").await {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(250)).await,
+            Ok(None) => {
+                return Err(format!(
+                    "namespace {namespace} got no `default` ServiceAccount within 120s: is kube-controller-manager running?"
+                ));
+            }
+            Err(e) => return Err(format!("reading the ServiceAccounts of namespace {namespace}: {e}")),
+        }
     }
 }
 
