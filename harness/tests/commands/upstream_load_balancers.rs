@@ -104,6 +104,10 @@ fn upstream_load_balancer_tests_pass_on_the_local_provider_with_every_skip_expla
     assert_eq!(met.len(), known.len(), "each known failure met is in the build's metadata: {met:#?}");
     let left = local_cluster::process::find_by_marker(&env.root.join("state"));
     assert!(left.is_empty(), "processes left running: {left:?}");
-    let sessions = std::process::Command::new("pgrep").args(["-f", "probe-.*holder"]).output().unwrap();
+    // This cluster's probe clients (their holder names a file in its socket directory): other
+    // tests running beside this one probe their own load balancers all along (upgrade runs).
+    let sockets = local_cluster::real::socket_dir(&env.root.join("state/clusters/uplb"));
+    let pattern = format!("{}/probe-.*holder", sockets.display());
+    let sessions = std::process::Command::new("pgrep").args(["-f", &pattern]).output().unwrap();
     assert!(sessions.stdout.is_empty(), "client namespaces left: {}", String::from_utf8_lossy(&sessions.stdout));
 }
